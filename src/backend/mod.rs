@@ -1,0 +1,2 @@
+//! Backends that run core IR.
+pub mod interp;

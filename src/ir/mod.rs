@@ -1,0 +1,317 @@
+//! The core IR: first-order, monomorphic, A-normal form with structured
+//! control flow. Every transform (AD, optimiser) reads and writes this, and
+//! every backend runs it.
+//!
+//! Design decisions (see docs/ARCHITECTURE.md):
+//! - Tuples do not exist here: `lower` flattens them, so every variable is a
+//!   scalar or a regular array of scalars, and constructs that produce several
+//!   values (`for`, `loop`, `if`, reductions over tuples) bind several
+//!   variables. Arrays of tuples become tuples of arrays for free.
+//! - Types carry sizes as normalised polynomials over `i64` variables in
+//!   scope (`Size`), so every shape is known symbolically.
+//! - The only effect is the functional `scatter_add` (Dex's Accum).
+//! - Every index that `lower` could not prove in bounds carries a `Check`
+//!   with the source location to report; proven ones carry `None`.
+
+pub mod size;
+pub mod print;
+pub mod verify;
+
+pub use size::{Size, SizeAtom};
+
+/// A variable. Ids are unique within a `Function`.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub struct VarId(pub u32);
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum Scalar {
+    F64,
+    F32,
+    I64,
+    I32,
+    Bool,
+}
+
+impl Scalar {
+    pub fn is_float(self) -> bool {
+        matches!(self, Scalar::F64 | Scalar::F32)
+    }
+    pub fn is_int(self) -> bool {
+        matches!(self, Scalar::I64 | Scalar::I32)
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Scalar::F64 => "f64",
+            Scalar::F32 => "f32",
+            Scalar::I64 => "i64",
+            Scalar::I32 => "i32",
+            Scalar::Bool => "bool",
+        }
+    }
+}
+
+/// A scalar (`shape` empty) or a regular array of scalars, row-major.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub struct Type {
+    pub elem: Scalar,
+    pub shape: Vec<Size>,
+}
+
+impl Type {
+    pub fn scalar(elem: Scalar) -> Type {
+        Type { elem, shape: vec![] }
+    }
+    pub fn array(elem: Scalar, shape: Vec<Size>) -> Type {
+        Type { elem, shape }
+    }
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+    /// The type of one element of the outer axis.
+    pub fn row(&self) -> Type {
+        Type { elem: self.elem, shape: self.shape[1..].to_vec() }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub enum Lit {
+    F64(f64),
+    F32(f32),
+    I64(i64),
+    I32(i32),
+    Bool(bool),
+}
+
+impl Lit {
+    pub fn scalar(self) -> Scalar {
+        match self {
+            Lit::F64(_) => Scalar::F64,
+            Lit::F32(_) => Scalar::F32,
+            Lit::I64(_) => Scalar::I64,
+            Lit::I32(_) => Scalar::I32,
+            Lit::Bool(_) => Scalar::Bool,
+        }
+    }
+}
+
+/// An operand: a variable or a scalar literal.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub enum Atom {
+    Var(VarId),
+    Lit(Lit),
+}
+
+/// A source location for run-time error messages.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Loc {
+    pub file: String,
+    pub line: usize,
+    pub col: usize,
+}
+
+impl std::fmt::Display for Loc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.col)
+    }
+}
+
+/// A run-time bounds check that `lower` could not prove away.
+pub type Check = Option<Loc>;
+
+/// Scalar primitive operations. All operands have the same scalar type
+/// unless noted.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum Prim {
+    // arithmetic (int or float)
+    Add,
+    Sub,
+    Mul,
+    /// float division, or truncating integer division (error on zero)
+    Div,
+    /// truncating remainder (error on zero for integers)
+    Rem,
+    Neg,
+    Abs,
+    Min,
+    Max,
+    // float only
+    Pow,
+    Exp,
+    Log,
+    Sqrt,
+    Sin,
+    Cos,
+    Tan,
+    Tanh,
+    Asin,
+    Acos,
+    Atan,
+    Sinh,
+    Cosh,
+    Atan2,
+    Floor,
+    Ceil,
+    Lgamma,
+    Erf,
+    Sigmoid,
+    Relu,
+    /// float -> bool
+    IsNan,
+    // comparisons: operands of one type, result bool
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    // bool only
+    And,
+    Or,
+    Not,
+    /// convert to the given scalar type
+    Convert(Scalar),
+    /// `select c a b`: `c` is bool; `a`, `b` scalars of one type
+    Select,
+}
+
+/// The operator of a reduction or scan.
+#[derive(Clone, PartialEq, Debug)]
+pub enum ReduceOp {
+    Add,
+    Mul,
+    Max,
+    Min,
+    /// A user operator: `params` are `2 * k` binders (k accumulator values,
+    /// then k element values) and `body` returns k values.
+    Lambda(Lambda),
+}
+
+#[derive(Clone, PartialEq, Debug)]
+pub struct Lambda {
+    pub params: Vec<Binder>,
+    pub body: Block,
+}
+
+#[derive(Clone, PartialEq, Debug)]
+pub enum LoopKind {
+    /// `for i < n`: `i` counts 0..n-1 (an i64)
+    Count { ivar: VarId, n: Atom },
+    /// runs while `cond` (a block over the loop parameters returning one bool) holds
+    While { cond: Block },
+}
+
+#[derive(Clone, PartialEq, Debug)]
+pub enum Expr {
+    /// copy of an operand
+    Atom(Atom),
+    /// scalar primitive
+    Prim(Prim, Vec<Atom>),
+    /// `arr[i0, i1, ...]` with as many indices as given (a prefix of the
+    /// axes); `checks[k]` is `Some` when index k must be checked at run time.
+    Index { arr: Atom, idx: Vec<Atom>, checks: Vec<Check> },
+    /// `arr[lo:hi]` on the outer axis; checked (0 <= lo <= hi <= n) when `check` is `Some`.
+    Slice { arr: Atom, lo: Atom, hi: Atom, check: Check },
+    /// Parallel build: one array per body result, of shape `[size] ++ result shape`.
+    For { ivar: VarId, size: Size, body: Block },
+    /// Reduction over the outer axis of each array; `ne` holds one neutral
+    /// element per array. Elementwise for built-in ops on rank > 1.
+    Reduce { op: ReduceOp, ne: Vec<Atom>, arrs: Vec<Atom> },
+    /// Inclusive prefix scan, same operands as `Reduce`.
+    Scan { op: ReduceOp, ne: Vec<Atom>, arrs: Vec<Atom> },
+    /// index of the first maximum (`max == true`) or minimum of a 1-d array; error when empty
+    ArgExt { max: bool, arr: Atom },
+    /// sequential loop; `params` start as `init` and become the body's results
+    Loop { params: Vec<Binder>, init: Vec<Atom>, kind: LoopKind, body: Block },
+    If { cond: Atom, then_b: Block, else_b: Block },
+    /// copy of `dest` with `vals[j]` added at `idxs[j]` (outer axis); out of range is an error at `loc`
+    ScatterAdd { dest: Atom, idxs: Atom, vals: Atom, loc: Loc },
+    /// `[0, 1, ..., n-1]` (result type gives the size symbolically)
+    Iota { n: Atom },
+    /// `n` copies of `val` (scalar or array)
+    Replicate { n: Atom, val: Atom },
+    /// array literal of scalars or equally shaped arrays
+    ArrayLit(Vec<Atom>),
+    Concat(Atom, Atom),
+    Transpose(Atom),
+    Flatten(Atom),
+    /// `[n*m]t -> [n][m]t`
+    Unflatten { arr: Atom, n: Atom, m: Atom },
+    Reverse(Atom),
+    /// rotate left by `k` (negative rotates right)
+    Rotate { k: Atom, arr: Atom },
+    /// the same array at the binder's type; its shape is checked at run time
+    Coerce { arr: Atom, loc: Loc },
+    /// stop the call with an error (e.g. a size that is negative)
+    Fail { msg: String, loc: Loc },
+}
+
+#[derive(Clone, PartialEq, Debug)]
+pub struct Binder {
+    pub var: VarId,
+    pub ty: Type,
+}
+
+/// `let b1, b2, ... = expr` with optional source location for errors.
+#[derive(Clone, PartialEq, Debug)]
+pub struct Stmt {
+    pub binds: Vec<Binder>,
+    pub expr: Expr,
+    pub loc: Option<Loc>,
+}
+
+#[derive(Clone, PartialEq, Debug, Default)]
+pub struct Block {
+    pub stmts: Vec<Stmt>,
+    pub result: Vec<Atom>,
+}
+
+/// A surface-level type of an entry parameter or result, kept so callers can
+/// pass tuples and see size-parameter names; leaves correspond one to one
+/// (depth-first) to the function's flat parameters / results.
+#[derive(Clone, PartialEq, Debug)]
+pub enum Shape {
+    Leaf(Type),
+    Tuple(Vec<Shape>),
+}
+
+impl Shape {
+    /// The leaf types depth-first.
+    pub fn leaves(&self) -> Vec<&Type> {
+        match self {
+            Shape::Leaf(t) => vec![t],
+            Shape::Tuple(ts) => ts.iter().flat_map(|t| t.leaves()).collect(),
+        }
+    }
+}
+
+/// An entry point, monomorphic and first-order.
+#[derive(Clone, PartialEq, Debug)]
+pub struct Function {
+    pub name: String,
+    /// Size parameters: name and the `i64` variable that holds the size. The
+    /// caller binds them from argument shapes.
+    pub size_params: Vec<(String, VarId)>,
+    /// Flat parameters (tuples flattened depth-first).
+    pub params: Vec<Binder>,
+    /// Surface parameter names and shapes (for argument checking).
+    pub param_shapes: Vec<(String, Shape)>,
+    pub result_shape: Shape,
+    pub body: Block,
+    /// Names for variables, for the printer (`x_12`). Indexed by id.
+    pub names: Vec<String>,
+}
+
+impl Function {
+    pub fn var_name(&self, v: VarId) -> String {
+        match self.names.get(v.0 as usize) {
+            Some(n) if !n.is_empty() => format!("{}_{}", n, v.0),
+            _ => format!("v{}", v.0),
+        }
+    }
+}
+
+/// A lowered program: one monomorphic function per entry point.
+#[derive(Clone, PartialEq, Debug, Default)]
+pub struct Module {
+    pub functions: Vec<Function>,
+}

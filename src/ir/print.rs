@@ -1,0 +1,1 @@
+//! Stable, readable printer of the core IR (to be written).

@@ -1,0 +1,295 @@
+//! Symbolic sizes in normal form: polynomials with integer coefficients over
+//! the `i64` variables in scope (size parameters, loop bounds, ...). Two sizes
+//! are equal exactly when their normal forms are equal. Integer division that
+//! cannot be done exactly on the coefficients stays as an opaque atom
+//! `(p)/(q)` whose operands are themselves normalised, so `d*(d-1)/2` and
+//! `(d*d-d)/2` still compare equal.
+
+use super::VarId;
+use std::collections::BTreeMap;
+use std::fmt;
+
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub enum SizeAtom {
+    Var(VarId),
+    /// Truncating division that could not be simplified.
+    Div(Box<Size>, Box<Size>),
+}
+
+/// A polynomial: monomial (sorted list of atoms, repeated for powers) to
+/// coefficient. Zero coefficients are never stored; the constant term is
+/// the empty monomial.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+pub struct Size {
+    terms: BTreeMap<Vec<SizeAtom>, i64>,
+}
+
+impl Size {
+    pub fn constant(c: i64) -> Size {
+        let mut terms = BTreeMap::new();
+        if c != 0 {
+            terms.insert(vec![], c);
+        }
+        Size { terms }
+    }
+
+    pub fn var(v: VarId) -> Size {
+        Size::atom(SizeAtom::Var(v))
+    }
+
+    fn atom(a: SizeAtom) -> Size {
+        let mut terms = BTreeMap::new();
+        terms.insert(vec![a], 1);
+        Size { terms }
+    }
+
+    /// The value if the size does not depend on any variable.
+    pub fn as_const(&self) -> Option<i64> {
+        match self.terms.len() {
+            0 => Some(0),
+            1 => self.terms.get(&vec![]).copied(),
+            _ => None,
+        }
+    }
+
+    /// The variable if the size is exactly one variable.
+    pub fn as_var(&self) -> Option<VarId> {
+        if self.terms.len() != 1 {
+            return None;
+        }
+        let (mono, c) = self.terms.iter().next()?;
+        match (mono.as_slice(), c) {
+            ([SizeAtom::Var(v)], 1) => Some(*v),
+            _ => None,
+        }
+    }
+
+    pub fn add(&self, other: &Size) -> Size {
+        let mut terms = self.terms.clone();
+        for (m, c) in &other.terms {
+            let e = terms.entry(m.clone()).or_insert(0);
+            *e = e.wrapping_add(*c);
+            if *e == 0 {
+                terms.remove(m);
+            }
+        }
+        Size { terms }
+    }
+
+    pub fn neg(&self) -> Size {
+        Size { terms: self.terms.iter().map(|(m, c)| (m.clone(), c.wrapping_neg())).collect() }
+    }
+
+    pub fn sub(&self, other: &Size) -> Size {
+        self.add(&other.neg())
+    }
+
+    pub fn mul(&self, other: &Size) -> Size {
+        let mut out = Size::default();
+        for (m1, c1) in &self.terms {
+            for (m2, c2) in &other.terms {
+                let mut m: Vec<SizeAtom> = m1.iter().chain(m2.iter()).cloned().collect();
+                m.sort();
+                let mut t = BTreeMap::new();
+                t.insert(m, c1.wrapping_mul(*c2));
+                out = out.add(&Size { terms: t });
+            }
+        }
+        out
+    }
+
+    /// Truncating division. Exact when the divisor is a constant dividing
+    /// every coefficient; otherwise an opaque atom.
+    pub fn div(&self, other: &Size) -> Size {
+        if let Some(d) = other.as_const() {
+            if d == 1 {
+                return self.clone();
+            }
+            if d != 0 {
+                if let Some(n) = self.as_const() {
+                    return Size::constant(n.wrapping_div(d));
+                }
+                if self.terms.values().all(|c| c % d == 0) {
+                    return Size { terms: self.terms.iter().map(|(m, c)| (m.clone(), c / d)).collect() };
+                }
+            }
+        }
+        if self == other && self.as_const().is_none() {
+            // p/p is 1 whenever p is non-zero; sizes used as divisors are
+            // checked non-zero at run time by the code that computes them.
+            return Size::constant(1);
+        }
+        Size::atom(SizeAtom::Div(Box::new(self.clone()), Box::new(other.clone())))
+    }
+
+    /// True when every coefficient is non-negative and every atom is known to
+    /// be non-negative (`nonneg` decides variables), so the size is >= 0.
+    pub fn provably_nonneg(&self, nonneg: &dyn Fn(VarId) -> bool) -> bool {
+        self.terms.iter().all(|(m, c)| *c >= 0 && m.iter().all(|a| atom_nonneg(a, nonneg)))
+    }
+
+    /// The variables the size mentions.
+    pub fn vars(&self) -> Vec<VarId> {
+        let mut out = vec![];
+        for m in self.terms.keys() {
+            for a in m {
+                collect_atom_vars(a, &mut out);
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Replace every variable by a size.
+    pub fn subst(&self, f: &dyn Fn(VarId) -> Size) -> Size {
+        let mut out = Size::default();
+        for (m, c) in &self.terms {
+            let mut prod = Size::constant(*c);
+            for a in m {
+                let s = match a {
+                    SizeAtom::Var(v) => f(*v),
+                    SizeAtom::Div(p, q) => p.subst(f).div(&q.subst(f)),
+                };
+                prod = prod.mul(&s);
+            }
+            out = out.add(&prod);
+        }
+        out
+    }
+
+    /// Evaluate with concrete values for the variables.
+    pub fn eval(&self, f: &dyn Fn(VarId) -> Result<i64, String>) -> Result<i64, String> {
+        let mut total: i64 = 0;
+        for (m, c) in &self.terms {
+            let mut prod = *c;
+            for a in m {
+                let v = match a {
+                    SizeAtom::Var(v) => f(*v)?,
+                    SizeAtom::Div(p, q) => {
+                        let d = q.eval(f)?;
+                        if d == 0 {
+                            return Err("division by zero in a size".into());
+                        }
+                        p.eval(f)?.wrapping_div(d)
+                    }
+                };
+                prod = prod.wrapping_mul(v);
+            }
+            total = total.wrapping_add(prod);
+        }
+        Ok(total)
+    }
+
+    /// Monomials with their coefficients, constant term first.
+    pub fn terms(&self) -> impl Iterator<Item = (&[SizeAtom], i64)> {
+        self.terms.iter().map(|(m, c)| (m.as_slice(), *c))
+    }
+
+    /// Print with the given names for variables, e.g. `n*m + 2*n - 1`.
+    pub fn display_with(&self, name: &dyn Fn(VarId) -> String) -> String {
+        if self.terms.is_empty() {
+            return "0".into();
+        }
+        // Highest degree first, constant last: reads like hand-written sizes.
+        let mut monos: Vec<(&Vec<SizeAtom>, &i64)> = self.terms.iter().collect();
+        monos.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(b.0)));
+        let mut out = String::new();
+        for (i, (m, c)) in monos.iter().enumerate() {
+            let c = **c;
+            let mag = c.unsigned_abs();
+            if i == 0 {
+                if c < 0 {
+                    out.push('-');
+                }
+            } else {
+                out.push_str(if c < 0 { " - " } else { " + " });
+            }
+            let atoms: Vec<String> = m.iter().map(|a| display_atom(a, name)).collect();
+            if m.is_empty() {
+                out.push_str(&mag.to_string());
+            } else if mag == 1 {
+                out.push_str(&atoms.join("*"));
+            } else {
+                out.push_str(&format!("{}*{}", mag, atoms.join("*")));
+            }
+        }
+        out
+    }
+}
+
+fn atom_nonneg(a: &SizeAtom, nonneg: &dyn Fn(VarId) -> bool) -> bool {
+    match a {
+        SizeAtom::Var(v) => nonneg(*v),
+        SizeAtom::Div(p, q) => p.provably_nonneg(nonneg) && q.provably_nonneg(nonneg),
+    }
+}
+
+fn collect_atom_vars(a: &SizeAtom, out: &mut Vec<VarId>) {
+    match a {
+        SizeAtom::Var(v) => out.push(*v),
+        SizeAtom::Div(p, q) => {
+            out.extend(p.vars());
+            out.extend(q.vars());
+        }
+    }
+}
+
+fn display_atom(a: &SizeAtom, name: &dyn Fn(VarId) -> String) -> String {
+    match a {
+        SizeAtom::Var(v) => name(*v),
+        SizeAtom::Div(p, q) => {
+            let wrap = |s: &Size| {
+                let t = s.display_with(name);
+                if s.terms.len() > 1 || s.terms.keys().any(|m| m.len() > 1) { format!("({t})") } else { t }
+            };
+            format!("{}/{}", wrap(p), wrap(q))
+        }
+    }
+}
+
+impl fmt::Display for Size {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.display_with(&|v| format!("%{}", v.0)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(i: u32) -> Size {
+        Size::var(VarId(i))
+    }
+
+    #[test]
+    fn normal_forms_compare_equal() {
+        let d = v(0);
+        let a = d.mul(&d.sub(&Size::constant(1))).div(&Size::constant(2));
+        let b = d.mul(&d).sub(&d).div(&Size::constant(2));
+        assert_eq!(a, b);
+        assert_ne!(a, d);
+        let n = v(1);
+        assert_eq!(n.add(&n), n.mul(&Size::constant(2)));
+        assert_eq!(n.mul(&Size::constant(4)).div(&Size::constant(2)), n.add(&n));
+        assert_eq!(n.sub(&n), Size::constant(0));
+    }
+
+    #[test]
+    fn eval_and_display() {
+        let d = v(0);
+        let s = d.mul(&d.sub(&Size::constant(1))).div(&Size::constant(2));
+        assert_eq!(s.eval(&|_| Ok(10)).unwrap(), 45);
+        assert_eq!(s.display_with(&|_| "d".into()), "(d*d - d)/2");
+        let t = d.mul(&v(1)).add(&d.mul(&Size::constant(2))).sub(&Size::constant(1));
+        assert_eq!(t.display_with(&|x| if x.0 == 0 { "n".into() } else { "m".into() }), "n*m + 2*n - 1");
+    }
+
+    #[test]
+    fn subst_composes() {
+        let n = v(0);
+        let s = n.add(&Size::constant(1));
+        let r = s.subst(&|_| v(5).mul(&Size::constant(2)));
+        assert_eq!(r, v(5).mul(&Size::constant(2)).add(&Size::constant(1)));
+    }
+}

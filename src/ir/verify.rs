@@ -1,0 +1,1 @@
+//! The IR verifier (to be written).

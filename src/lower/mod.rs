@@ -1,0 +1,1 @@
+//! Elaboration into core IR.

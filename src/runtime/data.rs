@@ -1,0 +1,1 @@
+//! JSON and `.npy` data in and out (to be written).

@@ -1,0 +1,7 @@
+//! Values shared by every backend and by the public API, and their
+//! conversion from and to JSON and NumPy `.npy`.
+
+pub mod value;
+pub mod data;
+
+pub use value::{Array, ArrayData, Value};

@@ -1,0 +1,239 @@
+//! The surface syntax tree produced by the parser. Every node carries the byte
+//! span of the source it came from, so later stages can point at it.
+
+/// Byte offsets into the source text.
+pub type Span = std::ops::Range<usize>;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ident {
+    pub name: String,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Program {
+    pub decls: Vec<Decl>,
+}
+
+/// `def name [n][m] (p: t) ... : ret = body` or the same with `entry`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decl {
+    pub is_entry: bool,
+    pub name: Ident,
+    pub size_params: Vec<Ident>,
+    pub params: Vec<Param>,
+    pub ret: Option<TypeExpr>,
+    pub body: Expr,
+    /// Span of the whole declaration.
+    pub span: Span,
+}
+
+/// A function or lambda parameter: a pattern with an optional type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param {
+    pub pat: Pat,
+    pub ty: Option<TypeExpr>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Pat {
+    Var(Ident),
+    /// `(a, b)`; `()` is the empty tuple pattern.
+    Tuple(Vec<Pat>, Span),
+}
+
+impl Pat {
+    pub fn span(&self) -> Span {
+        match self {
+            Pat::Var(id) => id.span.clone(),
+            Pat::Tuple(_, s) => s.clone(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScalarKind {
+    F64,
+    F32,
+    I64,
+    I32,
+    Bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum TypeExpr {
+    Scalar(ScalarKind, Span),
+    /// `idx n`
+    Idx(SizeExpr, Span),
+    /// `[n]t`
+    Array(SizeExpr, Box<TypeExpr>, Span),
+    /// `(t1, t2)`; `()` is the unit type.
+    Tuple(Vec<TypeExpr>, Span),
+    /// `t1 -> t2` (right associative)
+    Fun(Box<TypeExpr>, Box<TypeExpr>, Span),
+}
+
+impl TypeExpr {
+    pub fn span(&self) -> Span {
+        match self {
+            TypeExpr::Scalar(_, s)
+            | TypeExpr::Idx(_, s)
+            | TypeExpr::Array(_, _, s)
+            | TypeExpr::Tuple(_, s)
+            | TypeExpr::Fun(_, _, s) => s.clone(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SizeOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+/// A size expression inside `[...]` or after `idx`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SizeExpr {
+    Var(Ident),
+    Lit(i64, Span),
+    Bin(SizeOp, Box<SizeExpr>, Box<SizeExpr>, Span),
+}
+
+impl SizeExpr {
+    pub fn span(&self) -> Span {
+        match self {
+            SizeExpr::Var(id) => id.span.clone(),
+            SizeExpr::Lit(_, s) | SizeExpr::Bin(_, _, _, s) => s.clone(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    Or,
+    And,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Pow,
+}
+
+impl BinOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Or => "||",
+            BinOp::And => "&&",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Rem => "%",
+            BinOp::Pow => "**",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnOp {
+    Neg,
+    Not,
+}
+
+/// One index position in `a[...]`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum IndexArg {
+    /// `a[i]`
+    Single(Expr),
+    /// `a[lo:hi]`
+    Slice(Box<Expr>, Box<Expr>),
+}
+
+/// One index variable of a `for`: `i` or `(i < n)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ForIndex {
+    pub name: Ident,
+    pub bound: Option<Expr>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum LoopKind {
+    /// `for i < n`
+    For(Ident, Box<Expr>),
+    /// `while cond`
+    While(Box<Expr>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IntSuffix {
+    I64,
+    I32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FloatSuffix {
+    F64,
+    F32,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    /// Integer literal with an optional `i64`/`i32` suffix.
+    Int(i64, Option<IntSuffix>),
+    /// Float literal with an optional `f64`/`f32` suffix.
+    Float(f64, Option<FloatSuffix>),
+    Bool(bool),
+    Var(String),
+    /// `(a, b)`; `()` is the empty tuple. `(e)` is just `e`, not a 1-tuple.
+    Tuple(Vec<Expr>),
+    /// `[e1, e2]`
+    Array(Vec<Expr>),
+    /// `a[i, j]`, `a[lo:hi]`
+    Index(Box<Expr>, Vec<IndexArg>),
+    /// `t.0`; the span is the span of the field number.
+    Proj(Box<Expr>, usize, Span),
+    /// `f x y`; also what `x |> f` parses to (`App(f, [x])`).
+    App(Box<Expr>, Vec<Expr>),
+    Bin(BinOp, Box<Expr>, Box<Expr>),
+    Un(UnOp, Box<Expr>),
+    /// An operator used as a function: `(+)`, `(*)`, `(max)` is just Var.
+    OpSection(BinOp),
+    /// `let p: t = e1 in e2`
+    Let(Pat, Option<TypeExpr>, Box<Expr>, Box<Expr>),
+    If(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// `\x (y: f64) -> e`
+    Lambda(Vec<Param>, Box<Expr>),
+    /// `for i j. e` / `for (i < n). e`
+    For(Vec<ForIndex>, Box<Expr>),
+    /// `loop p = init for i < n do body` / `loop p = init while c do body`
+    Loop {
+        pat: Pat,
+        init: Box<Expr>,
+        kind: LoopKind,
+        body: Box<Expr>,
+    },
+    /// `e :> t`
+    Coerce(Box<Expr>, TypeExpr),
+}

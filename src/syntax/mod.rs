@@ -1,0 +1,6 @@
+//! Lexing and parsing of `.ard` source into the surface syntax tree.
+pub mod ast;
+pub mod lexer;
+pub mod parser;
+
+pub use parser::parse;

@@ -1,0 +1,1 @@
+//! Surface types and declaration-level checks.
