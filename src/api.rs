@@ -1,5 +1,295 @@
-//! The public Rust API (to be written).
+//! The public Rust API shared by the command line, the tests and later front
+//! ends: load a program, look up an entry, call it with values.
+//!
+//! ```no_run
+//! use arden::{Program, Value};
+//! let prog = Program::from_file("examples/dot.ard").unwrap();
+//! let out = prog.entry("dot").unwrap().call(&[Value::Tuple(vec![])]);
+//! ```
+
+use crate::backend::interp;
 pub use crate::backend::interp::OpCounts;
-pub struct Program;
-pub struct Entry;
-pub enum Error {}
+use crate::diag::{self, Diagnostic, Source};
+use crate::ir::{self, Function, Loc, Scalar, Shape, VarId};
+use crate::lower::{self, LowerOptions};
+use crate::runtime::Value;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Everything that can go wrong between a file and a result.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file could not be read.
+    #[error("cannot read {path}: {message}")]
+    Io { path: String, message: String },
+    /// Syntax or type errors; `rendered` shows them with source snippets.
+    #[error("{rendered}")]
+    Compile { rendered: String, diagnostics: Vec<Diagnostic> },
+    /// No entry point of that name.
+    #[error("no entry point named `{name}`; entry points: {available}")]
+    NoEntry { name: String, available: String },
+    /// Arguments of the wrong number, type or shape.
+    #[error("{0}")]
+    Arguments(String),
+    /// A failure while running: bounds, coercion, division by zero.
+    #[error("runtime error: {0}")]
+    Runtime(String),
+}
+
+/// A compiled program.
+pub struct Program {
+    source: Source,
+    module: ir::Module,
+    unproven_checks: Vec<(Loc, String)>,
+}
+
+impl Program {
+    /// Read and compile a `.ard` file.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Program, Error> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::Io { path: path.display().to_string(), message: e.to_string() })?;
+        Program::from_source(&path.display().to_string(), &text)
+    }
+
+    /// Compile source text; `name` is the file name shown in messages.
+    pub fn from_source(name: &str, text: &str) -> Result<Program, Error> {
+        let source = Source::new(name, text);
+        let diagnostics = check_source(&source);
+        if !diagnostics.0.is_empty() {
+            return Err(Error::Compile { rendered: diag::render(&source, &diagnostics.0), diagnostics: diagnostics.0 });
+        }
+        let lowered = diagnostics.1.expect("lowering succeeded when no diagnostics were reported");
+        Ok(Program { source, module: lowered.module, unproven_checks: lowered.unproven_checks })
+    }
+
+    /// The source the program was compiled from.
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
+    /// The lowered core IR, one function per entry point.
+    pub fn module(&self) -> &ir::Module {
+        &self.module
+    }
+
+    /// Bounds checks the compiler could not prove (location, description).
+    pub fn unproven_checks(&self) -> &[(Loc, String)] {
+        &self.unproven_checks
+    }
+
+    /// Names of the entry points in declaration order.
+    pub fn entry_names(&self) -> Vec<&str> {
+        self.module.functions.iter().map(|f| f.name.as_str()).collect()
+    }
+
+    /// Look up an entry point by name.
+    pub fn entry(&self, name: &str) -> Result<Entry<'_>, Error> {
+        match self.module.functions.iter().find(|f| f.name == name) {
+            Some(func) => Ok(Entry { func }),
+            None => Err(Error::NoEntry {
+                name: name.to_string(),
+                available: if self.module.functions.is_empty() {
+                    "(none)".to_string()
+                } else {
+                    self.entry_names().join(", ")
+                },
+            }),
+        }
+    }
+}
+
+/// Parse and lower, collecting every diagnostic of both stages.
+fn check_source(source: &Source) -> (Vec<Diagnostic>, Option<lower::Lowered>) {
+    let (ast, mut diags) = crate::syntax::parse(source);
+    if !diags.is_empty() {
+        return (diags, None);
+    }
+    match lower::lower(&ast, source, &LowerOptions::default()) {
+        Ok(l) => (diags, Some(l)),
+        Err(ds) => {
+            diags.extend(ds);
+            (diags, None)
+        }
+    }
+}
+
+/// An entry point ready to be called.
+pub struct Entry<'p> {
+    func: &'p Function,
+}
+
+impl<'p> Entry<'p> {
+    /// The IR of this entry point.
+    pub fn function(&self) -> &'p Function {
+        self.func
+    }
+
+    /// Parameter names and their surface shapes.
+    pub fn params(&self) -> &'p [(String, Shape)] {
+        &self.func.param_shapes
+    }
+
+    /// Call with one value per parameter (tuples as `Value::Tuple`).
+    pub fn call(&self, args: &[Value]) -> Result<Value, Error> {
+        self.call_counting(args).map(|(v, _)| v)
+    }
+
+    /// Call and also return the interpreter's operation counts.
+    pub fn call_counting(&self, args: &[Value]) -> Result<(Value, OpCounts), Error> {
+        let (sizes, flat) = bind_arguments(self.func, args)?;
+        let mut counts = OpCounts::default();
+        let results = interp::run(self.func, &sizes, &flat, &mut counts).map_err(|e| Error::Runtime(e.message))?;
+        let mut it = results.into_iter();
+        let value = rebuild(&self.func.result_shape, &mut it);
+        Ok((value, counts))
+    }
+}
+
+/// Check arguments against the entry's parameters and bind size parameters
+/// from their shapes. Returns the size values (in `size_params` order) and
+/// the flat argument list.
+fn bind_arguments(func: &Function, args: &[Value]) -> Result<(Vec<i64>, Vec<Value>), Error> {
+    if args.len() != func.param_shapes.len() {
+        return Err(Error::Arguments(format!(
+            "entry `{}` takes {} argument{} ({}), but {} {} given",
+            func.name,
+            func.param_shapes.len(),
+            if func.param_shapes.len() == 1 { "" } else { "s" },
+            func.param_shapes.iter().map(|(n, s)| format!("{n}: {}", shape_str(func, s))).collect::<Vec<_>>().join(", "),
+            args.len(),
+            if args.len() == 1 { "was" } else { "were" }
+        )));
+    }
+    let mut flat = vec![];
+    let mut leaves = vec![];
+    for ((name, shape), arg) in func.param_shapes.iter().zip(args) {
+        flatten_arg(func, name, shape, arg, &mut flat, &mut leaves)?;
+    }
+    // Bind size variables: first from plain-variable dimensions, then check all.
+    let mut known: HashMap<VarId, i64> = HashMap::new();
+    for (name, ty, val) in &leaves {
+        let given = val.shape();
+        for (d, s) in ty.shape.iter().enumerate() {
+            if let Some(v) = s.as_var() {
+                let g = given[d] as i64;
+                match known.get(&v) {
+                    None => {
+                        known.insert(v, g);
+                    }
+                    Some(&k) if k != g => {
+                        return Err(shape_mismatch(func, name, ty, &given, &known));
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    for (name, ty, val) in &leaves {
+        let given = val.shape();
+        for (d, s) in ty.shape.iter().enumerate() {
+            let want = s.eval(&|v| known.get(&v).copied().ok_or_else(|| "unbound".to_string()));
+            match want {
+                Ok(w) if w == given[d] as i64 => {}
+                Ok(_) => return Err(shape_mismatch(func, name, ty, &given, &known)),
+                Err(_) => {
+                    return Err(Error::Arguments(format!(
+                        "cannot determine the size `{}` of parameter `{name}` from the arguments",
+                        s.display_with(&|v| func.var_name(v))
+                    )));
+                }
+            }
+        }
+    }
+    let mut sizes = vec![];
+    for (sname, v) in &func.size_params {
+        match known.get(v) {
+            Some(k) => sizes.push(*k),
+            None => {
+                return Err(Error::Arguments(format!(
+                    "size parameter `{sname}` of entry `{}` does not appear in any parameter's shape, so no argument determines it",
+                    func.name
+                )));
+            }
+        }
+    }
+    Ok((sizes, flat))
+}
+
+type Leaf<'a> = (String, &'a ir::Type, Value);
+
+fn flatten_arg<'a>(
+    func: &Function,
+    name: &str,
+    shape: &'a Shape,
+    arg: &Value,
+    flat: &mut Vec<Value>,
+    leaves: &mut Vec<Leaf<'a>>,
+) -> Result<(), Error> {
+    match (shape, arg) {
+        (Shape::Tuple(shapes), Value::Tuple(vals)) if shapes.len() == vals.len() => {
+            for (i, (s, v)) in shapes.iter().zip(vals).enumerate() {
+                flatten_arg(func, &format!("{name}.{i}"), s, v, flat, leaves)?;
+            }
+            Ok(())
+        }
+        (Shape::Leaf(ty), v) if v.elem() == Some(ty.elem) && v.shape().len() == ty.rank() => {
+            flat.push(v.clone());
+            leaves.push((name.to_string(), ty, v.clone()));
+            Ok(())
+        }
+        _ => Err(Error::Arguments(format!(
+            "parameter `{name}` expects {}, but was given {}",
+            shape_str(func, shape),
+            describe_value(arg)
+        ))),
+    }
+}
+
+fn shape_mismatch(func: &Function, name: &str, ty: &ir::Type, given: &[usize], known: &HashMap<VarId, i64>) -> Error {
+    let bound: Vec<String> = func
+        .size_params
+        .iter()
+        .filter_map(|(n, v)| known.get(v).map(|k| format!("{n} = {k}")))
+        .collect();
+    Error::Arguments(format!(
+        "parameter `{name}` expects shape {} but was given shape {}{}",
+        type_str(func, ty),
+        given.iter().map(|d| format!("[{d}]")).collect::<String>(),
+        if bound.is_empty() { String::new() } else { format!(" (with {} from the other arguments)", bound.join(", ")) }
+    ))
+}
+
+/// `[n][m]f64`-style rendering using the entry's size-parameter names.
+pub fn type_str(func: &Function, ty: &ir::Type) -> String {
+    let dims: String = ty.shape.iter().map(|s| format!("[{}]", s.display_with(&|v| size_name(func, v)))).collect();
+    format!("{dims}{}", ty.elem.name())
+}
+
+fn size_name(func: &Function, v: VarId) -> String {
+    func.size_params.iter().find(|(_, x)| *x == v).map(|(n, _)| n.clone()).unwrap_or_else(|| func.var_name(v))
+}
+
+pub fn shape_str(func: &Function, shape: &Shape) -> String {
+    match shape {
+        Shape::Leaf(t) => type_str(func, t),
+        Shape::Tuple(ts) => format!("({})", ts.iter().map(|t| shape_str(func, t)).collect::<Vec<_>>().join(", ")),
+    }
+}
+
+fn describe_value(v: &Value) -> String {
+    match v {
+        Value::Tuple(vs) => format!("a tuple of {} values", vs.len()),
+        _ => {
+            let dims: String = v.shape().iter().map(|d| format!("[{d}]")).collect();
+            format!("a value of type {dims}{}", v.elem().map(Scalar::name).unwrap_or("?"))
+        }
+    }
+}
+
+fn rebuild(shape: &Shape, it: &mut impl Iterator<Item = Value>) -> Value {
+    match shape {
+        Shape::Leaf(_) => it.next().expect("interpreter returned one value per result leaf"),
+        Shape::Tuple(ts) => Value::Tuple(ts.iter().map(|t| rebuild(t, it)).collect()),
+    }
+}

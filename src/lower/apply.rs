@@ -1,0 +1,556 @@
+//! Calls: applying function values (declarations, lambdas, built-ins,
+//! operator sections), matching arguments against annotated parameter types
+//! (which infers size parameters), and lowering entry points.
+
+use super::value::{Env, FunKind, FunVal, Val};
+use super::{Lowerer, MAX_INLINE_DEPTH};
+use crate::diag::Diagnostic;
+use crate::ir::{self, Atom, Binder, Scalar, Shape, Size};
+use crate::syntax::ast::{Decl, Param, Pat, SizeExpr, SizeOp, Span, TypeExpr};
+use crate::types::Ty;
+use rustc_hash::FxHashMap;
+use std::rc::Rc;
+
+/// Size binders of a declaration being called: name -> size once inferred.
+type Binders = Vec<(String, Option<Size>)>;
+
+impl Lowerer<'_> {
+    /// `f a b ...`: collect arguments until the function has all it takes,
+    /// then inline the call; extra arguments apply to the result.
+    pub(super) fn apply(&mut self, f: Val, fspan: &Span, args: Vec<(Val, Span)>, span: &Span) -> Val {
+        let fun = match f {
+            Val::Fun(fun) => fun,
+            Val::Error => return Val::Error,
+            other => {
+                let d = self.describe(&other);
+                return self.error(
+                    Diagnostic::new(format!("this is not a function, so it cannot be applied to arguments (it is {d})"), fspan.clone())
+                        .label("applied to arguments here")
+                        .hint("to index an array write `a[i]` with no space before `[`"),
+                );
+            }
+        };
+        let arity = self.arity(&fun.kind);
+        let mut all: Vec<(Val, Span)> = fun.args.clone();
+        all.extend(args);
+        if all.len() < arity {
+            let kind = clone_kind(&fun.kind);
+            return Val::Fun(Rc::new(FunVal { kind, args: all }));
+        }
+        let rest = all.split_off(arity);
+        let result = self.call(&fun.kind, all, span);
+        if rest.is_empty() { result } else { self.apply(result, span, rest, span) }
+    }
+
+    fn arity(&self, kind: &FunKind) -> usize {
+        kind.arity(|index, prelude| self.decl(index, prelude).params.len())
+    }
+
+    fn call(&mut self, kind: &FunKind, args: Vec<(Val, Span)>, span: &Span) -> Val {
+        if args.iter().any(|(v, _)| v.contains_error()) {
+            return Val::Error;
+        }
+        if self.depth >= MAX_INLINE_DEPTH {
+            return self.error(
+                Diagnostic::new("calls nest too deeply while inlining", span.clone())
+                    .label("this call never finishes unfolding")
+                    .hint("a function value applied to itself is recursion, which arden does not allow; use `loop`"),
+            );
+        }
+        self.depth += 1;
+        let out = match kind {
+            FunKind::Decl { index, prelude } => self.call_decl(*index, *prelude, args, span),
+            FunKind::Lambda { params, body, env, prelude } => {
+                let origin = if *prelude { self.span_override.last().cloned().flatten() } else { None };
+                self.span_override.push(origin);
+                let out = self.call_lambda(params, body, env, args);
+                self.span_override.pop();
+                out
+            }
+            FunKind::Builtin(name) => super::builtins::call(self, name, args, span),
+            FunKind::Op(op) => {
+                let mut it = args.into_iter();
+                let (x, xs) = it.next().expect("two args");
+                let (y, ys) = it.next().expect("two args");
+                self.binop(*op, x, &xs, y, &ys, span)
+            }
+        };
+        self.depth -= 1;
+        out
+    }
+
+    fn call_lambda(&mut self, params: &[Param], body: &crate::syntax::ast::Expr, env: &Env, args: Vec<(Val, Span)>) -> Val {
+        let mut env = env.clone();
+        for (p, (v, s)) in params.iter().zip(args) {
+            let v = match &p.ty {
+                Some(te) => self.check_annotation(v, te, &env, &s, "the lambda's parameter"),
+                None => v,
+            };
+            env = self.bind_pat(&p.pat, v, &env);
+        }
+        self.expr(body, &env)
+    }
+
+    /// Inline a declaration: infer its size parameters from the argument
+    /// types, check every annotated parameter, bind, elaborate the body and
+    /// check the result annotation.
+    pub(super) fn call_decl(&mut self, index: usize, prelude: bool, args: Vec<(Val, Span)>, span: &Span) -> Val {
+        if !prelude && self.broken.contains(&index) {
+            return Val::Error;
+        }
+        let decl = self.decl(index, prelude);
+        let over = if prelude { Some(self.at(span)) } else { None };
+        self.span_override.push(over);
+        let out = self.call_decl_inner(decl, args, span);
+        self.span_override.pop();
+        out
+    }
+
+    fn call_decl_inner(&mut self, decl: &Decl, args: Vec<(Val, Span)>, span: &Span) -> Val {
+        let mut binders: Binders = decl.size_params.iter().map(|s| (s.name.clone(), None)).collect();
+        // 1. sizes that appear alone as a dimension are read off the arguments
+        for (p, (v, _)) in decl.params.iter().zip(&args) {
+            if let (Some(te), Some(t)) = (&p.ty, self.val_ty(v)) {
+                infer_binders(te, &t, &mut binders);
+            }
+        }
+        if let Some(missing) = binders.iter().find(|(_, s)| s.is_none()) {
+            let name = missing.0.clone();
+            return self.error(
+                Diagnostic::new(format!("cannot infer the size parameter `{name}` of `{}` from the arguments", decl.name.name), span.clone())
+                    .label("in this call")
+                    .note(decl.name.span.clone(), "declared here")
+                    .hint(format!("`{name}` must appear alone as a dimension (like `[{name}]f64`) in some parameter's type")),
+            );
+        }
+        let sizes: FxHashMap<String, Size> = binders.into_iter().map(|(n, s)| (n, s.expect("all inferred"))).collect();
+        // 2. every parameter is checked against its annotation
+        let mut env = Env::default();
+        for (name, s) in &sizes {
+            let v = self.size_value(s);
+            env = env.bind(name, v);
+        }
+        let mut ok = true;
+        let mut bound_args = vec![];
+        for (k, (p, (v, s))) in decl.params.iter().zip(args).enumerate() {
+            let v = match &p.ty {
+                Some(te) => {
+                    let what = format!("argument {} of `{}` (parameter `{}`)", k + 1, decl.name.name, pat_name(&p.pat));
+                    let checked = self.check_annotation_with(v, te, &sizes, &env, &s, &what, Some(&decl.name.span));
+                    ok &= !checked.is_error();
+                    checked
+                }
+                None => v,
+            };
+            bound_args.push((p, v));
+        }
+        if !ok {
+            return Val::Error;
+        }
+        for (p, v) in bound_args {
+            env = self.bind_pat(&p.pat, v, &env);
+        }
+        let result = self.expr(&decl.body, &env);
+        match &decl.ret {
+            Some(te) if !result.contains_error() => {
+                let what = format!("the result of `{}`", decl.name.name);
+                self.check_annotation_with(result, te, &sizes, &env, &decl.body.span, &what, None)
+            }
+            _ => result,
+        }
+    }
+
+    /// Check a value against a type annotation whose sizes are names in `env`.
+    pub(super) fn check_annotation(&mut self, v: Val, te: &TypeExpr, env: &Env, span: &Span, what: &str) -> Val {
+        self.check_annotation_with(v, te, &FxHashMap::default(), env, span, what, None)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn check_annotation_with(
+        &mut self,
+        v: Val,
+        te: &TypeExpr,
+        sizes: &FxHashMap<String, Size>,
+        env: &Env,
+        span: &Span,
+        what: &str,
+        decl_span: Option<&Span>,
+    ) -> Val {
+        if v.contains_error() {
+            return Val::Error;
+        }
+        if let TypeExpr::Fun(..) = te {
+            if matches!(v, Val::Fun(_)) {
+                return v;
+            }
+            let d = self.describe(&v);
+            return self.error(Diagnostic::new(format!("{what} must be a function, but this is {d}"), span.clone()).label("not a function"));
+        }
+        let Some(want) = self.type_expr(te, &|n| sizes.get(n).cloned(), env) else { return Val::Error };
+        let v = self.coerce_literals(v, &want);
+        let Some(have) = self.val_ty(&v) else {
+            let shown = self.show(&want);
+            return self.error(
+                Diagnostic::new(format!("{what} must have type {shown}, but this is a function"), span.clone()).label("a function"),
+            );
+        };
+        if have.compatible(&want) {
+            return retype(v, &want);
+        }
+        let (a, b) = (self.show(&want), self.show(&have));
+        let mut d = Diagnostic::new(format!("{what} has the wrong type: expected {a}, found {b}"), span.clone())
+            .label(format!("this has type {b}"));
+        if let Some(ds) = decl_span {
+            d = d.note(ds.clone(), "declared here");
+        }
+        let bindings: Vec<String> = sizes.iter().map(|(n, s)| format!("{n} = {}", self.show_size(s))).collect();
+        if have.leaf_types().iter().map(|t| (t.elem, t.rank())).eq(want.leaf_types().iter().map(|t| (t.elem, t.rank()))) {
+            let mut bindings = bindings;
+            bindings.sort();
+            d = d.hint(if bindings.is_empty() {
+                "the sizes differ; if they are equal at run time, coerce with `e :> [n]t`".to_string()
+            } else {
+                format!("the sizes differ (with {} from the other arguments)", bindings.join(", "))
+            });
+        }
+        self.error(d)
+    }
+
+    /// Elaborate a type expression; size names are looked up first in
+    /// `sizes`, then as `i64` values in `env`.
+    pub(super) fn type_expr(&mut self, te: &TypeExpr, sizes: &dyn Fn(&str) -> Option<Size>, env: &Env) -> Option<Ty> {
+        match te {
+            TypeExpr::Scalar(k, _) => Some(Ty::Scalar(scalar_of(*k))),
+            TypeExpr::Idx(n, _) => Some(Ty::Idx(self.size_expr(n, sizes, env)?)),
+            TypeExpr::Array(n, t, _) => {
+                let n = self.size_expr(n, sizes, env)?;
+                let t = self.type_expr(t, sizes, env)?;
+                Some(Ty::array(n, t))
+            }
+            TypeExpr::Tuple(ts, _) => ts.iter().map(|t| self.type_expr(t, sizes, env)).collect::<Option<Vec<_>>>().map(Ty::Tuple),
+            TypeExpr::Fun(_, _, s) => {
+                self.error(
+                    Diagnostic::new("a function type cannot appear inside a data type", s.clone())
+                        .label("function type here")
+                        .hint("functions may be parameters, but not elements of tuples or arrays"),
+                );
+                None
+            }
+        }
+    }
+
+    fn size_expr(&mut self, s: &SizeExpr, sizes: &dyn Fn(&str) -> Option<Size>, env: &Env) -> Option<Size> {
+        match s {
+            SizeExpr::Lit(c, _) => Some(Size::constant(*c)),
+            SizeExpr::Var(id) => {
+                if let Some(sz) = sizes(&id.name) {
+                    return Some(sz);
+                }
+                match env.lookup(&id.name) {
+                    Some(Val::Data { ty, leaves }) if ty.as_scalar() == Some(Scalar::I64) => self.size_of_atom(leaves[0]),
+                    Some(Val::Error) => None,
+                    Some(_) => {
+                        self.error(
+                            Diagnostic::new(format!("`{}` is used as a size but is not an i64", id.name), id.span.clone())
+                                .label("sizes are i64 values"),
+                        );
+                        None
+                    }
+                    None => {
+                        self.error(
+                            Diagnostic::new(format!("unknown size `{}`", id.name), id.span.clone())
+                                .label("not a size parameter or i64 value in scope")
+                                .hint(format!("declare it as a size parameter: `def f [{}] ...`", id.name)),
+                        );
+                        None
+                    }
+                }
+            }
+            SizeExpr::Bin(op, a, b, _) => {
+                let a = self.size_expr(a, sizes, env)?;
+                let b = self.size_expr(b, sizes, env)?;
+                Some(match op {
+                    SizeOp::Add => a.add(&b),
+                    SizeOp::Sub => a.sub(&b),
+                    SizeOp::Mul => a.mul(&b),
+                    SizeOp::Div => a.div(&b),
+                })
+            }
+        }
+    }
+
+    /// Type-check a `def` on its own when all its parameters are annotated
+    /// with data types, so mistakes in functions nobody calls are reported
+    /// too. (Unannotated or function-taking defs are checked at each use.)
+    pub(super) fn check_def(&mut self, index: usize) {
+        let decl = &self.prog.decls[index];
+        let checkable = decl.params.iter().all(|p| p.ty.as_ref().is_some_and(|t| !contains_fun(t)));
+        if !checkable {
+            return;
+        }
+        self.reset_function_state();
+        self.span_override = vec![None];
+        let before = self.diags.len();
+        self.check_size_params_used(decl);
+        let _ = self.bind_signature(decl);
+        if self.diags.len() > before {
+            self.broken.insert(index);
+        }
+    }
+
+    /// Lower an entry point to an IR function.
+    pub(super) fn lower_entry(&mut self, index: usize) -> Option<ir::Function> {
+        let decl = &self.prog.decls[index];
+        self.reset_function_state();
+        self.span_override = vec![None];
+        let mut ok = self.check_size_params_used(decl);
+        for p in &decl.params {
+            match &p.ty {
+                None => {
+                    ok = false;
+                    self.error(
+                        Diagnostic::new(format!("parameter `{}` of entry point `{}` needs a type", pat_name(&p.pat), decl.name.name), p.span.clone())
+                            .label("no type annotation")
+                            .hint("entry points are called from outside, so every parameter is written `(x: [n]f64)`"),
+                    );
+                }
+                Some(t) if !entry_data_type(t) => {
+                    ok = false;
+                    self.error(
+                        Diagnostic::new("entry points take only scalars, arrays of scalars and tuples of those", t.span())
+                            .label("not allowed in an entry point")
+                            .hint("functions, `idx` and arrays of tuples can be used inside `def`s; entry points are the outside interface"),
+                    );
+                }
+                _ => {}
+            }
+        }
+        match &decl.ret {
+            None => {
+                ok = false;
+                self.error(
+                    Diagnostic::new(format!("entry point `{}` needs a result type", decl.name.name), decl.name.span.clone())
+                        .label("no `: type` before `=`")
+                        .hint("write e.g. `entry f (x: f64) : f64 = ...`"),
+                );
+            }
+            Some(t) if !entry_data_type(t) => {
+                ok = false;
+                self.error(
+                    Diagnostic::new("entry points return only scalars, arrays of scalars and tuples of those", t.span())
+                        .label("not allowed as an entry result"),
+                );
+            }
+            _ => {}
+        }
+        if !ok {
+            return None;
+        }
+        let (size_params, params, param_shapes, body, result_shape) = self.bind_signature(decl)?;
+        Some(ir::Function {
+            name: decl.name.name.clone(),
+            size_params,
+            params,
+            param_shapes,
+            result_shape,
+            body,
+            names: std::mem::take(&mut self.names),
+        })
+    }
+
+    fn check_size_params_used(&mut self, decl: &Decl) -> bool {
+        let mut ok = true;
+        for sp in &decl.size_params {
+            let used_alone = decl.params.iter().any(|p| p.ty.as_ref().is_some_and(|t| mentions_alone(t, &sp.name)));
+            let unannotated = decl.params.iter().any(|p| p.ty.is_none());
+            if !used_alone && !unannotated {
+                ok = false;
+                self.error(
+                    Diagnostic::new(format!("the size parameter `{}` is not determined by any parameter", sp.name), sp.span.clone())
+                        .label("never appears alone as a dimension")
+                        .hint(format!("use it as a dimension of a parameter, like `(x: [{}]f64)`", sp.name)),
+                );
+            }
+        }
+        ok
+    }
+
+    /// Bind fresh variables for the size parameters and parameters of a
+    /// declaration, elaborate its body and check its result.
+    #[allow(clippy::type_complexity)]
+    fn bind_signature(
+        &mut self,
+        decl: &Decl,
+    ) -> Option<(Vec<(String, ir::VarId)>, Vec<Binder>, Vec<(String, Shape)>, ir::Block, Shape)> {
+        let mut size_params = vec![];
+        let mut env = Env::default();
+        let mut sizes: FxHashMap<String, Size> = FxHashMap::default();
+        for sp in &decl.size_params {
+            let v = self.fresh(&sp.name);
+            self.nonneg.insert(v);
+            self.size_names.insert(v, sp.name.clone());
+            size_params.push((sp.name.clone(), v));
+            sizes.insert(sp.name.clone(), Size::var(v));
+            env = env.bind(&sp.name, Val::data(Ty::Scalar(Scalar::I64), Atom::Var(v)));
+        }
+        let mut params = vec![];
+        let mut param_shapes = vec![];
+        let mut ok = true;
+        for p in &decl.params {
+            let te = p.ty.as_ref()?;
+            let Some(ty) = self.type_expr(te, &|n| sizes.get(n).cloned(), &env) else {
+                ok = false;
+                continue;
+            };
+            let name = pat_name(&p.pat);
+            let leaves: Vec<Atom> = ty
+                .leaf_types()
+                .into_iter()
+                .map(|t| {
+                    let v = self.fresh(&name);
+                    params.push(Binder { var: v, ty: t });
+                    Atom::Var(v)
+                })
+                .collect();
+            param_shapes.push((name, shape_of(&ty)));
+            let v = Self::from_data(&ty, &leaves);
+            env = self.bind_pat(&p.pat, v, &env);
+        }
+        if !ok {
+            return None;
+        }
+        self.begin_block();
+        let mut result = self.expr(&decl.body, &env);
+        if let Some(te) = &decl.ret {
+            if !result.contains_error() {
+                let what = format!("the result of `{}`", decl.name.name);
+                result = self.check_annotation_with(result, te, &sizes, &env, &decl.body.span, &what, None);
+            }
+        }
+        let stmts = self.blocks.pop().unwrap_or_default();
+        if result.contains_error() {
+            return None;
+        }
+        let Some((rty, leaves)) = self.to_data(&result) else {
+            self.error(
+                Diagnostic::new(format!("`{}` returns a function", decl.name.name), decl.body.span.clone())
+                    .label("entry points return data"),
+            );
+            return None;
+        };
+        let body = ir::Block { stmts, result: leaves };
+        Some((size_params, params, param_shapes, body, shape_of(&rty)))
+    }
+}
+
+fn clone_kind(k: &FunKind) -> FunKind {
+    match k {
+        FunKind::Decl { index, prelude } => FunKind::Decl { index: *index, prelude: *prelude },
+        FunKind::Lambda { params, body, env, prelude } => {
+            FunKind::Lambda { params: params.clone(), body: body.clone(), env: env.clone(), prelude: *prelude }
+        }
+        FunKind::Builtin(n) => FunKind::Builtin(n),
+        FunKind::Op(o) => FunKind::Op(*o),
+    }
+}
+
+/// Read size binders off an argument type where the annotation has a plain
+/// binder name as a dimension.
+fn infer_binders(te: &TypeExpr, ty: &Ty, binders: &mut Binders) {
+    match (te, ty) {
+        (TypeExpr::Array(SizeExpr::Var(id), t, _), Ty::Array(n, e)) => {
+            if let Some(slot) = binders.iter_mut().find(|(name, _)| *name == id.name) {
+                if slot.1.is_none() {
+                    slot.1 = Some(n.clone());
+                }
+            }
+            infer_binders(t, e, binders);
+        }
+        (TypeExpr::Array(_, t, _), Ty::Array(_, e)) => infer_binders(t, e, binders),
+        (TypeExpr::Idx(SizeExpr::Var(id), _), Ty::Idx(n)) => {
+            if let Some(slot) = binders.iter_mut().find(|(name, _)| *name == id.name) {
+                if slot.1.is_none() {
+                    slot.1 = Some(n.clone());
+                }
+            }
+        }
+        (TypeExpr::Tuple(ts, _), Ty::Tuple(tys)) => {
+            for (t, y) in ts.iter().zip(tys) {
+                infer_binders(t, y, binders);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Give a compatible value the annotated type (e.g. an `i64` annotated `idx n`
+/// stays as it is; an `idx n` annotated `i64` becomes `i64`).
+fn retype(v: Val, want: &Ty) -> Val {
+    match (v, want) {
+        (Val::Tuple(vs), Ty::Tuple(ts)) => Val::Tuple(vs.into_iter().zip(ts).map(|(v, t)| retype(v, t)).collect()),
+        (Val::Data { ty: Ty::Scalar(Scalar::I64), leaves }, Ty::Idx(_)) => Val::Data { ty: Ty::Scalar(Scalar::I64), leaves },
+        (Val::Data { leaves, .. }, t) => Val::Data { ty: t.clone(), leaves },
+        (v, _) => v,
+    }
+}
+
+fn contains_fun(t: &TypeExpr) -> bool {
+    match t {
+        TypeExpr::Fun(..) => true,
+        TypeExpr::Array(_, e, _) => contains_fun(e),
+        TypeExpr::Tuple(ts, _) => ts.iter().any(contains_fun),
+        _ => false,
+    }
+}
+
+/// Scalars, arrays of scalars and tuples of those.
+fn entry_data_type(t: &TypeExpr) -> bool {
+    fn array_of_scalars(t: &TypeExpr) -> bool {
+        match t {
+            TypeExpr::Scalar(..) => true,
+            TypeExpr::Array(_, e, _) => array_of_scalars(e),
+            _ => false,
+        }
+    }
+    match t {
+        TypeExpr::Tuple(ts, _) => ts.iter().all(entry_data_type),
+        t => array_of_scalars(t),
+    }
+}
+
+fn mentions_alone(t: &TypeExpr, name: &str) -> bool {
+    match t {
+        TypeExpr::Array(SizeExpr::Var(id), e, _) => id.name == name || mentions_alone(e, name),
+        TypeExpr::Array(_, e, _) => mentions_alone(e, name),
+        TypeExpr::Idx(SizeExpr::Var(id), _) => id.name == name,
+        TypeExpr::Tuple(ts, _) => ts.iter().any(|t| mentions_alone(t, name)),
+        TypeExpr::Fun(a, b, _) => mentions_alone(a, name) || mentions_alone(b, name),
+        _ => false,
+    }
+}
+
+fn pat_name(p: &Pat) -> String {
+    match p {
+        Pat::Var(id) => id.name.clone(),
+        Pat::Tuple(ps, _) => format!("({})", ps.iter().map(pat_name).collect::<Vec<_>>().join(", ")),
+    }
+}
+
+fn scalar_of(k: crate::syntax::ast::ScalarKind) -> Scalar {
+    use crate::syntax::ast::ScalarKind as K;
+    match k {
+        K::F64 => Scalar::F64,
+        K::F32 => Scalar::F32,
+        K::I64 => Scalar::I64,
+        K::I32 => Scalar::I32,
+        K::Bool => Scalar::Bool,
+    }
+}
+
+/// The entry-level shape of a surface type (no arrays of tuples here).
+fn shape_of(ty: &Ty) -> Shape {
+    match ty {
+        Ty::Tuple(ts) => Shape::Tuple(ts.iter().map(shape_of).collect()),
+        t => Shape::Leaf(t.leaf_types().remove(0)),
+    }
+}

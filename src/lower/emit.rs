@@ -1,0 +1,152 @@
+//! Building IR statements: fresh variables, statements with binders, and
+//! materialising symbolic sizes as `i64` values.
+
+use super::value::Val;
+use super::Lowerer;
+use crate::ir::{Atom, Binder, Expr, Lit, Loc, Prim, Scalar, Size, SizeAtom, Stmt, Type, VarId};
+use crate::types::Ty;
+
+impl Lowerer<'_> {
+    pub(super) fn fresh(&mut self, name: &str) -> VarId {
+        let id = VarId(self.names.len() as u32);
+        self.names.push(name.to_string());
+        id
+    }
+
+    /// Push `let binders = expr` into the current block and return the atoms.
+    pub(super) fn emit(&mut self, expr: Expr, tys: Vec<Type>, name: &str, loc: Option<Loc>) -> Vec<Atom> {
+        let binds: Vec<Binder> = tys.into_iter().map(|ty| Binder { var: self.fresh(name), ty }).collect();
+        let atoms = binds.iter().map(|b| Atom::Var(b.var)).collect();
+        self.push_stmt(Stmt { binds, expr, loc });
+        atoms
+    }
+
+    pub(super) fn emit1(&mut self, expr: Expr, ty: Type, name: &str, loc: Option<Loc>) -> Atom {
+        self.emit(expr, vec![ty], name, loc)[0]
+    }
+
+    pub(super) fn push_stmt(&mut self, s: Stmt) {
+        match self.blocks.last_mut() {
+            Some(b) => b.push(s),
+            None => self.blocks.push(vec![s]),
+        }
+    }
+
+    /// A scalar primitive; records the symbolic value of `i64` arithmetic so
+    /// sizes computed at run time still compare symbolically.
+    pub(super) fn prim(&mut self, op: Prim, args: Vec<Atom>, out: Scalar, loc: Option<Loc>) -> Atom {
+        let sym = if out == Scalar::I64 && args.len() == 2 {
+            let a = self.size_of_atom(args[0]);
+            let b = self.size_of_atom(args[1]);
+            match (op, a, b) {
+                (Prim::Add, Some(a), Some(b)) => Some(a.add(&b)),
+                (Prim::Sub, Some(a), Some(b)) => Some(a.sub(&b)),
+                (Prim::Mul, Some(a), Some(b)) => Some(a.mul(&b)),
+                (Prim::Div, Some(a), Some(b)) => Some(a.div(&b)),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        let name = match op {
+            Prim::Convert(_) => "c",
+            Prim::Eq | Prim::Ne | Prim::Lt | Prim::Le | Prim::Gt | Prim::Ge => "b",
+            _ => "t",
+        };
+        let a = self.emit1(Expr::Prim(op, args), Type::scalar(out), name, loc);
+        if let (Some(s), Atom::Var(v)) = (sym, a) {
+            self.sym.insert(v, s);
+        }
+        a
+    }
+
+    /// The symbolic size an `i64` atom stands for.
+    pub(super) fn size_of_atom(&self, a: Atom) -> Option<Size> {
+        match a {
+            Atom::Lit(Lit::I64(c)) => Some(Size::constant(c)),
+            Atom::Var(v) => Some(self.sym.get(&v).cloned().unwrap_or_else(|| Size::var(v))),
+            _ => None,
+        }
+    }
+
+    /// An `i64` atom holding the value of a size (emitting arithmetic if needed).
+    pub(super) fn materialize(&mut self, s: &Size) -> Atom {
+        if let Some(c) = s.as_const() {
+            return Atom::Lit(Lit::I64(c));
+        }
+        if let Some(v) = s.as_var() {
+            return Atom::Var(v);
+        }
+        let mut total: Option<Atom> = None;
+        let terms: Vec<(Vec<SizeAtom>, i64)> = s.terms().map(|(m, c)| (m.to_vec(), c)).collect();
+        for (mono, c) in terms {
+            let mut prod: Option<Atom> = None;
+            for a in &mono {
+                let x = match a {
+                    SizeAtom::Var(v) => Atom::Var(*v),
+                    SizeAtom::Div(p, q) => {
+                        let pa = self.materialize(p);
+                        let qa = self.materialize(q);
+                        self.prim(Prim::Div, vec![pa, qa], Scalar::I64, None)
+                    }
+                };
+                prod = Some(match prod {
+                    None => x,
+                    Some(p) => self.prim(Prim::Mul, vec![p, x], Scalar::I64, None),
+                });
+            }
+            let term = match prod {
+                None => Atom::Lit(Lit::I64(c)),
+                Some(p) if c == 1 => p,
+                Some(p) => self.prim(Prim::Mul, vec![Atom::Lit(Lit::I64(c)), p], Scalar::I64, None),
+            };
+            total = Some(match total {
+                None => term,
+                Some(t) => self.prim(Prim::Add, vec![t, term], Scalar::I64, None),
+            });
+        }
+        let atom = total.unwrap_or(Atom::Lit(Lit::I64(0)));
+        if let Atom::Var(v) = atom {
+            self.sym.insert(v, s.clone());
+        }
+        atom
+    }
+
+    /// A value of type `i64` holding a size.
+    pub(super) fn size_value(&mut self, s: &Size) -> Val {
+        let a = self.materialize(s);
+        Val::data(Ty::Scalar(Scalar::I64), a)
+    }
+}
+
+/// The literal `0` or `1`-like constants of a scalar type.
+pub(super) fn lit_of(s: Scalar, x: f64) -> Atom {
+    Atom::Lit(match s {
+        Scalar::F64 => Lit::F64(x),
+        Scalar::F32 => Lit::F32(x as f32),
+        Scalar::I64 => Lit::I64(x as i64),
+        Scalar::I32 => Lit::I32(x as i32),
+        Scalar::Bool => Lit::Bool(x != 0.0),
+    })
+}
+
+/// Lowest and highest values of a scalar type (neutral elements of max/min).
+pub(super) fn lowest(s: Scalar) -> Atom {
+    Atom::Lit(match s {
+        Scalar::F64 => Lit::F64(f64::NEG_INFINITY),
+        Scalar::F32 => Lit::F32(f32::NEG_INFINITY),
+        Scalar::I64 => Lit::I64(i64::MIN),
+        Scalar::I32 => Lit::I32(i32::MIN),
+        Scalar::Bool => Lit::Bool(false),
+    })
+}
+
+pub(super) fn highest(s: Scalar) -> Atom {
+    Atom::Lit(match s {
+        Scalar::F64 => Lit::F64(f64::INFINITY),
+        Scalar::F32 => Lit::F32(f32::INFINITY),
+        Scalar::I64 => Lit::I64(i64::MAX),
+        Scalar::I32 => Lit::I32(i32::MAX),
+        Scalar::Bool => Lit::Bool(true),
+    })
+}

@@ -1,0 +1,136 @@
+//! Shared helpers of the integration tests: the `-- test:` line format of
+//! `tests/programs/*.ard` and `examples/*.ard`, and comparing results.
+#![allow(dead_code)]
+
+use arden::runtime::data::value_from_json;
+use arden::{Program, Value};
+use std::path::{Path, PathBuf};
+
+/// One `-- test: {...}` line.
+pub struct Case {
+    pub entry: String,
+    pub args: Vec<serde_json::Value>,
+    pub expect: Option<serde_json::Value>,
+    pub expect_error: Option<String>,
+    pub line: usize,
+}
+
+pub fn cases(text: &str) -> Vec<Case> {
+    let mut out = vec![];
+    for (i, line) in text.lines().enumerate() {
+        let Some(rest) = line.trim_start().strip_prefix("-- test:") else { continue };
+        let j: serde_json::Value = serde_json::from_str(rest.trim()).unwrap_or_else(|e| panic!("line {}: bad test JSON: {e}", i + 1));
+        out.push(Case {
+            entry: j["entry"].as_str().expect("entry").to_string(),
+            args: j["args"].as_array().cloned().unwrap_or_default(),
+            expect: j.get("expect").cloned(),
+            expect_error: j.get("expect_error").and_then(|e| e.as_str()).map(str::to_string),
+            line: i + 1,
+        });
+    }
+    out
+}
+
+pub fn ard_files(dir: &str) -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "ard"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Convert JSON arguments to values using the entry's parameter shapes.
+pub fn args_for(prog: &Program, case: &Case) -> Result<Vec<Value>, String> {
+    let entry = prog.entry(&case.entry).map_err(|e| e.to_string())?;
+    let params = entry.params();
+    if params.len() != case.args.len() {
+        return Err(format!("{} params but {} args", params.len(), case.args.len()));
+    }
+    params.iter().zip(&case.args).map(|((_, shape), j)| value_from_json(j, shape)).collect()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    if a.is_nan() || b.is_nan() {
+        return a.is_nan() && b.is_nan();
+    }
+    if a.is_infinite() || b.is_infinite() {
+        return a == b;
+    }
+    (a - b).abs() <= 1e-12 + 1e-9 * a.abs().max(b.abs())
+}
+
+fn expected_float(j: &serde_json::Value) -> Option<f64> {
+    match j {
+        serde_json::Value::Number(n) => n.as_f64(),
+        serde_json::Value::String(s) => match s.as_str() {
+            "NaN" => Some(f64::NAN),
+            "Infinity" => Some(f64::INFINITY),
+            "-Infinity" => Some(f64::NEG_INFINITY),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Does `v` match the expected JSON (floats within tolerance)?
+pub fn matches(v: &Value, j: &serde_json::Value) -> bool {
+    match v {
+        Value::Tuple(vs) => j.as_array().is_some_and(|js| js.len() == vs.len() && vs.iter().zip(js).all(|(v, j)| matches(v, j))),
+        Value::Array(a) => {
+            // Re-express as nested values row by row.
+            let rows = split_rows(v);
+            if a.shape.is_empty() {
+                return matches(&rows[0], j);
+            }
+            j.as_array().is_some_and(|js| js.len() == rows.len() && rows.iter().zip(js).all(|(r, j)| matches(r, j)))
+        }
+        Value::F64(x) => expected_float(j).is_some_and(|e| close(*x, e)),
+        Value::F32(x) => expected_float(j).is_some_and(|e| {
+            let x = *x as f64;
+            x.is_nan() && e.is_nan() || (x - e).abs() <= 1e-6 + 1e-5 * x.abs().max(e.abs())
+        }),
+        Value::I64(x) => j.as_i64() == Some(*x),
+        Value::I32(x) => j.as_i64() == Some(*x as i64),
+        Value::Bool(b) => j.as_bool() == Some(*b),
+    }
+}
+
+fn split_rows(v: &Value) -> Vec<Value> {
+    let Value::Array(a) = v else { return vec![v.clone()] };
+    if a.shape.is_empty() {
+        return vec![a.data.get(0)];
+    }
+    let n = a.shape[0];
+    let inner: Vec<usize> = a.shape[1..].to_vec();
+    let stride: usize = inner.iter().product();
+    (0..n)
+        .map(|i| {
+            if inner.is_empty() {
+                a.data.get(i)
+            } else {
+                let data = slice_data(&a.data, i * stride, stride);
+                Value::array(inner.clone(), data)
+            }
+        })
+        .collect()
+}
+
+fn slice_data(d: &arden::runtime::ArrayData, at: usize, len: usize) -> arden::runtime::ArrayData {
+    use arden::runtime::ArrayData as D;
+    match d {
+        D::F64(v) => D::F64(v[at..at + len].to_vec()),
+        D::F32(v) => D::F32(v[at..at + len].to_vec()),
+        D::I64(v) => D::I64(v[at..at + len].to_vec()),
+        D::I32(v) => D::I32(v[at..at + len].to_vec()),
+        D::Bool(v) => D::Bool(v[at..at + len].to_vec()),
+    }
+}
+
+/// Run `f` on a thread with a large stack (compilation recurses deeply on
+/// pathological input; the command line does the same).
+pub fn with_big_stack<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
+    std::thread::Builder::new().stack_size(256 << 20).spawn(f).expect("spawn").join().unwrap_or_else(|e| std::panic::resume_unwind(e))
+}
