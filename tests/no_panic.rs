@@ -108,7 +108,12 @@ fn random_and_mutated_sources_never_panic() {
         let mut failures = vec![];
         let total = 10_500;
         for k in 0..total {
-            let src = if k % 3 == 0 || corpus.is_empty() { soup(&mut rng) } else { mutate(&mut rng, &corpus[rng.below(corpus.len())]) };
+            let src = if k % 3 == 0 || corpus.is_empty() {
+                soup(&mut rng)
+            } else {
+                let which = rng.below(corpus.len());
+                mutate(&mut rng, &corpus[which])
+            };
             if let Err(e) = check_one(&src) {
                 failures.push(e);
                 if failures.len() > 5 {

@@ -23,10 +23,15 @@ impl Lowerer<'_> {
             Val::Error => return Val::Error,
             other => {
                 let d = self.describe(&other);
+                let hint = if matches!(other, Val::Data { ty: crate::types::Ty::Array(..), .. }) {
+                    "to index an array write `a[i]` with no space before `[`"
+                } else {
+                    "only functions can be applied to arguments"
+                };
                 return self.error(
                     Diagnostic::new(format!("this is not a function, so it cannot be applied to arguments (it is {d})"), fspan.clone())
                         .label("applied to arguments here")
-                        .hint("to index an array write `a[i]` with no space before `[`"),
+                        .hint(hint),
                 );
             }
         };
@@ -39,7 +44,26 @@ impl Lowerer<'_> {
         }
         let rest = all.split_off(arity);
         let result = self.call(&fun.kind, all, span);
-        if rest.is_empty() { result } else { self.apply(result, span, rest, span) }
+        if rest.is_empty() || result.contains_error() {
+            return result;
+        }
+        if !matches!(result, Val::Fun(_)) {
+            let name = match &fun.kind {
+                FunKind::Decl { index, prelude } => format!("`{}`", self.decl(*index, *prelude).name.name),
+                FunKind::Builtin(n) => format!("`{n}`"),
+                FunKind::Op(op) => format!("`({})`", op.symbol()),
+                FunKind::Lambda { .. } => "this function".to_string(),
+            };
+            let given = arity + rest.len();
+            let plural = if arity == 1 { "" } else { "s" };
+            return self.error(
+                Diagnostic::new(format!("{name} takes {arity} argument{plural}, but {given} were given"), rest[0].1.start..rest[rest.len() - 1].1.end)
+                    .label("extra arguments")
+                    .note(fspan.clone(), format!("{name} returns data, which cannot be applied further"))
+                    .hint("remove the extra arguments, or parenthesise to pass a computed value"),
+            );
+        }
+        self.apply(result, span, rest, span)
     }
 
     fn arity(&self, kind: &FunKind) -> usize {
@@ -194,7 +218,7 @@ impl Lowerer<'_> {
                 Diagnostic::new(format!("{what} must have type {shown}, but this is a function"), span.clone()).label("a function"),
             );
         };
-        if have.compatible(&want) {
+        if have.fits(&want) {
             return retype(v, &want);
         }
         let (a, b) = (self.show(&want), self.show(&have));
@@ -204,7 +228,9 @@ impl Lowerer<'_> {
             d = d.note(ds.clone(), "declared here");
         }
         let bindings: Vec<String> = sizes.iter().map(|(n, s)| format!("{n} = {}", self.show_size(s))).collect();
-        if have.leaf_types().iter().map(|t| (t.elem, t.rank())).eq(want.leaf_types().iter().map(|t| (t.elem, t.rank()))) {
+        if matches!(want, Ty::Idx(_)) {
+            d = d.hint("an `idx n` is only made by a `for`/`loop` index over `n` or by `argmax`/`argmin` of an array of size n; it cannot come from an arbitrary integer");
+        } else if have.leaf_types().iter().map(|t| (t.elem, t.rank())).eq(want.leaf_types().iter().map(|t| (t.elem, t.rank()))) {
             let mut bindings = bindings;
             bindings.sort();
             d = d.hint(if bindings.is_empty() {
@@ -432,6 +458,10 @@ impl Lowerer<'_> {
             return None;
         }
         let Some((rty, leaves)) = self.to_data(&result) else {
+            if !decl.is_entry {
+                // A `def` may return a function; it is checked where it is applied.
+                return None;
+            }
             self.error(
                 Diagnostic::new(format!("`{}` returns a function", decl.name.name), decl.body.span.clone())
                     .label("entry points return data"),
@@ -483,12 +513,11 @@ fn infer_binders(te: &TypeExpr, ty: &Ty, binders: &mut Binders) {
     }
 }
 
-/// Give a compatible value the annotated type (e.g. an `i64` annotated `idx n`
-/// stays as it is; an `idx n` annotated `i64` becomes `i64`).
+/// Give a value that fits an annotation the annotated type (an `idx n`
+/// annotated `i64` becomes a plain `i64`).
 fn retype(v: Val, want: &Ty) -> Val {
     match (v, want) {
         (Val::Tuple(vs), Ty::Tuple(ts)) => Val::Tuple(vs.into_iter().zip(ts).map(|(v, t)| retype(v, t)).collect()),
-        (Val::Data { ty: Ty::Scalar(Scalar::I64), leaves }, Ty::Idx(_)) => Val::Data { ty: Ty::Scalar(Scalar::I64), leaves },
         (Val::Data { leaves, .. }, t) => Val::Data { ty: t.clone(), leaves },
         (v, _) => v,
     }

@@ -564,7 +564,10 @@ impl Lowerer<'_> {
         if idx_vals.len() > dims.len() {
             let t = self.show(&ty);
             return self.error(
-                Diagnostic::new(format!("too many indexes: {} given, but the array has {} axes", idx_vals.len(), dims.len()), span.clone())
+                Diagnostic::new(
+                    format!("too many indexes: {} given, but the array has {} ax{}", idx_vals.len(), dims.len(), if dims.len() == 1 { "is" } else { "es" }),
+                    span.clone(),
+                )
                     .label(format!("type {t}")),
             );
         }
@@ -572,7 +575,7 @@ impl Lowerer<'_> {
         let mut checks = vec![];
         for (k, (v, s)) in idx_vals.iter().enumerate() {
             let Some((a, ity)) = self.int_operand(v, s, "an index") else { return Val::Error };
-            self.record_probe(&ity, &dims[k]);
+            self.record_probe(&ity, a, &dims[k]);
             checks.push(self.index_check(a, &ity, &dims[k], s));
             atoms.push(a);
         }
@@ -588,12 +591,25 @@ impl Lowerer<'_> {
 
     /// While probing the size of a `for` index, the first array axis it
     /// indexes gives the size.
-    fn record_probe(&mut self, ity: &Ty, axis: &Size) {
+    /// An index of the form `i + c` (`c` not depending on loop indexes) is
+    /// a weaker hint, used only when `i` is never an index by itself
+    /// (`for i. if i == 0 then 0.0 else s[i - 1]`).
+    fn record_probe(&mut self, ity: &Ty, idx: Atom, axis: &Size) {
         if let Ty::Idx(n) = ity {
             if let Some(p) = n.as_var() {
                 if let Some(slot @ None) = self.probes.get_mut(&p) {
                     *slot = Some(axis.clone());
                 }
+            }
+        }
+        let Some(value) = self.size_of_atom(idx) else { return };
+        let placeholders: Vec<crate::ir::VarId> = self.probes.keys().copied().collect();
+        for p in placeholders {
+            let rest = value.sub(&Size::var(p));
+            let offset_only = value.vars().contains(&p)
+                && rest.vars().iter().all(|v| !self.idx_range.contains_key(v) && !self.probes.contains_key(v));
+            if offset_only {
+                self.probe_offsets.entry(p).or_insert_with(|| axis.clone());
             }
         }
     }
@@ -698,7 +714,8 @@ impl Lowerer<'_> {
         }
         self.blocks.pop();
         self.quiet -= 1;
-        let found = self.probes.remove(&placeholder).flatten()?;
+        let offset = self.probe_offsets.remove(&placeholder);
+        let found = self.probes.remove(&placeholder).flatten().or(offset)?;
         if found.vars().iter().any(|v| v.0 >= mark) {
             return None;
         }
@@ -728,6 +745,14 @@ impl Lowerer<'_> {
             LoopKind::While(_) => None,
         };
         let mut state = iv;
+        // `loop s = 0 for ... do s + x` with a float `x`: an integer literal
+        // in the initial state becomes a float when the body needs it.
+        if has_int_literal(&state) {
+            let widened = widen_int_literals(state.clone());
+            if !self.loop_body_fits(pat, &state, kind, count, body, env) && self.loop_body_fits(pat, &widened, kind, count, body, env) {
+                state = widened;
+            }
+        }
         // A second attempt when the body's type widens a literal initial value
         // (`loop s = 0 for ...` accumulating floats) or an `idx` to `i64`.
         for attempt in 0..2 {
@@ -796,6 +821,29 @@ impl Lowerer<'_> {
         unreachable!("the loop returns within two attempts")
     }
 
+    /// Elaborate a loop body silently and tell whether it type-checks and
+    /// returns the state's type.
+    fn loop_body_fits(&mut self, pat: &Pat, state: &Val, kind: &LoopKind, count: Option<Atom>, body: &Expr, env: &Env) -> bool {
+        let (ty, _) = self.to_data(state).expect("data");
+        self.quiet += 1;
+        let errors_before = self.quiet_errors;
+        let patoms: Vec<Atom> = ty.leaf_types().iter().map(|_| Atom::Var(self.fresh("acc"))).collect();
+        let mut env2 = self.bind_pat(pat, Self::from_data(&ty, &patoms), env);
+        if let (LoopKind::For(i, _), Some(n)) = (kind, count) {
+            let ivar = self.fresh(&i.name);
+            let size = self.size_of_atom(n).expect("i64");
+            self.idx_range.insert(ivar, size.clone());
+            env2 = env2.bind(&i.name, Val::data(Ty::Idx(size), Atom::Var(ivar)));
+        }
+        self.begin_block();
+        let bv = self.expr(body, &env2);
+        self.blocks.pop();
+        self.quiet -= 1;
+        let ok = self.quiet_errors == errors_before
+            && self.val_ty(&self.coerce_literals(bv, &ty)).is_some_and(|t| t.compatible(&ty));
+        ok
+    }
+
     fn coerce(&mut self, v: Val, te: &crate::syntax::ast::TypeExpr, span: &Span, env: &Env) -> Val {
         if v.contains_error() {
             return Val::Error;
@@ -825,6 +873,25 @@ impl Lowerer<'_> {
             }
         }
         Self::from_data(&target, &out)
+    }
+}
+
+fn has_int_literal(v: &Val) -> bool {
+    match v {
+        Val::Data { ty: Ty::Scalar(Scalar::I64), leaves } => matches!(leaves[0], Atom::Lit(Lit::I64(_))),
+        Val::Tuple(vs) => vs.iter().any(has_int_literal),
+        _ => false,
+    }
+}
+
+/// Integer literals of a state become `f64` literals.
+fn widen_int_literals(v: Val) -> Val {
+    match v {
+        Val::Data { ty: Ty::Scalar(Scalar::I64), leaves } if matches!(leaves[0], Atom::Lit(Lit::I64(_))) => {
+            Val::data(Ty::Scalar(Scalar::F64), convert_literal(leaves[0], Scalar::F64).expect("int literal"))
+        }
+        Val::Tuple(vs) => Val::Tuple(vs.into_iter().map(widen_int_literals).collect()),
+        v => v,
     }
 }
 
@@ -872,17 +939,26 @@ fn closest(name: &str, candidates: &[String]) -> Option<String> {
     best.map(|(_, c)| c.clone())
 }
 
+/// Optimal string alignment distance: edits are insertions, deletions,
+/// substitutions and swaps of neighbours (`cuont` is one swap from `count`).
 fn edit_distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for i in 1..=a.len() {
-        let mut cur = vec![i; b.len() + 1];
-        for j in 1..=b.len() {
-            let sub = prev[j - 1] + usize::from(a[i - 1] != b[j - 1]);
-            cur[j] = sub.min(prev[j] + 1).min(cur[j - 1] + 1);
-        }
-        prev = cur;
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
     }
-    prev[b.len()]
+    for j in 0..=b.len() {
+        d[0][j] = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            d[i][j] = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+            }
+        }
+    }
+    d[a.len()][b.len()]
 }

@@ -19,6 +19,8 @@ pub mod builtins;
 mod emit;
 mod expr;
 mod value;
+#[cfg(test)]
+mod tests;
 
 use crate::diag::{Diagnostic, Source};
 use crate::ir::{Block, Loc, Module, Size, Stmt, VarId};
@@ -52,22 +54,25 @@ pub fn lower(program: &ast::Program, source: &Source, _opts: &LowerOptions) -> R
     let (prelude, pdiags) = crate::syntax::parse(&prelude_src);
     assert!(pdiags.is_empty(), "the prelude must parse: {pdiags:?}");
 
-    let mut diags = decls::check_duplicates(program);
-    diags.extend(decls::check_recursion(program));
-    if !diags.is_empty() {
-        return Err(diags);
+    let duplicates = decls::check_duplicates(program);
+    if !duplicates.is_empty() {
+        return Err(duplicates);
     }
+    let (recursion, on_cycle) = decls::check_recursion(program);
     let mut l = Lowerer::new(program, &prelude, source);
+    l.diags = recursion;
+    // Recursive declarations are reported once; calls to them are not checked again.
+    l.broken.extend(on_cycle.iter().copied());
     let mut module = Module::default();
     // Defs first: one that fails on its own is marked broken, and calls to
     // it are not checked again (one mistake, one message).
     for (i, d) in program.decls.iter().enumerate() {
-        if !d.is_entry {
+        if !d.is_entry && !l.broken.contains(&i) {
             l.check_def(i);
         }
     }
     for (i, d) in program.decls.iter().enumerate() {
-        if d.is_entry {
+        if d.is_entry && !l.broken.contains(&i) {
             if let Some(f) = l.lower_entry(i) {
                 module.functions.push(f);
             }
@@ -107,8 +112,12 @@ pub(crate) struct Lowerer<'a> {
     span_override: Vec<Option<Span>>,
     /// Size inference for `for i.`: placeholder variable -> size found.
     probes: FxHashMap<VarId, Option<Size>>,
+    /// Weaker hints for the same: an axis indexed by `i + c`.
+    probe_offsets: FxHashMap<VarId, Size>,
     /// Whether diagnostics are currently collected (off while probing).
     quiet: usize,
+    /// Errors suppressed while quiet (tells a trial elaboration it failed).
+    quiet_errors: usize,
     /// Names of size parameters, for messages.
     size_names: FxHashMap<VarId, String>,
     /// User declarations whose own check failed.
@@ -133,7 +142,9 @@ impl<'a> Lowerer<'a> {
             depth: 0,
             span_override: vec![],
             probes: FxHashMap::default(),
+            probe_offsets: FxHashMap::default(),
             quiet: 0,
+            quiet_errors: 0,
             size_names: FxHashMap::default(),
             broken: FxHashSet::default(),
         }
@@ -172,7 +183,9 @@ impl<'a> Lowerer<'a> {
 
     /// Record a diagnostic (unless probing) and return the error value.
     fn error(&mut self, d: Diagnostic) -> value::Val {
-        if self.quiet == 0 {
+        if self.quiet > 0 {
+            self.quiet_errors += 1;
+        } else {
             let mut d = d;
             d.span = self.at(&d.span);
             if matches!(self.span_override.last(), Some(Some(_))) {

@@ -26,8 +26,9 @@ pub fn check_duplicates(prog: &Program) -> Vec<Diagnostic> {
 }
 
 /// Report every cycle in the call graph once, at the first declaration of
-/// the cycle in source order.
-pub fn check_recursion(prog: &Program) -> Vec<Diagnostic> {
+/// the cycle in source order. Also returns every declaration on a cycle,
+/// so lowering can skip them and still check the rest.
+pub fn check_recursion(prog: &Program) -> (Vec<Diagnostic>, Vec<usize>) {
     let index: HashMap<&str, usize> = prog.decls.iter().enumerate().map(|(i, d)| (d.name.name.as_str(), i)).collect();
     let calls: Vec<Vec<usize>> = prog
         .decls
@@ -69,7 +70,9 @@ pub fn check_recursion(prog: &Program) -> Vec<Diagnostic> {
             );
         }
     }
-    out
+    let mut on_cycle: Vec<usize> = reported.into_iter().collect();
+    on_cycle.sort();
+    (out, on_cycle)
 }
 
 /// A path from `start` back to itself, if any.

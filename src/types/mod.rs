@@ -119,13 +119,25 @@ impl Ty {
         }
     }
 
-    /// Equal up to `idx n` vs `i64` (an index is an integer).
+    /// Have a common type: equal once every `idx n` is read as `i64`
+    /// (used to join the branches of `if`, array elements, loop states).
     pub fn compatible(&self, other: &Ty) -> bool {
         match (self, other) {
-            (Ty::Idx(_), Ty::Scalar(Scalar::I64)) | (Ty::Scalar(Scalar::I64), Ty::Idx(_)) => true,
-            (Ty::Idx(_), Ty::Idx(_)) => true,
+            (Ty::Idx(_) | Ty::Scalar(Scalar::I64), Ty::Idx(_) | Ty::Scalar(Scalar::I64)) => true,
             (Ty::Array(n, a), Ty::Array(m, b)) => n == m && a.compatible(b),
             (Ty::Tuple(a), Ty::Tuple(b)) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.compatible(y)),
+            (a, b) => a == b,
+        }
+    }
+
+    /// A value of this type may be passed where `want` is expected: equal
+    /// types, or an `idx n` where an `i64` is expected. (Never an `i64`
+    /// where an `idx n` is expected: that would skip a bounds check.)
+    pub fn fits(&self, want: &Ty) -> bool {
+        match (self, want) {
+            (Ty::Idx(_), Ty::Scalar(Scalar::I64)) => true,
+            (Ty::Array(n, a), Ty::Array(m, b)) => n == m && a.fits(b),
+            (Ty::Tuple(a), Ty::Tuple(b)) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.fits(y)),
             (a, b) => a == b,
         }
     }
