@@ -1,0 +1,290 @@
+//! Typed helpers over `ArrayData`: copying rows, building arrays, the
+//! built-in reductions and scans. Everything here works on flat row-major
+//! buffers; callers pass row lengths and check shapes.
+
+use crate::ir::ReduceOp;
+use crate::runtime::{ArrayData, Value};
+
+/// Apply an expression generic in the element type to every variant,
+/// producing a buffer of the same variant.
+macro_rules! map_data {
+    ($d:expr, $v:ident => $e:expr) => {
+        match $d {
+            ArrayData::F64($v) => ArrayData::F64($e),
+            ArrayData::F32($v) => ArrayData::F32($e),
+            ArrayData::I64($v) => ArrayData::I64($e),
+            ArrayData::I32($v) => ArrayData::I32($e),
+            ArrayData::Bool($v) => ArrayData::Bool($e),
+        }
+    };
+}
+pub(super) use map_data;
+
+/// Shape as arden writes it: `[3][4]` (`[]` for a scalar).
+pub(super) fn shape_str<T: std::fmt::Display>(shape: &[T]) -> String {
+    if shape.is_empty() {
+        return "[]".into();
+    }
+    shape.iter().map(|d| format!("[{d}]")).collect()
+}
+
+/// Elements `lo..hi` as a new buffer.
+pub(super) fn range(d: &ArrayData, lo: usize, hi: usize) -> ArrayData {
+    map_data!(d, v => v[lo..hi].to_vec())
+}
+
+/// Append a scalar; false when its type differs from the buffer's.
+pub(super) fn push_scalar(out: &mut ArrayData, x: &Value) -> bool {
+    match (out, x) {
+        (ArrayData::F64(o), Value::F64(a)) => o.push(*a),
+        (ArrayData::F32(o), Value::F32(a)) => o.push(*a),
+        (ArrayData::I64(o), Value::I64(a)) => o.push(*a),
+        (ArrayData::I32(o), Value::I32(a)) => o.push(*a),
+        (ArrayData::Bool(o), Value::Bool(a)) => o.push(*a),
+        _ => return false,
+    }
+    true
+}
+
+/// Append elements `lo..hi` of `src`; false when the types differ.
+pub(super) fn extend(out: &mut ArrayData, src: &ArrayData, lo: usize, hi: usize) -> bool {
+    match (out, src) {
+        (ArrayData::F64(o), ArrayData::F64(s)) => o.extend_from_slice(&s[lo..hi]),
+        (ArrayData::F32(o), ArrayData::F32(s)) => o.extend_from_slice(&s[lo..hi]),
+        (ArrayData::I64(o), ArrayData::I64(s)) => o.extend_from_slice(&s[lo..hi]),
+        (ArrayData::I32(o), ArrayData::I32(s)) => o.extend_from_slice(&s[lo..hi]),
+        (ArrayData::Bool(o), ArrayData::Bool(s)) => o.extend_from_slice(&s[lo..hi]),
+        _ => return false,
+    }
+    true
+}
+
+/// Append a value (scalar, or all elements of an array).
+pub(super) fn push_value(out: &mut ArrayData, x: &Value) -> bool {
+    match x {
+        Value::Array(a) => extend(out, &a.data, 0, a.data.len()),
+        _ => push_scalar(out, x),
+    }
+}
+
+/// `n` copies of a scalar.
+pub(super) fn fill(x: &Value, n: usize) -> Option<ArrayData> {
+    Some(match *x {
+        Value::F64(a) => ArrayData::F64(vec![a; n]),
+        Value::F32(a) => ArrayData::F32(vec![a; n]),
+        Value::I64(a) => ArrayData::I64(vec![a; n]),
+        Value::I32(a) => ArrayData::I32(vec![a; n]),
+        Value::Bool(a) => ArrayData::Bool(vec![a; n]),
+        _ => return None,
+    })
+}
+
+/// Swap the first two axes of a `[d0][d1]` array of rows of `r` elements.
+pub(super) fn transpose<T: Copy>(v: &[T], d0: usize, d1: usize, r: usize) -> Vec<T> {
+    let mut out = Vec::with_capacity(v.len());
+    for j in 0..d1 {
+        for i in 0..d0 {
+            let o = (i * d1 + j) * r;
+            out.extend_from_slice(&v[o..o + r]);
+        }
+    }
+    out
+}
+
+/// Rows (of `r` elements) in reverse order.
+pub(super) fn reverse<T: Copy>(v: &[T], n: usize, r: usize) -> Vec<T> {
+    let mut out = Vec::with_capacity(v.len());
+    for i in (0..n).rev() {
+        out.extend_from_slice(&v[i * r..(i + 1) * r]);
+    }
+    out
+}
+
+/// Rows rotated left by `k` (`0 <= k <= n`).
+pub(super) fn rotate<T: Copy>(v: &[T], k: usize, r: usize) -> Vec<T> {
+    let mut out = Vec::with_capacity(v.len());
+    out.extend_from_slice(&v[k * r..]);
+    out.extend_from_slice(&v[..k * r]);
+    out
+}
+
+/// Concatenate two buffers of one type.
+pub(super) fn concat(a: &ArrayData, b: &ArrayData) -> Option<ArrayData> {
+    let mut out = ArrayData::with_capacity(a.scalar(), a.len() + b.len());
+    (extend(&mut out, a, 0, a.len()) && extend(&mut out, b, 0, b.len())).then_some(out)
+}
+
+/// Index of the first maximum (minimum) of `v`; a NaN counts as the
+/// extreme, so the first NaN wins (as with the NaN-propagating `max`/`min`).
+pub(super) fn argext<T: PartialOrd + Copy>(v: &[T], max: bool) -> usize {
+    #[allow(clippy::eq_op)]
+    let nan = |x: T| x != x;
+    let mut best = 0;
+    for (i, &x) in v.iter().enumerate() {
+        if nan(x) {
+            return i;
+        }
+        if i > 0 && (if max { x > v[best] } else { x < v[best] }) {
+            best = i;
+        }
+    }
+    best
+}
+
+/// Element types the built-in reductions work on.
+pub(super) trait Num: Copy + PartialOrd {
+    fn add(self, o: Self) -> Self;
+    fn mul(self, o: Self) -> Self;
+    fn is_nan(self) -> bool;
+}
+
+macro_rules! num_float {
+    ($t:ty) => {
+        impl Num for $t {
+            fn add(self, o: Self) -> Self {
+                self + o
+            }
+            fn mul(self, o: Self) -> Self {
+                self * o
+            }
+            fn is_nan(self) -> bool {
+                <$t>::is_nan(self)
+            }
+        }
+    };
+}
+macro_rules! num_int {
+    ($t:ty) => {
+        impl Num for $t {
+            fn add(self, o: Self) -> Self {
+                self.wrapping_add(o)
+            }
+            fn mul(self, o: Self) -> Self {
+                self.wrapping_mul(o)
+            }
+            fn is_nan(self) -> bool {
+                false
+            }
+        }
+    };
+}
+num_float!(f64);
+num_float!(f32);
+num_int!(i64);
+num_int!(i32);
+
+fn op_add<T: Num>(a: T, b: T) -> T {
+    a.add(b)
+}
+fn op_mul<T: Num>(a: T, b: T) -> T {
+    a.mul(b)
+}
+fn op_max<T: Num>(a: T, b: T) -> T {
+    if a.is_nan() {
+        a
+    } else if b.is_nan() || b > a {
+        b
+    } else {
+        a
+    }
+}
+fn op_min<T: Num>(a: T, b: T) -> T {
+    if a.is_nan() {
+        a
+    } else if b.is_nan() || b < a {
+        b
+    } else {
+        a
+    }
+}
+
+fn op_fn<T: Num>(op: &ReduceOp) -> Option<fn(T, T) -> T> {
+    Some(match op {
+        ReduceOp::Add => op_add::<T>,
+        ReduceOp::Mul => op_mul::<T>,
+        ReduceOp::Max => op_max::<T>,
+        ReduceOp::Min => op_min::<T>,
+        ReduceOp::Lambda(_) => return None,
+    })
+}
+
+/// Fold the rows (of `m` elements) of `v` elementwise, from `ne`; with
+/// `scan`, every intermediate accumulator is kept (inclusive scan).
+fn fold_rows<T: Num>(v: &[T], m: usize, ne: T, f: fn(T, T) -> T, scan: bool) -> Vec<T> {
+    let mut acc = vec![ne; m];
+    if m == 0 {
+        return acc;
+    }
+    let mut out = if scan { Vec::with_capacity(v.len()) } else { Vec::new() };
+    for row in v.chunks_exact(m) {
+        for (a, &x) in acc.iter_mut().zip(row) {
+            *a = f(*a, x);
+        }
+        if scan {
+            out.extend_from_slice(&acc);
+        }
+    }
+    if scan { out } else { acc }
+}
+
+/// A built-in reduction (`scan == false`: `m` elements) or scan (same
+/// length as `d`) over rows of `m` elements, starting from the scalar `ne`.
+/// None when the types do not fit.
+pub(super) fn builtin_fold(op: &ReduceOp, d: &ArrayData, m: usize, ne: &Value, scan: bool) -> Option<ArrayData> {
+    Some(match (d, ne) {
+        (ArrayData::F64(v), Value::F64(z)) => ArrayData::F64(fold_rows(v, m, *z, op_fn(op)?, scan)),
+        (ArrayData::F32(v), Value::F32(z)) => ArrayData::F32(fold_rows(v, m, *z, op_fn(op)?, scan)),
+        (ArrayData::I64(v), Value::I64(z)) => ArrayData::I64(fold_rows(v, m, *z, op_fn(op)?, scan)),
+        (ArrayData::I32(v), Value::I32(z)) => ArrayData::I32(fold_rows(v, m, *z, op_fn(op)?, scan)),
+        _ => return None,
+    })
+}
+
+/// Add row `j` of `vals` into row `idxs[j]` of `dest` (rows of `m`
+/// elements, `n` rows in `dest`). Err(bad index) when one is out of range.
+fn scatter<T: Num>(dest: &mut [T], idxs: &[i64], vals: &[T], m: usize, n: usize) -> Result<(), i64> {
+    for (j, &i) in idxs.iter().enumerate() {
+        if i < 0 || i as u64 >= n as u64 {
+            return Err(i);
+        }
+        let i = i as usize;
+        for (d, &x) in dest[i * m..(i + 1) * m].iter_mut().zip(&vals[j * m..(j + 1) * m]) {
+            *d = d.add(x);
+        }
+    }
+    Ok(())
+}
+
+/// `scatter_add` on buffers. Ok(None) when the types do not fit, Err(i) for
+/// an index out of range.
+pub(super) fn scatter_add(
+    dest: &ArrayData,
+    idxs: &[i64],
+    vals: &ArrayData,
+    m: usize,
+    n: usize,
+) -> Result<Option<ArrayData>, i64> {
+    Ok(Some(match (dest, vals) {
+        (ArrayData::F64(d), ArrayData::F64(v)) => {
+            let mut d = d.clone();
+            scatter(&mut d, idxs, v, m, n)?;
+            ArrayData::F64(d)
+        }
+        (ArrayData::F32(d), ArrayData::F32(v)) => {
+            let mut d = d.clone();
+            scatter(&mut d, idxs, v, m, n)?;
+            ArrayData::F32(d)
+        }
+        (ArrayData::I64(d), ArrayData::I64(v)) => {
+            let mut d = d.clone();
+            scatter(&mut d, idxs, v, m, n)?;
+            ArrayData::I64(d)
+        }
+        (ArrayData::I32(d), ArrayData::I32(v)) => {
+            let mut d = d.clone();
+            scatter(&mut d, idxs, v, m, n)?;
+            ArrayData::I32(d)
+        }
+        _ => return Ok(None),
+    }))
+}

@@ -1,0 +1,552 @@
+//! `arden`: the command line, a thin client of the library API
+//! (`arden::Program`, `Entry`, `runtime::data`).
+//!
+//! Exit codes: 0 success; 1 user error (compile error, bad argument,
+//! run-time error, unreadable file); 2 usage error (bad flags, and `run`
+//! without `--entry` on a program with several entry points).
+
+use arden::api::{self, Error};
+use arden::ir::{self, Function};
+use arden::runtime::data;
+use arden::{Program, Value};
+use clap::{Parser, Subcommand, ValueEnum};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Stack for the compiling thread: compilation recurses over the program.
+const STACK_SIZE: usize = 256 << 20;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "arden",
+    version,
+    about = "Compiler and runtime for the arden array language",
+    long_about = "Compiler and runtime for the arden array language: a strict, pure \
+functional language with sizes in the types, index safety and differentiation built in.\n\n\
+Examples:\n  \
+arden check model.ard\n  \
+arden run dot.ard --entry dot --arg '[1, 2, 3]' --arg '[4, 5, 6]'\n  \
+arden ir dot.ard --entry dot\n\n\
+Exit codes: 0 success, 1 user error (compile error, bad argument, run-time error), 2 usage error.",
+    propagate_version = true,
+    arg_required_else_help = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    Check(CheckArgs),
+    Run(RunArgs),
+    Ir(IrArgs),
+}
+
+/// Type- and size-check a program.
+#[derive(clap::Args, Debug)]
+#[command(
+    about = "Type- and size-check a program",
+    long_about = "Type- and size-check a program without running it.\n\n\
+Prints `FILE: ok (N entry points)` on success. On errors, prints every diagnostic with its \
+source location and exits with status 1.\n\n\
+Examples:\n  \
+arden check model.ard\n  \
+arden check model.ard --strict-bounds"
+)]
+struct CheckArgs {
+    /// The program to check (a `.ard` file), e.g. `model.ard`.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+
+    /// Fail if any index could not be proven in bounds.
+    ///
+    /// Lists every bounds check the compiler could not prove (each would be
+    /// checked at run time) as `FILE:LINE:COL: DESCRIPTION` and exits with
+    /// status 1 if there is any. Example: `arden check model.ard --strict-bounds`.
+    #[arg(long)]
+    strict_bounds: bool,
+}
+
+/// Run an entry point.
+#[derive(clap::Args, Debug)]
+#[command(
+    about = "Run an entry point and print its result as JSON",
+    long_about = "Compile a program, call one entry point with the given arguments and print \
+the result as JSON on one line (non-finite floats as NaN, Infinity, -Infinity).\n\n\
+Arguments bind to the entry's parameters in order. Each is a JSON scalar or nested JSON array \
+(`3`, `2.5`, `[[1,2],[3,4]]`, `true`), a JSON array with one element per component for a tuple \
+parameter, or `@file.json` / `@file.npy` to read it from a file. Arguments whose shapes \
+contradict the entry's size parameters are refused before the call.\n\n\
+Examples:\n  \
+arden run dot.ard --arg '[1, 2, 3]' --arg '[4, 5, 6]'\n  \
+arden run model.ard --entry loss --arg @weights.npy --arg @data.json\n  \
+arden run model.ard --entry predict --arg @x.npy --output y.npy"
+)]
+struct RunArgs {
+    /// The program to run (a `.ard` file), e.g. `dot.ard`.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+
+    /// The entry point to call, e.g. `--entry dot`.
+    ///
+    /// May be left out when the program has exactly one entry point.
+    #[arg(long, short = 'e', value_name = "NAME")]
+    entry: Option<String>,
+
+    /// One argument per parameter, in order, e.g. `--arg '[1, 2, 3]'`.
+    ///
+    /// JSON text (`3`, `2.5`, `true`, `[[1, 2], [3, 4]]`; NaN, Infinity and
+    /// -Infinity are accepted for floats), a JSON array of the components for
+    /// a tuple parameter, or `@path.json` / `@path.npy` to read the value
+    /// from a file (`.npy`: float64, float32, int64, int32 or bool, C order).
+    /// Example: `--arg '[1, 2, 3]' --arg @b.npy`.
+    #[arg(
+        long = "arg",
+        short = 'a',
+        value_name = "VALUE",
+        allow_hyphen_values = true
+    )]
+    args: Vec<String>,
+
+    /// Write the result to a file instead of printing it, e.g. `--output out.npy`.
+    ///
+    /// A path ending in `.json` gets the JSON text; any other path gets NumPy
+    /// `.npy` format, which needs a single scalar or array result (not a tuple).
+    #[arg(long, short = 'o', value_name = "PATH")]
+    output: Option<PathBuf>,
+
+    /// Print the interpreter's operation counts to stderr after the result.
+    ///
+    /// Prints `ops: arith=A reads=R writes=W` (arithmetic operations, array
+    /// element reads, array element writes); the counts are deterministic.
+    /// Example: `arden run dot.ard --arg '[1,2]' --arg '[3,4]' --count-ops`.
+    #[arg(long)]
+    count_ops: bool,
+}
+
+/// Print the compiler's intermediate representation.
+#[derive(clap::Args, Debug)]
+#[command(
+    about = "Print the intermediate representation of a program",
+    long_about = "Compile a program and print its core IR after a compiler stage, one function \
+per entry point. Useful to see what the compiler made of a program and which indexing \
+operations carry a run-time bounds check (marked `!`).\n\n\
+Examples:\n  \
+arden ir dot.ard\n  \
+arden ir model.ard --entry loss --stage lower"
+)]
+struct IrArgs {
+    /// The program (a `.ard` file), e.g. `dot.ard`.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+
+    /// Print only this entry point, e.g. `--entry dot`.
+    #[arg(long, short = 'e', value_name = "NAME")]
+    entry: Option<String>,
+
+    /// The compiler stage whose output to print, e.g. `--stage lower`.
+    ///
+    /// `lower`: the core IR as lowered from the source (inlined, specialised,
+    /// with bounds checks).
+    #[arg(long, value_enum, default_value_t = Stage::Lower, value_name = "STAGE")]
+    stage: Stage,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    /// The core IR straight after lowering.
+    Lower,
+}
+
+/// How a command failed.
+#[derive(Debug, PartialEq)]
+enum Failure {
+    /// Printed as `error: MSG`, exit status 1.
+    User(String),
+    /// Already formatted diagnostics, printed as they are, exit status 1.
+    Rendered(String),
+    /// Printed as `error: MSG` with a pointer to `--help`, exit status 2.
+    Usage { msg: String, command: &'static str },
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        match e {
+            Error::Compile { rendered, .. } => Failure::Rendered(rendered),
+            other => Failure::User(other.to_string()),
+        }
+    }
+}
+
+type Outcome = Result<(), Failure>;
+
+fn main() -> ExitCode {
+    // Help and version exit 0; clap's usage errors exit 2.
+    let cli = Cli::parse();
+    let worker = std::thread::Builder::new()
+        .name("arden".into())
+        .stack_size(STACK_SIZE)
+        .spawn(move || {
+            let prev = std::panic::take_hook();
+            std::panic::set_hook(Box::new(|info| {
+                let msg = panic_message(info.payload());
+                let at = info
+                    .location()
+                    .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                    .unwrap_or_default();
+                eprintln!("internal compiler error: {msg}{at} (please report)");
+            }));
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| execute(cli)));
+            std::panic::set_hook(prev);
+            result
+        });
+    let result = match worker {
+        Ok(handle) => handle
+            .join()
+            .unwrap_or(Err(Box::new("worker thread failed"))),
+        Err(e) => {
+            eprintln!("error: cannot start the compiler thread: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let outcome = match result {
+        Ok(o) => o,
+        // The panic hook already printed the message.
+        Err(_) => return ExitCode::from(1),
+    };
+    let _ = std::io::stdout().flush();
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::User(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(1)
+        }
+        Err(Failure::Rendered(text)) => {
+            eprint!("{text}");
+            if !text.ends_with('\n') {
+                eprintln!();
+            }
+            ExitCode::from(1)
+        }
+        Err(Failure::Usage { msg, command }) => {
+            eprintln!("error: {msg}\n\nFor more information, try 'arden {command} --help'.");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".to_string()
+    }
+}
+
+fn execute(cli: Cli) -> Outcome {
+    match cli.command {
+        Command::Check(a) => check(&a),
+        Command::Run(a) => run(&a),
+        Command::Ir(a) => ir_cmd(&a),
+    }
+}
+
+/// Write to stdout; a closed pipe (`arden ir f.ard | head`) is not an error.
+fn print_out(text: &str) -> Outcome {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Failure::User(format!("cannot write to stdout: {e}"))),
+    }
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+fn check(a: &CheckArgs) -> Outcome {
+    let prog = Program::from_file(&a.file)?;
+    if a.strict_bounds {
+        let checks = prog.unproven_checks();
+        if !checks.is_empty() {
+            let mut text = String::new();
+            for (loc, desc) in checks {
+                text.push_str(&format!("{loc}: {desc}\n"));
+            }
+            eprint!("{text}");
+            return Err(Failure::User(format!(
+                "{} could not be proven",
+                plural(checks.len(), "bounds check", "bounds checks")
+            )));
+        }
+    }
+    let n = prog.entry_names().len();
+    print_out(&format!(
+        "{}: ok ({})\n",
+        a.file.display(),
+        plural(n, "entry point", "entry points")
+    ))
+}
+
+/// The entry to use: the one named, or the only one.
+fn choose_entry(
+    file: &Path,
+    names: &[&str],
+    requested: Option<&str>,
+    command: &'static str,
+) -> Result<String, Failure> {
+    if let Some(name) = requested {
+        return Ok(name.to_string());
+    }
+    match names {
+        [one] => Ok(one.to_string()),
+        [] => Err(Failure::User(format!(
+            "{} has no entry points (declare one with `entry`)",
+            file.display()
+        ))),
+        many => Err(Failure::Usage {
+            msg: format!(
+                "{} has {} entry points ({}); choose one with --entry NAME",
+                file.display(),
+                many.len(),
+                many.join(", ")
+            ),
+            command,
+        }),
+    }
+}
+
+/// Parse the `--arg` values against the entry's parameters.
+fn bind_args(func: &Function, specs: &[String]) -> Result<Vec<Value>, Failure> {
+    let params = &func.param_shapes;
+    if specs.len() != params.len() {
+        let list = params
+            .iter()
+            .map(|(n, s)| format!("{n}: {}", api::shape_str(func, s)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let takes = match params.len() {
+            0 => "no arguments".to_string(),
+            n => format!("{} ({list})", plural(n, "argument", "arguments")),
+        };
+        return Err(Failure::User(format!(
+            "entry `{}` takes {takes} but {} given",
+            func.name,
+            match specs.len() {
+                1 => "1 was".to_string(),
+                n => format!("{n} were"),
+            }
+        )));
+    }
+    params
+        .iter()
+        .zip(specs)
+        .enumerate()
+        .map(|(k, ((name, shape), spec))| {
+            data::parse_arg(spec, shape)
+                .map_err(|e| Failure::User(format!("argument {} (`{name}`): {e}", k + 1)))
+        })
+        .collect()
+}
+
+fn is_json_path(p: &Path) -> bool {
+    p.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+}
+
+fn run(a: &RunArgs) -> Outcome {
+    let prog = Program::from_file(&a.file)?;
+    let name = choose_entry(&a.file, &prog.entry_names(), a.entry.as_deref(), "run")?;
+    let entry = prog.entry(&name)?;
+    let func = entry.function();
+    if let Some(out) = &a.output
+        && !is_json_path(out)
+        && matches!(func.result_shape, ir::Shape::Tuple(_))
+    {
+        return Err(Failure::User(format!(
+            "--output .npy needs a single array result; entry `{}` returns a tuple {}",
+            func.name,
+            api::shape_str(func, &func.result_shape)
+        )));
+    }
+    let args = bind_args(func, &a.args)?;
+    if a.count_ops {
+        let (value, counts) = entry.call_counting(&args)?;
+        emit_result(a, &value)?;
+        eprintln!(
+            "ops: arith={} reads={} writes={}",
+            counts.arith, counts.reads, counts.writes
+        );
+        Ok(())
+    } else {
+        emit_result(a, &entry.call(&args)?)
+    }
+}
+
+fn emit_result(a: &RunArgs, value: &Value) -> Outcome {
+    match &a.output {
+        None => print_out(&format!("{}\n", value.to_json())),
+        Some(path) if is_json_path(path) => std::fs::write(path, format!("{}\n", value.to_json()))
+            .map_err(|e| Failure::User(format!("cannot write {}: {e}", path.display()))),
+        Some(path) => data::write_npy(path, value).map_err(Failure::User),
+    }
+}
+
+fn ir_cmd(a: &IrArgs) -> Outcome {
+    let prog = Program::from_file(&a.file)?;
+    let text = match a.stage {
+        Stage::Lower => match &a.entry {
+            Some(name) => ir::print::print_function(prog.entry(name)?.function()),
+            None => ir::print::print_module(prog.module()),
+        },
+    };
+    print_out(&text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arden::ir::{Block, Scalar, Shape, Size, Type, VarId};
+    use clap::CommandFactory;
+
+    fn dot_fn() -> Function {
+        let n = VarId(0);
+        let vec_n = Shape::Leaf(Type::array(Scalar::F64, vec![Size::var(n)]));
+        Function {
+            name: "dot".into(),
+            size_params: vec![("n".into(), n)],
+            params: vec![],
+            param_shapes: vec![("a".into(), vec_n.clone()), ("b".into(), vec_n)],
+            result_shape: Shape::Leaf(Type::scalar(Scalar::F64)),
+            body: Block::default(),
+            names: vec!["n".into()],
+        }
+    }
+
+    fn user(r: Result<Vec<Value>, Failure>) -> String {
+        match r {
+            Err(Failure::User(m)) => m,
+            other => panic!("expected a user error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn cli_definition_is_valid() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn arg_count_errors() {
+        let f = dot_fn();
+        assert_eq!(
+            user(bind_args(&f, &["[1]".into()])),
+            "entry `dot` takes 2 arguments (a: [n]f64, b: [n]f64) but 1 was given"
+        );
+        assert_eq!(
+            user(bind_args(&f, &[])),
+            "entry `dot` takes 2 arguments (a: [n]f64, b: [n]f64) but 0 were given"
+        );
+        let mut g = dot_fn();
+        g.param_shapes.clear();
+        assert_eq!(
+            user(bind_args(&g, &["1".into()])),
+            "entry `dot` takes no arguments but 1 was given"
+        );
+        g.param_shapes
+            .push(("x".into(), Shape::Leaf(Type::scalar(Scalar::I64))));
+        assert_eq!(
+            user(bind_args(&g, &[])),
+            "entry `dot` takes 1 argument (x: i64) but 0 were given"
+        );
+    }
+
+    #[test]
+    fn arg_value_errors_name_the_parameter() {
+        let f = dot_fn();
+        let e = user(bind_args(&f, &["[1, 2]".into(), "[[1]]".into()]));
+        assert_eq!(
+            e,
+            "argument 2 (`b`): expected a 1-d array of f64, got a 2-d array"
+        );
+        let e = user(bind_args(&f, &["[1, 2".into(), "[1]".into()]));
+        assert!(
+            e.starts_with("argument 1 (`a`): cannot parse argument as JSON"),
+            "{e}"
+        );
+        let vals = bind_args(&f, &["[1, 2]".into(), "[-Infinity, 4]".into()]).unwrap();
+        assert_eq!(vals[1].to_json(), "[-Infinity, 4.0]");
+    }
+
+    #[test]
+    fn entry_choice() {
+        let p = Path::new("f.ard");
+        assert_eq!(choose_entry(p, &["a"], None, "run"), Ok("a".into()));
+        assert_eq!(
+            choose_entry(p, &["a", "b"], Some("b"), "run"),
+            Ok("b".into())
+        );
+        assert_eq!(
+            choose_entry(p, &["a", "b"], Some("zz"), "run"),
+            Ok("zz".into())
+        );
+        match choose_entry(p, &["a", "b"], None, "run") {
+            Err(Failure::Usage { msg, .. }) => assert_eq!(
+                msg,
+                "f.ard has 2 entry points (a, b); choose one with --entry NAME"
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            choose_entry(p, &[], None, "run"),
+            Err(Failure::User(_))
+        ));
+    }
+
+    #[test]
+    fn parses_flags() {
+        let cli = Cli::try_parse_from([
+            "arden",
+            "run",
+            "f.ard",
+            "--arg",
+            "-1",
+            "-a",
+            "[1]",
+            "-e",
+            "x",
+            "--count-ops",
+        ])
+        .unwrap();
+        let Command::Run(r) = cli.command else {
+            panic!()
+        };
+        assert_eq!(r.args, vec!["-1", "[1]"]);
+        assert_eq!(r.entry.as_deref(), Some("x"));
+        assert!(r.count_ops);
+        let e = Cli::try_parse_from(["arden", "ir", "f.ard", "--stage", "ad"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("lower"));
+        let e = Cli::try_parse_from(["arden", "check"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn user_errors_keep_api_messages() {
+        let f: Failure = Error::Runtime("index 5 out of bounds".into()).into();
+        assert_eq!(
+            f,
+            Failure::User("runtime error: index 5 out of bounds".into())
+        );
+        let f: Failure = Error::Compile {
+            rendered: "error: x\n".into(),
+            diagnostics: vec![],
+        }
+        .into();
+        assert_eq!(f, Failure::Rendered("error: x\n".into()));
+    }
+}

@@ -1,0 +1,474 @@
+//! The `arden` command line, run as a process: help texts, exit codes
+//! (0 success, 1 user error, 2 usage error), data in and out.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn arden(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_arden"))
+        .args(args)
+        .output()
+        .expect("the arden binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[track_caller]
+fn assert_exit(o: &Output, code: i32) {
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "expected exit status {code}\n--- stdout:\n{}\n--- stderr:\n{}",
+        stdout(o),
+        stderr(o)
+    );
+    assert!(
+        !stderr(o).contains("internal compiler error"),
+        "{}",
+        stderr(o)
+    );
+    assert!(!stderr(o).contains("panicked"), "{}", stderr(o));
+}
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("arden-cli-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    fn write(&self, name: &str, text: &str) -> String {
+        let p = self.0.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn top_level_help_lists_commands() {
+    let o = arden(&["--help"]);
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    for cmd in ["check", "run", "ir"] {
+        assert!(out.contains(cmd), "{cmd} missing from:\n{out}");
+    }
+    assert_exit(&arden(&["--version"]), 0);
+}
+
+#[test]
+fn subcommand_help_mentions_every_flag() {
+    let cases: [(&str, &[&str]); 3] = [
+        ("check", &["FILE", "--strict-bounds"]),
+        (
+            "run",
+            &[
+                "FILE",
+                "--entry",
+                "--arg",
+                "--output",
+                "--count-ops",
+                "@",
+                ".npy",
+            ],
+        ),
+        ("ir", &["FILE", "--entry", "--stage", "lower"]),
+    ];
+    for (cmd, flags) in cases {
+        for help in ["--help", "-h"] {
+            let o = arden(&[cmd, help]);
+            assert_exit(&o, 0);
+            let out = stdout(&o);
+            // The short help (`-h`) shows only the flags themselves.
+            for f in flags
+                .iter()
+                .filter(|f| help == "--help" || f.starts_with("--") || **f == "FILE")
+            {
+                assert!(
+                    out.contains(f),
+                    "`arden {cmd} {help}` does not mention {f}:\n{out}"
+                );
+            }
+        }
+        // `arden help CMD` works too.
+        assert_exit(&arden(&["help", cmd]), 0);
+    }
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let dir = TempDir::new("usage");
+    let f = dir.write("f.ard", "entry f : f64 = 1.0\n");
+    for args in [
+        vec![],
+        vec!["frobnicate"],
+        vec!["check"],
+        vec!["run"],
+        vec!["check", f.as_str(), "--no-such-flag"],
+        vec!["run", f.as_str(), "--entry"],
+        vec!["ir", f.as_str(), "--stage", "ad"],
+    ] {
+        let o = arden(&args);
+        assert_exit(&o, 2);
+        assert!(!stderr(&o).is_empty(), "{args:?}: no message");
+    }
+    let o = arden(&["ir", &f, "--stage", "bogus"]);
+    assert!(
+        stderr(&o).contains("lower"),
+        "allowed stages not listed:\n{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn missing_file_exits_1() {
+    let dir = TempDir::new("missing");
+    let f = dir.path("nope.ard").display().to_string();
+    for args in [
+        vec!["check", f.as_str()],
+        vec!["run", f.as_str()],
+        vec!["ir", f.as_str()],
+    ] {
+        let o = arden(&args);
+        assert_exit(&o, 1);
+        let err = stderr(&o);
+        assert!(
+            err.contains("error: cannot read") && err.contains("nope.ard"),
+            "{args:?}:\n{err}"
+        );
+        assert!(stdout(&o).is_empty());
+    }
+}
+
+/// These need the whole compiler (parser, lowering, interpreter); they are
+/// not ignored, so they fail until it exists.
+mod needs_compiler {
+    use super::*;
+    use arden::Value;
+    use arden::runtime::ArrayData;
+    use arden::runtime::data::{read_npy, write_npy};
+
+    const DOT: &str = "entry dot [n] (a: [n]f64) (b: [n]f64) : f64 = sum (for i. a[i] * b[i])\n";
+    const UNPROVEN: &str = "entry f (a: [3]f64) (i: i64) : f64 = a[i]\n";
+    const MULTI: &str = "\
+entry scale [n] (a: [n]f64) (k: f64) : [n]f64 = for i. a[i] * k
+entry pair (x: f64) : (f64, i64) = (x, 3)
+";
+
+    #[test]
+    fn run_dot() {
+        let dir = TempDir::new("dot");
+        let f = dir.write("dot.ard", DOT);
+        let o = arden(&["run", &f, "--arg", "[1,2,3]", "--arg", "[4,5,6]"]);
+        assert_exit(&o, 0);
+        assert_eq!(stdout(&o).trim(), "32.0");
+        let o = arden(&[
+            "run",
+            &f,
+            "--entry",
+            "dot",
+            "-a",
+            "[1, 2, 3]",
+            "-a",
+            "[4, 5, 6]",
+        ]);
+        assert_exit(&o, 0);
+        assert_eq!(stdout(&o), "32.0\n");
+    }
+
+    #[test]
+    fn shape_mismatch_names_parameter_and_shapes() {
+        let dir = TempDir::new("mismatch");
+        let f = dir.write("dot.ard", DOT);
+        let o = arden(&["run", &f, "--arg", "[1,2,3]", "--arg", "[1,2]"]);
+        assert_exit(&o, 1);
+        let err = stderr(&o);
+        assert!(err.starts_with("error: "), "{err}");
+        assert!(err.contains("`b`"), "{err}");
+        assert!(err.contains("[2]"), "{err}");
+        assert!(err.contains("[n]f64") && err.contains("n = 3"), "{err}");
+        assert!(stdout(&o).is_empty());
+    }
+
+    #[test]
+    fn bad_argument_values() {
+        let dir = TempDir::new("badargs");
+        let f = dir.write("dot.ard", DOT);
+        // Wrong count.
+        let o = arden(&["run", &f, "--arg", "[1,2,3]"]);
+        assert_exit(&o, 1);
+        assert!(
+            stderr(&o)
+                .contains("entry `dot` takes 2 arguments (a: [n]f64, b: [n]f64) but 1 was given"),
+            "{}",
+            stderr(&o)
+        );
+        let o = arden(&["run", &f, "--arg", "[1]", "--arg", "[1]", "--arg", "[1]"]);
+        assert_exit(&o, 1);
+        // Not JSON, wrong rank, ragged: the parameter is named.
+        for (bad, want) in [
+            ("[1,2", "cannot parse argument as JSON"),
+            ("[[1],[2]]", "expected a 1-d array of f64"),
+            ("true", "expected a 1-d array"),
+        ] {
+            let o = arden(&["run", &f, "--arg", "[1]", "--arg", bad]);
+            assert_exit(&o, 1);
+            let err = stderr(&o);
+            assert!(
+                err.contains("argument 2 (`b`)") && err.contains(want),
+                "{bad}: {err}"
+            );
+        }
+        // Negative numbers are values, not flags.
+        let o = arden(&["run", &f, "--arg", "[-1]", "--arg", "[-2]"]);
+        assert_exit(&o, 0);
+        assert_eq!(stdout(&o).trim(), "2.0");
+    }
+
+    #[test]
+    fn output_npy_and_json() {
+        let dir = TempDir::new("output");
+        let f = dir.write("dot.ard", DOT);
+        let out = dir.path("out.npy");
+        let o = arden(&[
+            "run",
+            &f,
+            "--arg",
+            "[1,2,3]",
+            "--arg",
+            "[4,5,6]",
+            "--output",
+            &out.display().to_string(),
+        ]);
+        assert_exit(&o, 0);
+        assert!(stdout(&o).is_empty());
+        assert_eq!(read_npy(&out), Ok(Value::F64(32.0)));
+
+        let m = dir.write("multi.ard", MULTI);
+        let out2 = dir.path("scaled.npy");
+        let o = arden(&[
+            "run",
+            &m,
+            "--entry",
+            "scale",
+            "--arg",
+            "[1,2]",
+            "--arg",
+            "3",
+            "-o",
+            &out2.display().to_string(),
+        ]);
+        assert_exit(&o, 0);
+        assert_eq!(
+            read_npy(&out2),
+            Ok(Value::array(vec![2], ArrayData::F64(vec![3.0, 6.0])))
+        );
+
+        let out3 = dir.path("scaled.json");
+        let o = arden(&[
+            "run",
+            &m,
+            "--entry",
+            "scale",
+            "--arg",
+            "[1,2]",
+            "--arg",
+            "3",
+            "-o",
+            &out3.display().to_string(),
+        ]);
+        assert_exit(&o, 0);
+        assert_eq!(std::fs::read_to_string(&out3).unwrap().trim(), "[3.0, 6.0]");
+
+        // A tuple result cannot go to .npy.
+        let o = arden(&[
+            "run",
+            &m,
+            "--entry",
+            "pair",
+            "--arg",
+            "1",
+            "--output",
+            &dir.path("t.npy").display().to_string(),
+        ]);
+        assert_exit(&o, 1);
+        assert!(stderr(&o).contains("tuple"), "{}", stderr(&o));
+        let o = arden(&["run", &m, "--entry", "pair", "--arg", "1"]);
+        assert_exit(&o, 0);
+        assert_eq!(stdout(&o).trim(), "[1.0, 3]");
+    }
+
+    #[test]
+    fn file_arguments() {
+        let dir = TempDir::new("files");
+        let f = dir.write("dot.ard", DOT);
+        let a = dir.write("a.json", "[1, 2, 3]\n");
+        let b = dir.path("b.npy");
+        write_npy(
+            &b,
+            &Value::array(vec![3], ArrayData::F64(vec![4.0, 5.0, 6.0])),
+        )
+        .unwrap();
+        let o = arden(&[
+            "run",
+            &f,
+            "--arg",
+            &format!("@{a}"),
+            "--arg",
+            &format!("@{}", b.display()),
+        ]);
+        assert_exit(&o, 0);
+        assert_eq!(stdout(&o).trim(), "32.0");
+        // Wrong dtype in the .npy file: both types are named.
+        let bi = dir.path("bi.npy");
+        write_npy(&bi, &Value::array(vec![3], ArrayData::I64(vec![4, 5, 6]))).unwrap();
+        let o = arden(&[
+            "run",
+            &f,
+            "--arg",
+            &format!("@{a}"),
+            "--arg",
+            &format!("@{}", bi.display()),
+        ]);
+        assert_exit(&o, 1);
+        let err = stderr(&o);
+        assert!(
+            err.contains("int64") && err.contains("f64") && err.contains("`b`"),
+            "{err}"
+        );
+        // Missing data file.
+        let o = arden(&[
+            "run",
+            &f,
+            "--arg",
+            &format!("@{a}"),
+            "--arg",
+            "@/no/such/file.npy",
+        ]);
+        assert_exit(&o, 1);
+        assert!(stderr(&o).contains("cannot read"), "{}", stderr(&o));
+    }
+
+    #[test]
+    fn count_ops() {
+        let dir = TempDir::new("ops");
+        let f = dir.write("dot.ard", DOT);
+        let o = arden(&[
+            "run",
+            &f,
+            "--arg",
+            "[1,2,3]",
+            "--arg",
+            "[4,5,6]",
+            "--count-ops",
+        ]);
+        assert_exit(&o, 0);
+        assert_eq!(stdout(&o).trim(), "32.0");
+        let err = stderr(&o);
+        assert!(
+            err.contains("ops: arith=") && err.contains(" reads=") && err.contains(" writes="),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn entry_selection() {
+        let dir = TempDir::new("entries");
+        let m = dir.write("multi.ard", MULTI);
+        let o = arden(&["run", &m, "--arg", "1"]);
+        assert_exit(&o, 2);
+        let err = stderr(&o);
+        assert!(
+            err.contains("scale") && err.contains("pair") && err.contains("--entry"),
+            "{err}"
+        );
+        let o = arden(&["run", &m, "--entry", "nope", "--arg", "1"]);
+        assert_exit(&o, 1);
+        assert!(
+            stderr(&o).contains("no entry point named `nope`"),
+            "{}",
+            stderr(&o)
+        );
+    }
+
+    #[test]
+    fn runtime_error_exits_1() {
+        let dir = TempDir::new("runtime");
+        let f = dir.write("f.ard", UNPROVEN);
+        let o = arden(&["run", &f, "--arg", "[1,2,3]", "--arg", "2"]);
+        assert_exit(&o, 0);
+        assert_eq!(stdout(&o).trim(), "3.0");
+        let o = arden(&["run", &f, "--arg", "[1,2,3]", "--arg", "5"]);
+        assert_exit(&o, 1);
+        assert!(
+            stderr(&o).starts_with("error: runtime error: "),
+            "{}",
+            stderr(&o)
+        );
+    }
+
+    #[test]
+    fn check_and_strict_bounds() {
+        let dir = TempDir::new("check");
+        let d = dir.write("dot.ard", DOT);
+        let o = arden(&["check", &d, "--strict-bounds"]);
+        assert_exit(&o, 0);
+        assert_eq!(stdout(&o), format!("{d}: ok (1 entry point)\n"));
+
+        let f = dir.write("f.ard", UNPROVEN);
+        let o = arden(&["check", &f]);
+        assert_exit(&o, 0);
+        assert!(stdout(&o).contains(": ok ("));
+        let o = arden(&["check", &f, "--strict-bounds"]);
+        assert_exit(&o, 1);
+        let err = stderr(&o);
+        let listed: Vec<&str> = err
+            .lines()
+            .filter(|l| l.starts_with(&format!("{f}:1:")))
+            .collect();
+        assert_eq!(listed.len(), 1, "{err}");
+        assert!(err.contains("1 bounds check could not be proven"), "{err}");
+
+        let bad = dir.write("bad.ard", "entry g (x: f64) : f64 = x +\n");
+        let o = arden(&["check", &bad]);
+        assert_exit(&o, 1);
+        assert!(stderr(&o).contains("bad.ard"), "{}", stderr(&o));
+        assert!(stdout(&o).is_empty());
+    }
+
+    #[test]
+    fn ir_prints_entries() {
+        let dir = TempDir::new("ir");
+        let d = dir.write("dot.ard", DOT);
+        let o = arden(&["ir", &d]);
+        assert_exit(&o, 0);
+        assert!(stdout(&o).contains("entry dot"), "{}", stdout(&o));
+        let o = arden(&["ir", &d, "--stage", "lower", "--entry", "dot"]);
+        assert_exit(&o, 0);
+        assert!(stdout(&o).starts_with("entry dot"));
+
+        let m = dir.write("multi.ard", MULTI);
+        let o = arden(&["ir", &m, "--entry", "pair"]);
+        assert_exit(&o, 0);
+        assert!(stdout(&o).contains("entry pair") && !stdout(&o).contains("entry scale"));
+        let o = arden(&["ir", &m, "--entry", "nope"]);
+        assert_exit(&o, 1);
+    }
+}
