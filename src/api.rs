@@ -36,9 +36,19 @@ pub enum Error {
     Runtime(String),
 }
 
+/// The compiler stages whose IR can be shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    Lower,
+    Ad,
+}
+
 /// A compiled program.
 pub struct Program {
     source: Source,
+    /// The IR as `lower` produced it (derivative operators unexpanded).
+    lowered: ir::Module,
+    /// The IR after the `ad` stage: what runs.
     module: ir::Module,
     unproven_checks: Vec<(Loc, String)>,
 }
@@ -60,7 +70,12 @@ impl Program {
             return Err(Error::Compile { rendered: diag::render(&source, &diagnostics.0), diagnostics: diagnostics.0 });
         }
         let lowered = diagnostics.1.expect("lowering succeeded when no diagnostics were reported");
-        Ok(Program { source, module: lowered.module, unproven_checks: lowered.unproven_checks })
+        let module = crate::ad::expand(&lowered.module).map_err(|e| {
+            let at = e.loc.as_ref().map(|l| source.offset_of(l.line, l.col)).unwrap_or(0);
+            let d = Diagnostic::new(e.message, at..at + 1).label("while differentiating this");
+            Error::Compile { rendered: diag::render(&source, std::slice::from_ref(&d)), diagnostics: vec![d] }
+        })?;
+        Ok(Program { source, lowered: lowered.module, module, unproven_checks: lowered.unproven_checks })
     }
 
     /// The source the program was compiled from.
@@ -68,9 +83,18 @@ impl Program {
         &self.source
     }
 
-    /// The lowered core IR, one function per entry point.
+    /// The core IR that runs (after every stage), one function per entry point.
     pub fn module(&self) -> &ir::Module {
         &self.module
+    }
+
+    /// The core IR after the named stage: `lower` (derivative operators
+    /// still as `jvp` nodes) or `ad` (derivatives expanded).
+    pub fn module_at(&self, stage: Stage) -> &ir::Module {
+        match stage {
+            Stage::Lower => &self.lowered,
+            Stage::Ad => &self.module,
+        }
     }
 
     /// Bounds checks the compiler could not prove (location, description).

@@ -61,6 +61,19 @@ impl Source {
         (line, col)
     }
 
+    /// Byte offset of a 1-based line and column (clamped to the text).
+    pub fn offset_of(&self, line: usize, col: usize) -> usize {
+        let mut offset = 0;
+        for (i, l) in self.text.split_inclusive('\n').enumerate() {
+            if i + 1 == line {
+                let within: usize = l.chars().take(col.saturating_sub(1)).map(char::len_utf8).sum();
+                return offset + within;
+            }
+            offset += l.len();
+        }
+        self.text.len()
+    }
+
     /// `file:line:col` of a byte offset.
     pub fn location(&self, offset: usize) -> String {
         let (l, c) = self.line_col(offset);

@@ -8,6 +8,7 @@
 //! `backend::interp` (the reference interpreter). `runtime` holds values and
 //! data formats; `api` is the small public interface every front end uses.
 
+pub mod ad;
 pub mod api;
 pub mod backend;
 pub mod diag;
@@ -17,5 +18,5 @@ pub mod runtime;
 pub mod syntax;
 pub mod types;
 
-pub use api::{Entry, Error, OpCounts, Program};
+pub use api::{Entry, Error, OpCounts, Program, Stage};
 pub use runtime::Value;

@@ -135,7 +135,8 @@ per entry point. Useful to see what the compiler made of a program and which ind
 operations carry a run-time bounds check (marked `!`).\n\n\
 Examples:\n  \
 arden ir dot.ard\n  \
-arden ir model.ard --entry loss --stage lower"
+arden ir model.ard --entry loss --stage lower\n  \
+arden ir model.ard --stage ad"
 )]
 struct IrArgs {
     /// The program (a `.ard` file), e.g. `dot.ard`.
@@ -146,11 +147,13 @@ struct IrArgs {
     #[arg(long, short = 'e', value_name = "NAME")]
     entry: Option<String>,
 
-    /// The compiler stage whose output to print, e.g. `--stage lower`.
+    /// The compiler stage whose output to print, e.g. `--stage ad`.
     ///
     /// `lower`: the core IR as lowered from the source (inlined, specialised,
-    /// with bounds checks).
-    #[arg(long, value_enum, default_value_t = Stage::Lower, value_name = "STAGE")]
+    /// with bounds checks; derivative operators still as `jvp` nodes).
+    /// `ad`: after automatic differentiation (every `jvp` expanded into
+    /// ordinary IR) — this is what runs.
+    #[arg(long, value_enum, default_value_t = Stage::Ad, value_name = "STAGE")]
     stage: Stage,
 }
 
@@ -158,6 +161,8 @@ struct IrArgs {
 enum Stage {
     /// The core IR straight after lowering.
     Lower,
+    /// The core IR after automatic differentiation.
+    Ad,
 }
 
 /// How a command failed.
@@ -399,11 +404,18 @@ fn emit_result(a: &RunArgs, value: &Value) -> Outcome {
 
 fn ir_cmd(a: &IrArgs) -> Outcome {
     let prog = Program::from_file(&a.file)?;
-    let text = match a.stage {
-        Stage::Lower => match &a.entry {
-            Some(name) => ir::print::print_function(prog.entry(name)?.function()),
-            None => ir::print::print_module(prog.module()),
-        },
+    let stage = match a.stage {
+        Stage::Lower => arden::Stage::Lower,
+        Stage::Ad => arden::Stage::Ad,
+    };
+    let module = prog.module_at(stage);
+    let text = match &a.entry {
+        Some(name) => {
+            prog.entry(name)?;
+            let f = module.functions.iter().find(|f| &f.name == name).expect("entry exists at every stage");
+            ir::print::print_function(f)
+        }
+        None => ir::print::print_module(module),
     };
     print_out(&text)
 }
@@ -528,7 +540,7 @@ mod tests {
         assert_eq!(r.args, vec!["-1", "[1]"]);
         assert_eq!(r.entry.as_deref(), Some("x"));
         assert!(r.count_ops);
-        let e = Cli::try_parse_from(["arden", "ir", "f.ard", "--stage", "ad"]).unwrap_err();
+        let e = Cli::try_parse_from(["arden", "ir", "f.ard", "--stage", "final"]).unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert!(e.to_string().contains("lower"));
         let e = Cli::try_parse_from(["arden", "check"]).unwrap_err();

@@ -123,7 +123,7 @@ fn usage_errors_exit_2() {
         vec!["run"],
         vec!["check", f.as_str(), "--no-such-flag"],
         vec!["run", f.as_str(), "--entry"],
-        vec!["ir", f.as_str(), "--stage", "ad"],
+        vec!["ir", f.as_str(), "--stage", "final"],
     ] {
         let o = arden(&args);
         assert_exit(&o, 2);

@@ -152,6 +152,10 @@ pub enum Prim {
     Floor,
     Ceil,
     Lgamma,
+    /// derivative of `Lgamma`
+    Digamma,
+    /// derivative of `Digamma`
+    Trigamma,
     Erf,
     Sigmoid,
     Relu,
@@ -243,6 +247,13 @@ pub enum Expr {
     Coerce { arr: Atom, loc: Loc },
     /// stop the call with an error (e.g. a size that is negative)
     Fail { msg: String, loc: Loc },
+    /// the operand unchanged; its derivative is zero (`stop_gradient`)
+    StopGradient(Atom),
+    /// Forward-mode derivative, expanded by the `ad` stage: binds the
+    /// results of `lam` applied to `primals`, then their tangents along
+    /// `tangents` (one per parameter). `lam` may read variables in scope,
+    /// which count as constants.
+    Jvp { lam: Lambda, primals: Vec<Atom>, tangents: Vec<Atom> },
 }
 
 #[derive(Clone, PartialEq, Debug)]

@@ -132,6 +132,8 @@ pub fn prim_name(p: Prim) -> String {
         Prim::Ceil => "ceil",
         Prim::Lgamma => "lgamma",
         Prim::Erf => "erf",
+        Prim::Digamma => "digamma",
+        Prim::Trigamma => "trigamma",
         Prim::Sigmoid => "sigmoid",
         Prim::Relu => "relu",
         Prim::IsNan => "isnan",
@@ -420,6 +422,14 @@ impl<'a> Printer<'a> {
             }
             Expr::Fail { msg, .. } => {
                 let _ = write!(out, "fail {msg:?}");
+            }
+            Expr::StopGradient(a) => {
+                let _ = write!(out, "stop_gradient {}", self.atom(a));
+            }
+            Expr::Jvp { lam, primals, tangents } => {
+                let list = |xs: &[Atom]| xs.iter().map(|a| self.atom(a)).collect::<Vec<_>>().join(", ");
+                let _ = write!(out, "jvp ({}) ({}) \\({}) ", list(primals), list(tangents), self.binders(&lam.params));
+                self.braced(&lam.body, level, out);
             }
         }
     }

@@ -5,7 +5,7 @@
 //! `(p)/(q)` whose operands are themselves normalised, so `d*(d-1)/2` and
 //! `(d*d-d)/2` still compare equal.
 
-use super::VarId;
+use super::{Atom, Lit, Prim, VarId};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -179,6 +179,44 @@ impl Size {
             total = total.wrapping_add(prod);
         }
         Ok(total)
+    }
+
+    /// Compute the size as an `i64` atom, emitting arithmetic with `emit`.
+    pub fn materialize(&self, emit: &mut dyn FnMut(Prim, Vec<Atom>) -> Atom) -> Atom {
+        if let Some(c) = self.as_const() {
+            return Atom::Lit(Lit::I64(c));
+        }
+        if let Some(v) = self.as_var() {
+            return Atom::Var(v);
+        }
+        let mut total: Option<Atom> = None;
+        for (mono, c) in &self.terms {
+            let mut prod: Option<Atom> = None;
+            for a in mono {
+                let x = match a {
+                    SizeAtom::Var(v) => Atom::Var(*v),
+                    SizeAtom::Div(p, q) => {
+                        let pa = p.materialize(emit);
+                        let qa = q.materialize(emit);
+                        emit(Prim::Div, vec![pa, qa])
+                    }
+                };
+                prod = Some(match prod {
+                    None => x,
+                    Some(p) => emit(Prim::Mul, vec![p, x]),
+                });
+            }
+            let term = match prod {
+                None => Atom::Lit(Lit::I64(*c)),
+                Some(p) if *c == 1 => p,
+                Some(p) => emit(Prim::Mul, vec![Atom::Lit(Lit::I64(*c)), p]),
+            };
+            total = Some(match total {
+                None => term,
+                Some(t) => emit(Prim::Add, vec![t, term]),
+            });
+        }
+        total.unwrap_or(Atom::Lit(Lit::I64(0)))
     }
 
     /// Monomials with their coefficients, constant term first.

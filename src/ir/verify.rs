@@ -729,6 +729,31 @@ impl Verifier<'_> {
                 Checked
             }
             Expr::Fail { .. } => Checked,
+            Expr::StopGradient(a) => Exactly(vec![self.atom(a)?]),
+            Expr::Jvp { lam, primals, tangents } => {
+                if lam.params.len() != primals.len() || lam.params.len() != tangents.len() {
+                    return err(format!(
+                        "`jvp` has {} parameters, {} primals and {} tangents",
+                        lam.params.len(),
+                        primals.len(),
+                        tangents.len()
+                    ));
+                }
+                for ((p, x), t) in lam.params.iter().zip(primals).zip(tangents) {
+                    let (xt, tt) = (self.atom(x)?, self.atom(t)?);
+                    if xt != p.ty || tt != p.ty {
+                        return err(format!(
+                            "`jvp` parameter {} has type {}, but its primal has {} and its tangent {}",
+                            self.vn(p.var),
+                            self.tn(&p.ty),
+                            self.tn(&xt),
+                            self.tn(&tt)
+                        ));
+                    }
+                }
+                let res = self.scoped_block(&lam.params, &lam.body)?;
+                Exactly(res.iter().chain(res.iter()).cloned().collect())
+            }
         })
     }
 
@@ -781,7 +806,8 @@ impl Verifier<'_> {
         use Prim::*;
         let arity = match p {
             Neg | Abs | Exp | Log | Sqrt | Sin | Cos | Tan | Tanh | Asin | Acos | Atan | Sinh
-            | Cosh | Floor | Ceil | Lgamma | Erf | Sigmoid | Relu | IsNan | Not | Convert(_) => 1,
+            | Cosh | Floor | Ceil | Lgamma | Digamma | Trigamma | Erf | Sigmoid | Relu | IsNan | Not
+            | Convert(_) => 1,
             Select => 3,
             _ => 2,
         };
@@ -836,7 +862,7 @@ impl Verifier<'_> {
             }
             Min | Max => s,
             Pow | Exp | Log | Sqrt | Sin | Cos | Tan | Tanh | Asin | Acos | Atan | Sinh | Cosh
-            | Atan2 | Floor | Ceil | Lgamma | Erf | Sigmoid | Relu => {
+            | Atan2 | Floor | Ceil | Lgamma | Digamma | Trigamma | Erf | Sigmoid | Relu => {
                 need(s.is_float(), "float")?;
                 s
             }
@@ -897,6 +923,8 @@ fn expr_name(e: &Expr) -> String {
         Expr::Rotate { .. } => "rotate",
         Expr::Coerce { .. } => "coerce",
         Expr::Fail { .. } => "fail",
+        Expr::StopGradient(_) => "stop_gradient",
+        Expr::Jvp { .. } => "jvp",
     };
     s.to_string()
 }

@@ -24,6 +24,8 @@ const TABLE: &[(&str, usize)] = &[
     ("argmax", 1), ("argmin", 1), ("reduce", 3), ("scan", 3), ("transpose", 1), ("flatten", 1),
     ("unflatten", 3), ("concat", 2), ("reverse", 1), ("rotate", 2), ("scatter_add", 3),
     ("dot", 2), ("matmul", 2), ("matvec", 2), ("outer", 2), ("logsumexp", 1), ("softmax", 1),
+    // forward-mode differentiation (LANGUAGE.md §7), lowered in `lower/diff.rs`
+    ("jvp", 3), ("jvp2", 3), ("jacfwd", 2), ("stop_gradient", 1),
 ];
 
 pub fn lookup(name: &str) -> Option<&'static str> {
@@ -319,6 +321,13 @@ pub(super) fn call(l: &mut Lowerer, name: &str, args: Vec<(Val, Span)>, span: &S
             }
             l.call_prelude(name, args, span)
         }
+        "jvp" | "jvp2" => l.jvp(name == "jvp2", args, span),
+        "jacfwd" => l.jacfwd(args, span),
+        "stop_gradient" => {
+            let (x, xs) = a(0);
+            let Some((ty, _)) = l.data_arg(&x, &xs, "`stop_gradient`") else { return Val::Error };
+            l.leafwise(&x, &ty, span, IExpr::StopGradient)
+        }
         _ => unreachable!("every built-in in TABLE is handled: {name}"),
     }
 }
@@ -361,7 +370,7 @@ impl Lowerer<'_> {
         }
     }
 
-    fn data_arg(&mut self, v: &Val, s: &Span, what: &str) -> Option<(Ty, Vec<Atom>)> {
+    pub(super) fn data_arg(&mut self, v: &Val, s: &Span, what: &str) -> Option<(Ty, Vec<Atom>)> {
         match self.to_data(v) {
             Some(d) => Some(d),
             None if v.contains_error() => None,
@@ -442,7 +451,7 @@ impl Lowerer<'_> {
     }
 
     /// Apply a one-operand array operation to every leaf of `v`.
-    fn leafwise(&mut self, v: &Val, rty: &Ty, span: &Span, mk: impl Fn(Atom) -> IExpr) -> Val {
+    pub(super) fn leafwise(&mut self, v: &Val, rty: &Ty, span: &Span, mk: impl Fn(Atom) -> IExpr) -> Val {
         let (_, leaves) = self.to_data(v).expect("data");
         let loc = Some(self.loc(span));
         let out: Vec<Atom> = leaves.iter().zip(rty.leaf_types()).map(|(a, t)| self.emit1(mk(*a), t, "arr", loc.clone())).collect();

@@ -3,7 +3,7 @@
 
 use super::value::Val;
 use super::Lowerer;
-use crate::ir::{Atom, Binder, Expr, Lit, Loc, Prim, Scalar, Size, SizeAtom, Stmt, Type, VarId};
+use crate::ir::{Atom, Binder, Expr, Lit, Loc, Prim, Scalar, Size, Stmt, Type, VarId};
 use crate::types::Ty;
 
 impl Lowerer<'_> {
@@ -71,41 +71,7 @@ impl Lowerer<'_> {
 
     /// An `i64` atom holding the value of a size (emitting arithmetic if needed).
     pub(super) fn materialize(&mut self, s: &Size) -> Atom {
-        if let Some(c) = s.as_const() {
-            return Atom::Lit(Lit::I64(c));
-        }
-        if let Some(v) = s.as_var() {
-            return Atom::Var(v);
-        }
-        let mut total: Option<Atom> = None;
-        let terms: Vec<(Vec<SizeAtom>, i64)> = s.terms().map(|(m, c)| (m.to_vec(), c)).collect();
-        for (mono, c) in terms {
-            let mut prod: Option<Atom> = None;
-            for a in &mono {
-                let x = match a {
-                    SizeAtom::Var(v) => Atom::Var(*v),
-                    SizeAtom::Div(p, q) => {
-                        let pa = self.materialize(p);
-                        let qa = self.materialize(q);
-                        self.prim(Prim::Div, vec![pa, qa], Scalar::I64, None)
-                    }
-                };
-                prod = Some(match prod {
-                    None => x,
-                    Some(p) => self.prim(Prim::Mul, vec![p, x], Scalar::I64, None),
-                });
-            }
-            let term = match prod {
-                None => Atom::Lit(Lit::I64(c)),
-                Some(p) if c == 1 => p,
-                Some(p) => self.prim(Prim::Mul, vec![Atom::Lit(Lit::I64(c)), p], Scalar::I64, None),
-            };
-            total = Some(match total {
-                None => term,
-                Some(t) => self.prim(Prim::Add, vec![t, term], Scalar::I64, None),
-            });
-        }
-        let atom = total.unwrap_or(Atom::Lit(Lit::I64(0)));
+        let atom = s.materialize(&mut |op, args| self.prim(op, args, Scalar::I64, None));
         if let Atom::Var(v) = atom {
             self.sym.insert(v, s.clone());
         }

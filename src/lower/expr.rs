@@ -10,9 +10,9 @@ use crate::syntax::ast::{BinOp, Expr, ExprKind, ForIndex, IndexArg, LoopKind, Pa
 use crate::types::Ty;
 use std::rc::Rc;
 
-/// Names of the differentiation operators of LANGUAGE.md §7, which this
+/// Names of the reverse-mode operators of LANGUAGE.md §7, which this
 /// version of arden does not implement yet.
-const AD_OPERATORS: &[&str] = &["grad", "vjp", "vjp2", "jvp", "jvp2", "jacfwd", "jacrev", "hessian", "stop_gradient"];
+const AD_OPERATORS: &[&str] = &["grad", "vjp", "vjp2", "jacrev", "hessian"];
 
 impl Lowerer<'_> {
     pub(super) fn expr(&mut self, e: &Expr, env: &Env) -> Val {
@@ -116,8 +116,8 @@ impl Lowerer<'_> {
         if AD_OPERATORS.contains(&name) {
             return self.error(
                 Diagnostic::new(format!("`{name}` is not available yet"), span.clone())
-                    .label("differentiation is not implemented in this version")
-                    .hint("this build of arden implements LANGUAGE.md §1-§6 and §8-§10; the derivative operators of §7 come with the forward- and reverse-mode issues"),
+                    .label("reverse-mode differentiation is not implemented in this version")
+                    .hint("forward mode works: `jvp`, `jvp2`, `jacfwd` and `stop_gradient`; `grad`, `vjp`, `vjp2`, `jacrev` and `hessian` come with reverse mode"),
             );
         }
         let mut d = Diagnostic::new(format!("unknown name `{name}`"), span.clone()).label("not defined here");

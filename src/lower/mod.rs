@@ -15,6 +15,7 @@
 
 mod apply;
 mod bounds;
+mod diff;
 pub mod builtins;
 mod emit;
 mod expr;

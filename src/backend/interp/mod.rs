@@ -444,6 +444,11 @@ impl Interp<'_> {
                 self.bind1(s, v)
             }
             Expr::Fail { msg, loc } => fail(format!("{msg} at {loc}")),
+            Expr::StopGradient(a) => {
+                let v = self.atom(a)?;
+                self.bind1(s, v)
+            }
+            Expr::Jvp { .. } => Err(internal("`jvp` reached the interpreter; the `ad` stage expands it first")),
         }
     }
 

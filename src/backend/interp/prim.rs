@@ -6,7 +6,7 @@
 //! which are computed in `f64` and rounded for `f32`. `min`/`max` (and
 //! `relu`) return NaN when an operand is NaN.
 
-use super::special::{erf, lgamma};
+use super::special::{digamma, erf, lgamma, trigamma};
 use super::{RuntimeError, at, internal};
 use crate::ir::{Loc, Prim, Scalar};
 use crate::runtime::Value;
@@ -243,6 +243,16 @@ pub(super) fn eval_prim(p: Prim, args: &[Value], loc: &Option<Loc>) -> Result<Va
         Lgamma => match args[0] {
             Value::F64(a) => Value::F64(lgamma(a)),
             Value::F32(a) => Value::F32(lgamma(a as f64) as f32),
+            _ => return Err(bad(p, args)),
+        },
+        Digamma => match args[0] {
+            Value::F64(a) => Value::F64(digamma(a)),
+            Value::F32(a) => Value::F32(digamma(a as f64) as f32),
+            _ => return Err(bad(p, args)),
+        },
+        Trigamma => match args[0] {
+            Value::F64(a) => Value::F64(trigamma(a)),
+            Value::F32(a) => Value::F32(trigamma(a as f64) as f32),
             _ => return Err(bad(p, args)),
         },
         Erf => match args[0] {

@@ -179,6 +179,54 @@ pub fn erf(x: f64) -> f64 {
     r.copysign(x)
 }
 
+/// The digamma function ψ(x) = d/dx lgamma(x) (the derivative rule of
+/// `lgamma`): recurrence up to x >= 10, then the asymptotic series;
+/// reflection for negative x. Poles (0, -1, -2, ...) give NaN.
+pub fn digamma(x: f64) -> f64 {
+    if x.is_nan() || x == f64::NEG_INFINITY {
+        return f64::NAN;
+    }
+    if x <= 0.0 && x == x.floor() {
+        return f64::NAN;
+    }
+    if x < 0.0 {
+        return digamma(1.0 - x) - std::f64::consts::PI / (std::f64::consts::PI * x).tan();
+    }
+    let mut x = x;
+    let mut acc = 0.0;
+    while x < 10.0 {
+        acc -= 1.0 / x;
+        x += 1.0;
+    }
+    let inv2 = 1.0 / (x * x);
+    let series = inv2 * (1.0 / 12.0 - inv2 * (1.0 / 120.0 - inv2 * (1.0 / 252.0 - inv2 * (1.0 / 240.0 - inv2 * (1.0 / 132.0)))));
+    acc + x.ln() - 0.5 / x - series
+}
+
+/// The trigamma function ψ'(x) (the derivative rule of `digamma`).
+pub fn trigamma(x: f64) -> f64 {
+    if x.is_nan() || x == f64::NEG_INFINITY {
+        return f64::NAN;
+    }
+    if x <= 0.0 && x == x.floor() {
+        return f64::NAN;
+    }
+    if x < 0.0 {
+        let s = (std::f64::consts::PI * x).sin();
+        return std::f64::consts::PI * std::f64::consts::PI / (s * s) - trigamma(1.0 - x);
+    }
+    let mut x = x;
+    let mut acc = 0.0;
+    while x < 10.0 {
+        acc += 1.0 / (x * x);
+        x += 1.0;
+    }
+    let inv = 1.0 / x;
+    let inv2 = inv * inv;
+    let series = inv + 0.5 * inv2 + inv * inv2 * (1.0 / 6.0 - inv2 * (1.0 / 30.0 - inv2 * (1.0 / 42.0 - inv2 * (1.0 / 30.0 - inv2 * (5.0 / 66.0)))));
+    acc + series
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,5 +309,25 @@ mod tests {
         }
         // erfc tail against a known value: erfc(4) = 1.541725790028002e-8
         assert!(close(erfc_cf(4.0), 1.541_725_790_028_002e-8, 1e-13));
+    }
+
+    #[test]
+    fn digamma_and_trigamma_known_values() {
+        let euler = 0.5772156649015329;
+        assert!((digamma(1.0) + euler).abs() < 1e-13);
+        assert!((digamma(0.5) - (-euler - 2.0 * std::f64::consts::LN_2)).abs() < 1e-13);
+        assert!((digamma(-0.5) - 0.03648997397857652).abs() < 1e-13);
+        let pi2 = std::f64::consts::PI * std::f64::consts::PI;
+        assert!((trigamma(1.0) - pi2 / 6.0).abs() < 1e-13);
+        assert!((trigamma(0.5) - pi2 / 2.0).abs() < 1e-12);
+        assert!(digamma(0.0).is_nan() && trigamma(-2.0).is_nan());
+        // derivative relations against central differences
+        for &x in &[0.3, 1.7, 4.2, 12.5, -1.3] {
+            let h = 1e-5;
+            let fd = (lgamma(x + h) - lgamma(x - h)) / (2.0 * h);
+            assert!((fd - digamma(x)).abs() < 1e-7 * (1.0 + fd.abs()), "{x}");
+            let fd2 = (digamma(x + h) - digamma(x - h)) / (2.0 * h);
+            assert!((fd2 - trigamma(x)).abs() < 1e-6 * (1.0 + fd2.abs()), "{x}");
+        }
     }
 }

@@ -1,0 +1,155 @@
+//! Emitting IR statements during a transform: fresh variables named in the
+//! function's name table, the types of all variables, and zeros.
+
+use crate::ir::{Atom, Binder, Block, Expr, Lit, LoopKind, Prim, ReduceOp, Scalar, Size, Stmt, Type, VarId};
+use rustc_hash::FxHashMap;
+
+pub struct Builder<'a> {
+    names: &'a mut Vec<String>,
+    /// The type of every variable bound so far.
+    types: FxHashMap<VarId, Type>,
+    /// Statement lists under construction, innermost last.
+    blocks: Vec<Vec<Stmt>>,
+}
+
+impl<'a> Builder<'a> {
+    /// A builder for `f`, knowing the types of all its variables.
+    pub fn for_function(names: &'a mut Vec<String>, f_params: &[Binder], sizes: &[(String, VarId)], body: &Block) -> Self {
+        let mut types = FxHashMap::default();
+        for (_, v) in sizes {
+            types.insert(*v, Type::scalar(Scalar::I64));
+        }
+        for p in f_params {
+            types.insert(p.var, p.ty.clone());
+        }
+        collect_types(body, &mut types);
+        Builder { names, types, blocks: vec![vec![]] }
+    }
+
+    pub fn fresh(&mut self, hint: &str) -> VarId {
+        let id = VarId(self.names.len() as u32);
+        self.names.push(hint.to_string());
+        id
+    }
+
+    pub fn name(&self, v: VarId) -> String {
+        self.names.get(v.0 as usize).cloned().unwrap_or_default()
+    }
+
+    pub fn type_of(&self, a: &Atom) -> Type {
+        match a {
+            Atom::Lit(l) => Type::scalar(l.scalar()),
+            Atom::Var(v) => self.types.get(v).cloned().unwrap_or_else(|| Type::scalar(Scalar::F64)),
+        }
+    }
+
+    pub fn begin(&mut self) {
+        self.blocks.push(vec![]);
+    }
+
+    pub fn end(&mut self) -> Vec<Stmt> {
+        self.blocks.pop().unwrap_or_default()
+    }
+
+    pub fn push(&mut self, s: Stmt) {
+        for b in &s.binds {
+            self.types.insert(b.var, b.ty.clone());
+        }
+        record_nested_types(&s.expr, &mut self.types);
+        match self.blocks.last_mut() {
+            Some(b) => b.push(s),
+            None => self.blocks.push(vec![s]),
+        }
+    }
+
+    pub fn emit(&mut self, expr: Expr, ty: Type, hint: &str) -> Atom {
+        let var = self.fresh(hint);
+        self.push(Stmt { binds: vec![Binder { var, ty }], expr, loc: None });
+        Atom::Var(var)
+    }
+
+    pub fn emit_many(&mut self, expr: Expr, tys: Vec<Type>, hint: &str) -> Vec<Atom> {
+        let binds: Vec<Binder> = tys.into_iter().map(|ty| Binder { var: self.fresh(hint), ty }).collect();
+        let atoms = binds.iter().map(|b| Atom::Var(b.var)).collect();
+        self.push(Stmt { binds, expr, loc: None });
+        atoms
+    }
+
+    /// A scalar primitive of result type `s`.
+    pub fn prim(&mut self, op: Prim, args: Vec<Atom>, s: Scalar) -> Atom {
+        self.emit(Expr::Prim(op, args), Type::scalar(s), "d")
+    }
+
+    pub fn size(&mut self, s: &Size) -> Atom {
+        s.materialize(&mut |op, args| self.prim(op, args, Scalar::I64))
+    }
+
+    /// An array (or scalar) of type `ty` with every element `x`.
+    pub fn filled(&mut self, ty: &Type, x: Atom) -> Atom {
+        let mut z = x;
+        for k in (0..ty.rank()).rev() {
+            let n = self.size(&ty.shape[k]);
+            let t = Type { elem: ty.elem, shape: ty.shape[k..].to_vec() };
+            z = self.emit(Expr::Replicate { n, val: z }, t, "fill");
+        }
+        z
+    }
+
+    /// An array (or scalar) of zeros of type `ty`.
+    pub fn zeros(&mut self, ty: &Type) -> Atom {
+        self.filled(ty, lit(ty.elem, 0.0))
+    }
+}
+
+/// Types of variables bound inside an expression (loop params, lambdas, nested blocks).
+fn record_nested_types(e: &Expr, types: &mut FxHashMap<VarId, Type>) {
+    match e {
+        Expr::For { ivar, body, .. } => {
+            types.insert(*ivar, Type::scalar(Scalar::I64));
+            collect_types(body, types);
+        }
+        Expr::Loop { params, kind, body, .. } => {
+            for p in params {
+                types.insert(p.var, p.ty.clone());
+            }
+            match kind {
+                LoopKind::Count { ivar, .. } => {
+                    types.insert(*ivar, Type::scalar(Scalar::I64));
+                }
+                LoopKind::While { cond } => collect_types(cond, types),
+            }
+            collect_types(body, types);
+        }
+        Expr::If { then_b, else_b, .. } => {
+            collect_types(then_b, types);
+            collect_types(else_b, types);
+        }
+        Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } | Expr::Jvp { lam: l, .. } => {
+            for p in &l.params {
+                types.insert(p.var, p.ty.clone());
+            }
+            collect_types(&l.body, types);
+        }
+        _ => {}
+    }
+}
+
+fn collect_types(b: &Block, types: &mut FxHashMap<VarId, Type>) {
+    for s in &b.stmts {
+        for x in &s.binds {
+            types.insert(x.var, x.ty.clone());
+        }
+        record_nested_types(&s.expr, types);
+    }
+}
+
+/// A literal of scalar type `s`.
+pub fn lit(s: Scalar, x: f64) -> Atom {
+    Atom::Lit(match s {
+        Scalar::F64 => Lit::F64(x),
+        Scalar::F32 => Lit::F32(x as f32),
+        Scalar::I64 => Lit::I64(x as i64),
+        Scalar::I32 => Lit::I32(x as i32),
+        Scalar::Bool => Lit::Bool(x != 0.0),
+    })
+}
