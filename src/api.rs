@@ -159,6 +159,21 @@ impl<'p> Entry<'p> {
         self.call_counting(args).map(|(v, _)| v)
     }
 
+    /// The forward derivative: the result at `args` and its tangent along
+    /// `tangents` (one per parameter, same shapes), with the operation
+    /// counts of the differentiated program.
+    pub fn jvp(&self, args: &[Value], tangents: &[Value]) -> Result<((Value, Value), OpCounts), Error> {
+        let g = crate::ad::jvp_function(self.func).map_err(|e| Error::Arguments(format!("cannot differentiate `{}`: {}", self.func.name, e.message)))?;
+        let all: Vec<Value> = args.iter().chain(tangents).cloned().collect();
+        let (sizes, flat) = bind_arguments(&g, &all)?;
+        let mut counts = OpCounts::default();
+        let results = interp::run(&g, &sizes, &flat, &mut counts).map_err(|e| Error::Runtime(e.message))?;
+        let mut it = results.into_iter();
+        let y = rebuild(&self.func.result_shape, &mut it);
+        let dy = rebuild(&self.func.result_shape, &mut it);
+        Ok(((y, dy), counts))
+    }
+
     /// Call and also return the interpreter's operation counts.
     pub fn call_counting(&self, args: &[Value]) -> Result<(Value, OpCounts), Error> {
         let (sizes, flat) = bind_arguments(self.func, args)?;

@@ -12,7 +12,7 @@ mod build;
 mod jvp;
 pub mod rules;
 
-use crate::ir::{Block, Expr, Function, LoopKind, Module, ReduceOp};
+use crate::ir::{Atom, Binder, Block, Expr, Function, LoopKind, Module, ReduceOp, Stmt};
 use build::Builder;
 
 /// A derivative that cannot be formed (reported as a compile error).
@@ -20,6 +20,41 @@ use build::Builder;
 pub struct AdError {
     pub message: String,
     pub loc: Option<crate::ir::Loc>,
+}
+
+/// The forward derivative of a whole function: a function taking the
+/// parameters and then one tangent per parameter, returning the results and
+/// then their tangents (used by `Entry::jvp` and the derivative tests).
+pub fn jvp_function(f: &Function) -> Result<Function, AdError> {
+    let mut g = f.clone();
+    let primals: Vec<Binder> = f.params.iter().map(|p| Binder { var: fresh(&mut g.names, &g_name(f, p.var)), ty: p.ty.clone() }).collect();
+    let tangents: Vec<Binder> =
+        f.params.iter().map(|p| Binder { var: fresh(&mut g.names, &format!("d{}", g_name(f, p.var))), ty: p.ty.clone() }).collect();
+    let result_tys: Vec<crate::ir::Type> = f.result_shape.leaves().into_iter().cloned().collect();
+    let binds: Vec<Binder> =
+        result_tys.iter().chain(result_tys.iter()).map(|t| Binder { var: fresh(&mut g.names, "r"), ty: t.clone() }).collect();
+    let jvp = Expr::Jvp {
+        lam: crate::ir::Lambda { params: f.params.clone(), body: f.body.clone() },
+        primals: primals.iter().map(|b| Atom::Var(b.var)).collect(),
+        tangents: tangents.iter().map(|b| Atom::Var(b.var)).collect(),
+    };
+    let result = binds.iter().map(|b| Atom::Var(b.var)).collect();
+    g.body = Block { stmts: vec![Stmt { binds, expr: jvp, loc: None }], result };
+    g.params = primals.into_iter().chain(tangents).collect();
+    g.param_shapes = f.param_shapes.iter().cloned().chain(f.param_shapes.iter().map(|(n, s)| (format!("d{n}"), s.clone()))).collect();
+    g.result_shape = crate::ir::Shape::Tuple(vec![f.result_shape.clone(), f.result_shape.clone()]);
+    g.name = format!("jvp_{}", f.name);
+    expand_function(&mut g)?;
+    Ok(g)
+}
+
+fn g_name(f: &Function, v: crate::ir::VarId) -> String {
+    f.names.get(v.0 as usize).cloned().unwrap_or_default()
+}
+
+fn fresh(names: &mut Vec<String>, hint: &str) -> crate::ir::VarId {
+    names.push(hint.to_string());
+    crate::ir::VarId(names.len() as u32 - 1)
 }
 
 /// Expand every `jvp` node of every function.

@@ -175,7 +175,7 @@ fn arity(p: Prim) -> usize {
     use Prim::*;
     match p {
         Neg | Abs | Exp | Log | Sqrt | Sin | Cos | Tan | Tanh | Asin | Acos | Atan | Sinh | Cosh | Floor | Ceil
-        | Lgamma | Erf | Sigmoid | Relu | IsNan | Not | Convert(_) => 1,
+        | Lgamma | Digamma | Trigamma | Erf | Sigmoid | Relu | IsNan | Not | Convert(_) => 1,
         Select => 3,
         _ => 2,
     }
