@@ -1,6 +1,6 @@
-//! Every program of `tests/programs/` and `examples/` compiles, its IR
-//! passes the verifier, and every `-- test:` line gives the expected result
-//! or the expected run-time error.
+//! Every program of `tests/programs/`, `tests/ad_programs/` and `examples/`
+//! compiles, its IR passes the verifier after every stage, and every
+//! `-- test:` line gives the expected result or the expected run-time error.
 
 mod common;
 use common::*;
@@ -20,8 +20,10 @@ fn run_dir(dir: &str, min_files: usize) {
                 continue;
             }
         };
-        if let Err(e) = arden::ir::verify::verify_module(prog.module()) {
-            failures.push(format!("{name}: IR verifier: {e}"));
+        for stage in [arden::Stage::Lower, arden::Stage::Ad] {
+            if let Err(e) = arden::ir::verify::verify_module(prog.module_at(stage)) {
+                failures.push(format!("{name}: IR verifier after {stage:?}: {e}"));
+            }
         }
         let cases = cases(&text);
         if cases.is_empty() {
@@ -53,6 +55,11 @@ fn run_dir(dir: &str, min_files: usize) {
 #[test]
 fn corpus_programs_give_expected_results() {
     with_big_stack(|| run_dir("tests/programs", 40));
+}
+
+#[test]
+fn differentiation_programs_give_expected_results() {
+    with_big_stack(|| run_dir("tests/ad_programs", 20));
 }
 
 #[test]
