@@ -23,7 +23,7 @@ impl Rng {
 
 const TOKENS: &[&str] = &[
     "def", "entry", "let", "in", "if", "then", "else", "for", "loop", "while", "do", "true", "false", "x", "y", "a", "n",
-    "f", "i", "j", "sum", "map", "iota", "reduce", "scatter_add", "dot", "(", ")", "[", "]", ",", ".", ":", "=", "==",
+    "f", "i", "j", "sum", "map", "iota", "reduce", "scatter_add", "dot", "jvp", "jvp2", "jacfwd", "stop_gradient", "grad", "(", ")", "[", "]", ",", ".", ":", "=", "==",
     "->", "\\", "+", "-", "*", "/", "%", "**", "<", "<=", ">", "|>", "&&", "||", "!", ":>", "0", "1", "2.5", "1e3",
     "3i32", "f64", "f32", "i64", "bool", "idx", "[n]f64", "\n", " ", "--c\n", "999999999999999999999", "@", "\"",
 ];
@@ -99,7 +99,7 @@ fn random_and_mutated_sources_never_panic() {
     with_big_stack(|| {
         std::panic::set_hook(Box::new(|_| {}));
         let mut corpus: Vec<Vec<String>> = vec![];
-        for dir in ["tests/programs", "tests/errors", "examples"] {
+        for dir in ["tests/programs", "tests/ad_programs", "tests/errors", "examples"] {
             for p in ard_files(dir) {
                 corpus.push(tokenize(&std::fs::read_to_string(p).unwrap()));
             }
