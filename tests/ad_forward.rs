@@ -10,16 +10,6 @@ use arden::runtime::{Array, ArrayData, Value};
 use common::*;
 use std::rc::Rc;
 
-struct Rng(u64);
-impl Rng {
-    fn unit(&mut self) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-    }
-}
-
 /// A random direction with the shape of `v` (zero for integers and bools).
 fn direction(v: &Value, rng: &mut Rng) -> Value {
     match v {

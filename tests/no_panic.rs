@@ -6,21 +6,6 @@
 mod common;
 use common::*;
 
-/// A small deterministic generator (xorshift), so failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 const TOKENS: &[&str] = &[
     "def", "entry", "let", "in", "if", "then", "else", "for", "loop", "while", "do", "true", "false", "x", "y", "a", "n",
     "f", "i", "j", "sum", "map", "iota", "reduce", "scatter_add", "dot", "jvp", "jvp2", "jacfwd", "stop_gradient", "grad", "(", ")", "[", "]", ",", ".", ":", "=", "==",

@@ -145,11 +145,5 @@ fn collect_types(b: &Block, types: &mut FxHashMap<VarId, Type>) {
 
 /// A literal of scalar type `s`.
 pub fn lit(s: Scalar, x: f64) -> Atom {
-    Atom::Lit(match s {
-        Scalar::F64 => Lit::F64(x),
-        Scalar::F32 => Lit::F32(x as f32),
-        Scalar::I64 => Lit::I64(x as i64),
-        Scalar::I32 => Lit::I32(x as i32),
-        Scalar::Bool => Lit::Bool(x != 0.0),
-    })
+    Atom::Lit(Lit::of(s, x))
 }

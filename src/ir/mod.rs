@@ -83,6 +83,18 @@ pub enum Lit {
 }
 
 impl Lit {
+    /// The number `x` as a literal of scalar type `s` (`0`/`1` constants,
+    /// neutral elements, infinities).
+    pub fn of(s: Scalar, x: f64) -> Lit {
+        match s {
+            Scalar::F64 => Lit::F64(x),
+            Scalar::F32 => Lit::F32(x as f32),
+            Scalar::I64 => Lit::I64(x as i64),
+            Scalar::I32 => Lit::I32(x as i32),
+            Scalar::Bool => Lit::Bool(x != 0.0),
+        }
+    }
+
     pub fn scalar(self) -> Scalar {
         match self {
             Lit::F64(_) => Scalar::F64,

@@ -87,13 +87,7 @@ impl Lowerer<'_> {
 
 /// The literal `0` or `1`-like constants of a scalar type.
 pub(super) fn lit_of(s: Scalar, x: f64) -> Atom {
-    Atom::Lit(match s {
-        Scalar::F64 => Lit::F64(x),
-        Scalar::F32 => Lit::F32(x as f32),
-        Scalar::I64 => Lit::I64(x as i64),
-        Scalar::I32 => Lit::I32(x as i32),
-        Scalar::Bool => Lit::Bool(x != 0.0),
-    })
+    Atom::Lit(Lit::of(s, x))
 }
 
 /// Lowest and highest values of a scalar type (neutral elements of max/min).

@@ -134,3 +134,22 @@ fn slice_data(d: &arden::runtime::ArrayData, at: usize, len: usize) -> arden::ru
 pub fn with_big_stack<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
     std::thread::Builder::new().stack_size(256 << 20).spawn(f).expect("spawn").join().unwrap_or_else(|e| std::panic::resume_unwind(e))
 }
+
+/// A small deterministic generator (xorshift), so failures reproduce.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+    /// Uniform in [-1, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    }
+}
