@@ -120,3 +120,34 @@ fn constants_and_use_before_definition() {
     let p = compile("entry f (x: f64) : f64 = c * sq x\ndef sq x = x * x\ndef c : f64 = 3.0");
     assert_eq!(p.entry("f").unwrap().call(&[Value::F64(2.0)]).unwrap(), Value::F64(12.0));
 }
+
+#[test]
+fn derivative_misuse_is_a_compile_error() {
+    let e = errors("entry f (x: [3]f64) (d: [4]f64) : [3]f64 = jvp (\\v -> for i. v[i] * 2.0) x d");
+    assert!(e.contains("tangent of `jvp`") && e.contains("[3]f64") && e.contains("[4]f64"), "{e}");
+    let e = errors("entry f (x: [3]f64) : f64 = jvp (\\v -> sum v) x 1.0");
+    assert!(e.contains("tangent") && e.contains("f64"), "{e}");
+    let e = errors("entry f (x: [3]f64) : [2][3]f64 = jacfwd (\\v -> (sum v, sum v)) x");
+    assert!(e.contains("`jacfwd`") && e.contains("(f64, f64)"), "{e}");
+    let e = errors("entry f (n: i64) : i64 = jvp (\\k -> k * k) n 1");
+    assert!(e.contains("`jvp` differentiates") && e.contains("i64"), "{e}");
+    let e = errors("entry f (x: f64) : f64 = jvp 3.0 x 1.0");
+    assert!(e.contains("must be a function"), "{e}");
+    let e = errors("entry f (x: [2][2]f64) : f64 = jacfwd (\\m -> m[0, 0]) x");
+    assert!(e.contains("`jacfwd` needs an f64/f32 scalar or vector point"), "{e}");
+    let e = errors("entry f (x: f64) : f64 = grad (\\y -> y * y) x");
+    assert!(e.contains("`grad` is not available yet"), "{e}");
+}
+
+#[test]
+fn jvp_nodes_are_expanded_by_the_ad_stage() {
+    let p = compile("entry f (x: f64) : (f64, f64) = jvp2 (\\y -> sin y * y) x 1.0");
+    let lowered = ir::print::print_module(p.module_at(crate::api::Stage::Lower));
+    let expanded = ir::print::print_module(p.module());
+    assert!(lowered.contains("jvp ("), "{lowered}");
+    assert!(!expanded.contains("jvp ("), "{expanded}");
+    ir::verify::verify_module(p.module_at(crate::api::Stage::Lower)).unwrap();
+    let v = p.entry("f").unwrap().call(&[Value::F64(0.5)]).unwrap();
+    let want = (0.5f64.sin() * 0.5, 0.5f64.cos() * 0.5 + 0.5f64.sin());
+    assert_eq!(v, Value::Tuple(vec![Value::F64(want.0), Value::F64(want.1)]));
+}
