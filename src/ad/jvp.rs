@@ -81,6 +81,22 @@ impl Jvp {
         Ok((blk.result.clone(), blk.result.iter().map(|a| self.tan(a)).collect()))
     }
 
+    /// Transform a loop or operator body whose results `slots` carry
+    /// tangents (of types `tys`): the body's statements and its results
+    /// followed by those tangents, zeros where a tangent is absent.
+    fn body_with_tangents(&mut self, b: &mut Builder, body: &Block, slots: &[usize], tys: &[Type]) -> Result<(Vec<Stmt>, Vec<Atom>), AdError> {
+        b.begin();
+        let (mut result, dres) = self.block(b, body)?;
+        for (&k, ty) in slots.iter().zip(tys) {
+            let d = match dres[k] {
+                Some(d) => d,
+                None => b.zeros(ty),
+            };
+            result.push(d);
+        }
+        Ok((b.end(), result))
+    }
+
     /// A new tangent binder for `bind`.
     fn tangent_binder(&mut self, b: &mut Builder, bind: &Binder) -> Binder {
         let name = format!("d{}", b.name(bind.var));
@@ -218,17 +234,8 @@ impl Jvp {
             new_init.push(d);
             new_params.push(self.tangent_binder(b, &params[k]));
         }
-        b.begin();
-        let (res, dres) = self.block(b, body)?;
-        let mut result = res;
-        for &k in &floats {
-            let d = match dres[k] {
-                Some(d) => d,
-                None => b.zeros(&params[k].ty),
-            };
-            result.push(d);
-        }
-        let stmts = b.end();
+        let tys: Vec<Type> = floats.iter().map(|&k| params[k].ty.clone()).collect();
+        let (stmts, result) = self.body_with_tangents(b, body, &floats, &tys)?;
         let mut binds = s.binds.clone();
         for &k in &floats {
             binds.push(self.tangent_binder(b, &s.binds[k]));
@@ -333,17 +340,8 @@ impl Jvp {
         for &j in &floats {
             params.push(self.tangent_binder(b, &elem[j]));
         }
-        b.begin();
-        let (res, dres) = self.block(b, &l.body)?;
-        let mut result = res;
-        for &j in &floats {
-            let d = match dres[j] {
-                Some(d) => d,
-                None => b.zeros(&acc[j].ty),
-            };
-            result.push(d);
-        }
-        let stmts = b.end();
+        let tys: Vec<Type> = floats.iter().map(|&j| acc[j].ty.clone()).collect();
+        let (stmts, result) = self.body_with_tangents(b, &l.body, &floats, &tys)?;
         let mut new_ne = ne.to_vec();
         let mut new_arrs = arrs.to_vec();
         for &j in &floats {
