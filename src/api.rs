@@ -174,6 +174,24 @@ impl<'p> Entry<'p> {
         Ok(((y, dy), counts))
     }
 
+    /// The reverse derivative: the result at `args` and the cotangent of
+    /// every parameter given the result's cotangent `ybar` (same shape as
+    /// the result), with the operation counts of the differentiated program.
+    pub fn vjp(&self, args: &[Value], ybar: &Value) -> Result<((Value, Value), OpCounts), Error> {
+        let g = crate::ad::vjp_function(self.func).map_err(|e| Error::Arguments(format!("cannot differentiate `{}`: {}", self.func.name, e.message)))?;
+        if let Err(e) = crate::ir::verify::verify_function(&g) {
+            return Err(Error::Arguments(format!("internal: the reverse derivative of `{}` does not verify: {e}", self.func.name)));
+        }
+        let all: Vec<Value> = args.iter().cloned().chain(std::iter::once(ybar.clone())).collect();
+        let (sizes, flat) = bind_arguments(&g, &all)?;
+        let mut counts = OpCounts::default();
+        let results = interp::run(&g, &sizes, &flat, &mut counts).map_err(|e| Error::Runtime(e.message))?;
+        let mut it = results.into_iter();
+        let y = rebuild(&self.func.result_shape, &mut it);
+        let xbar = self.func.param_shapes.iter().map(|(_, s)| rebuild(s, &mut it)).collect();
+        Ok(((y, Value::Tuple(xbar)), counts))
+    }
+
     /// Call and also return the interpreter's operation counts.
     pub fn call_counting(&self, args: &[Value]) -> Result<(Value, OpCounts), Error> {
         let (sizes, flat) = bind_arguments(self.func, args)?;

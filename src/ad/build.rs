@@ -2,6 +2,15 @@
 //! function's name table, the types of all variables, and zeros.
 
 use crate::ir::{Atom, Binder, Block, Expr, Lit, LoopKind, Prim, ReduceOp, Scalar, Size, Stmt, Type, VarId};
+
+/// The size held by an `i64` operand.
+pub fn size_of_atom(a: &Atom) -> Size {
+    match a {
+        Atom::Var(v) => Size::var(*v),
+        Atom::Lit(Lit::I64(c)) => Size::constant(*c),
+        Atom::Lit(_) => Size::constant(0),
+    }
+}
 use rustc_hash::FxHashMap;
 
 pub struct Builder<'a> {
@@ -41,6 +50,19 @@ impl<'a> Builder<'a> {
             Atom::Lit(l) => Type::scalar(l.scalar()),
             Atom::Var(v) => self.types.get(v).cloned().unwrap_or_else(|| Type::scalar(Scalar::F64)),
         }
+    }
+
+    /// Record the types a statement binds without emitting it (for code
+    /// that is assembled into a block later).
+    pub fn declare(&mut self, s: &Stmt) {
+        for b in &s.binds {
+            self.types.insert(b.var, b.ty.clone());
+        }
+        record_nested_types(&s.expr, &mut self.types);
+    }
+
+    pub fn set_type(&mut self, v: VarId, ty: Type) {
+        self.types.insert(v, ty);
     }
 
     pub fn begin(&mut self) {
@@ -95,6 +117,27 @@ impl<'a> Builder<'a> {
         z
     }
 
+    /// `arr[idx...]` without a bounds check (the caller knows it is in range).
+    pub fn index(&mut self, arr: Atom, idx: Vec<Atom>) -> Atom {
+        let t = self.type_of(&arr);
+        let ty = Type { elem: t.elem, shape: t.shape[idx.len().min(t.rank())..].to_vec() };
+        let checks = vec![None; idx.len()];
+        self.emit(Expr::Index { arr, idx, checks }, ty, "r")
+    }
+
+    /// `x + y` for scalars or arrays of type `ty` (elementwise `for`s).
+    pub fn add_values(&mut self, ty: &Type, x: Atom, y: Atom) -> Atom {
+        if ty.rank() == 0 {
+            return self.prim(Prim::Add, vec![x, y], ty.elem);
+        }
+        let ivar = self.fresh("e");
+        self.begin();
+        let (xr, yr) = (self.index(x, vec![Atom::Var(ivar)]), self.index(y, vec![Atom::Var(ivar)]));
+        let r = self.add_values(&ty.row(), xr, yr);
+        let stmts = self.end();
+        self.emit(Expr::For { ivar, size: ty.shape[0].clone(), body: Block { stmts, result: vec![r] } }, ty.clone(), "acc")
+    }
+
     /// An array (or scalar) of zeros of type `ty`.
     pub fn zeros(&mut self, ty: &Type) -> Atom {
         self.filled(ty, lit(ty.elem, 0.0))
@@ -124,7 +167,7 @@ fn record_nested_types(e: &Expr, types: &mut FxHashMap<VarId, Type>) {
             collect_types(then_b, types);
             collect_types(else_b, types);
         }
-        Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } | Expr::Jvp { lam: l, .. } => {
+        Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } | Expr::Jvp { lam: l, .. } | Expr::Vjp { lam: l, .. } => {
             for p in &l.params {
                 types.insert(p.var, p.ty.clone());
             }

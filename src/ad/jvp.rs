@@ -201,8 +201,8 @@ impl Jvp {
             Expr::If { cond, then_b, else_b } => self.if_expr(b, s, *cond, then_b, else_b)?,
             Expr::Reduce { op, ne, arrs } => self.reduce(b, s, op, ne, arrs, false)?,
             Expr::Scan { op, ne, arrs } => self.reduce(b, s, op, ne, arrs, true)?,
-            Expr::Jvp { .. } => {
-                return Err(AdError { message: "internal: nested `jvp` was not expanded first".into(), loc: s.loc.clone() });
+            Expr::Jvp { .. } | Expr::Vjp { .. } => {
+                return Err(AdError { message: "internal: a nested derivative was not expanded first".into(), loc: s.loc.clone() });
             }
         }
         Ok(())
@@ -385,7 +385,7 @@ fn pair_op(b: &mut Builder, op: &ReduceOp, s: Scalar, p: Atom, dp: Atom, x: Atom
 
 /// Apply a scalar function elementwise over arrays of `shape` (nested
 /// `for`s); on scalars it is just the function.
-fn elementwise(b: &mut Builder, shape: &[Size], elem: Scalar, inputs: &[Atom], f: &dyn Fn(&mut Builder, &[Atom]) -> Vec<Atom>) -> Vec<Atom> {
+pub(super) fn elementwise(b: &mut Builder, shape: &[Size], elem: Scalar, inputs: &[Atom], f: &dyn Fn(&mut Builder, &[Atom]) -> Vec<Atom>) -> Vec<Atom> {
     if shape.is_empty() {
         return f(b, inputs);
     }

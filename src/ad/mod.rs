@@ -11,6 +11,8 @@
 mod build;
 mod jvp;
 pub mod rules;
+mod transpose;
+mod vjp;
 
 use crate::ir::{Atom, Binder, Block, Expr, Function, LoopKind, Module, ReduceOp, Stmt};
 use build::Builder;
@@ -44,6 +46,36 @@ pub fn jvp_function(f: &Function) -> Result<Function, AdError> {
     g.param_shapes = f.param_shapes.iter().cloned().chain(f.param_shapes.iter().map(|(n, s)| (format!("d{n}"), s.clone()))).collect();
     g.result_shape = crate::ir::Shape::Tuple(vec![f.result_shape.clone(), f.result_shape.clone()]);
     g.name = format!("jvp_{}", f.name);
+    expand_function(&mut g)?;
+    Ok(g)
+}
+
+/// The reverse derivative of a whole function: a function taking the
+/// parameters and then one cotangent per result, returning the results and
+/// then the cotangent of every parameter (used by `Entry::vjp` and the
+/// derivative tests).
+pub fn vjp_function(f: &Function) -> Result<Function, AdError> {
+    let mut g = f.clone();
+    let primals: Vec<Binder> = f.params.iter().map(|p| Binder { var: fresh(&mut g.names, &g_name(f, p.var)), ty: p.ty.clone() }).collect();
+    let result_tys: Vec<crate::ir::Type> = f.result_shape.leaves().into_iter().cloned().collect();
+    let cts: Vec<Binder> = result_tys.iter().map(|t| Binder { var: fresh(&mut g.names, "ybar"), ty: t.clone() }).collect();
+    let binds: Vec<Binder> = result_tys
+        .iter()
+        .chain(f.params.iter().map(|p| &p.ty))
+        .map(|t| Binder { var: fresh(&mut g.names, "r"), ty: t.clone() })
+        .collect();
+    let vjp = Expr::Vjp {
+        lam: crate::ir::Lambda { params: f.params.clone(), body: f.body.clone() },
+        primals: primals.iter().map(|b| Atom::Var(b.var)).collect(),
+        cotangents: cts.iter().map(|b| Atom::Var(b.var)).collect(),
+    };
+    let result = binds.iter().map(|b| Atom::Var(b.var)).collect();
+    g.body = Block { stmts: vec![Stmt { binds, expr: vjp, loc: None }], result };
+    g.params = primals.into_iter().chain(cts).collect();
+    let params_shape = crate::ir::Shape::Tuple(f.param_shapes.iter().map(|(_, s)| s.clone()).collect());
+    g.param_shapes = f.param_shapes.iter().cloned().chain(std::iter::once(("ybar".to_string(), f.result_shape.clone()))).collect();
+    g.result_shape = crate::ir::Shape::Tuple(vec![f.result_shape.clone(), params_shape]);
+    g.name = format!("vjp_{}", f.name);
     expand_function(&mut g)?;
     Ok(g)
 }
@@ -83,6 +115,16 @@ fn expand_block(b: &mut Builder, block: Block) -> Result<Block, AdError> {
                 lam.body = expand_block(b, lam.body)?;
                 b.begin();
                 let r = jvp::expand_jvp(b, &lam, &primals, &tangents, &s.binds, s.loc.as_ref());
+                let expanded = b.end();
+                r?;
+                stmts.extend(expanded);
+                continue;
+            }
+            Expr::Vjp { .. } => {
+                let Expr::Vjp { mut lam, primals, cotangents } = s.expr else { unreachable!() };
+                lam.body = expand_block(b, lam.body)?;
+                b.begin();
+                let r = vjp::expand_vjp(b, &lam, &primals, &cotangents, &s.binds, s.loc.as_ref());
                 let expanded = b.end();
                 r?;
                 stmts.extend(expanded);

@@ -16,6 +16,7 @@
 pub mod size;
 pub mod print;
 pub mod verify;
+pub mod walk;
 
 pub use size::{Size, SizeAtom};
 
@@ -266,6 +267,12 @@ pub enum Expr {
     /// `tangents` (one per parameter). `lam` may read variables in scope,
     /// which count as constants.
     Jvp { lam: Lambda, primals: Vec<Atom>, tangents: Vec<Atom> },
+    /// Reverse-mode derivative, expanded by the `ad` stage: binds the
+    /// results of `lam` applied to `primals`, then the cotangent of each
+    /// parameter given `cotangents` (one per result; zero for integer
+    /// parameters). `lam` may read variables in scope, which count as
+    /// constants.
+    Vjp { lam: Lambda, primals: Vec<Atom>, cotangents: Vec<Atom> },
 }
 
 #[derive(Clone, PartialEq, Debug)]

@@ -431,6 +431,11 @@ impl<'a> Printer<'a> {
                 let _ = write!(out, "jvp ({}) ({}) \\({}) ", list(primals), list(tangents), self.binders(&lam.params));
                 self.braced(&lam.body, level, out);
             }
+            Expr::Vjp { lam, primals, cotangents } => {
+                let list = |xs: &[Atom]| xs.iter().map(|a| self.atom(a)).collect::<Vec<_>>().join(", ");
+                let _ = write!(out, "vjp ({}) ({}) \\({}) ", list(primals), list(cotangents), self.binders(&lam.params));
+                self.braced(&lam.body, level, out);
+            }
         }
     }
 }

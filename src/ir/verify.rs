@@ -754,6 +754,33 @@ impl Verifier<'_> {
                 let res = self.scoped_block(&lam.params, &lam.body)?;
                 Exactly(res.iter().chain(res.iter()).cloned().collect())
             }
+            Expr::Vjp { lam, primals, cotangents } => {
+                if lam.params.len() != primals.len() {
+                    return err(format!("`vjp` has {} parameters but {} primals", lam.params.len(), primals.len()));
+                }
+                for (p, x) in lam.params.iter().zip(primals) {
+                    let xt = self.atom(x)?;
+                    if xt != p.ty {
+                        return err(format!(
+                            "`vjp` parameter {} has type {}, but its primal has {}",
+                            self.vn(p.var),
+                            self.tn(&p.ty),
+                            self.tn(&xt)
+                        ));
+                    }
+                }
+                let res = self.scoped_block(&lam.params, &lam.body)?;
+                if res.len() != cotangents.len() {
+                    return err(format!("`vjp` has {} results but {} cotangents", res.len(), cotangents.len()));
+                }
+                for (r, c) in res.iter().zip(cotangents) {
+                    let ct = self.atom(c)?;
+                    if &ct != r {
+                        return err(format!("`vjp` result of type {} has a cotangent of type {}", self.tn(r), self.tn(&ct)));
+                    }
+                }
+                Exactly(res.iter().cloned().chain(lam.params.iter().map(|p| p.ty.clone())).collect())
+            }
         })
     }
 
@@ -925,6 +952,7 @@ fn expr_name(e: &Expr) -> String {
         Expr::Fail { .. } => "fail",
         Expr::StopGradient(_) => "stop_gradient",
         Expr::Jvp { .. } => "jvp",
+        Expr::Vjp { .. } => "vjp",
     };
     s.to_string()
 }

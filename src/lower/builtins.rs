@@ -24,8 +24,9 @@ const TABLE: &[(&str, usize)] = &[
     ("argmax", 1), ("argmin", 1), ("reduce", 3), ("scan", 3), ("transpose", 1), ("flatten", 1),
     ("unflatten", 3), ("concat", 2), ("reverse", 1), ("rotate", 2), ("scatter_add", 3),
     ("dot", 2), ("matmul", 2), ("matvec", 2), ("outer", 2), ("logsumexp", 1), ("softmax", 1),
-    // forward-mode differentiation (LANGUAGE.md §7), lowered in `lower/diff.rs`
+    // differentiation (LANGUAGE.md §7), lowered in `lower/diff.rs`
     ("jvp", 3), ("jvp2", 3), ("jacfwd", 2), ("stop_gradient", 1),
+    ("grad", 2), ("vjp", 3), ("vjp2", 3), ("jacrev", 2), ("hessian", 2),
 ];
 
 pub fn lookup(name: &str) -> Option<&'static str> {
@@ -323,6 +324,11 @@ pub(super) fn call(l: &mut Lowerer, name: &str, args: Vec<(Val, Span)>, span: &S
         }
         "jvp" | "jvp2" => l.jvp(name == "jvp2", args, span),
         "jacfwd" => l.jacfwd(args, span),
+        "grad" => l.grad(args, span),
+        "vjp" => l.vjp(super::diff::Reverse::Vjp, args, span),
+        "vjp2" => l.vjp(super::diff::Reverse::Vjp2, args, span),
+        "jacrev" => l.jacrev(args, span),
+        "hessian" => l.hessian(args, span),
         "stop_gradient" => {
             let (x, xs) = a(0);
             let Some((ty, _)) = l.data_arg(&x, &xs, "`stop_gradient`") else { return Val::Error };

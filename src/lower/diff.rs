@@ -1,8 +1,11 @@
-//! Lowering of the forward-mode operators `jvp`, `jvp2` and `jacfwd`: the
-//! function is elaborated once into a closed IR lambda over fresh
-//! parameters, and an `Expr::Jvp` node records it with its primal and
-//! tangent inputs; the `ad` stage expands the node. `jacfwd` runs one `jvp`
-//! per basis direction inside a `for`.
+//! Lowering of the derivative operators of LANGUAGE.md §7: the function is
+//! elaborated once into a closed IR lambda over fresh parameters, and an
+//! `Expr::Jvp` (forward: `jvp`, `jvp2`, `jacfwd`) or `Expr::Vjp` (reverse:
+//! `grad`, `vjp`, `vjp2`, `jacrev`) node records it with its inputs; the
+//! `ad` stage expands the nodes. `jacfwd` runs one `jvp` per basis
+//! direction inside a `for`, `jacrev` one `vjp` per result component, and
+//! `hessian` is `jacfwd` of a lambda whose body is a `vjp` (forward over
+//! reverse).
 
 use super::value::Val;
 use super::Lowerer;
@@ -115,11 +118,17 @@ impl Lowerer<'_> {
                     .hint("return one vector, e.g. concatenate the outputs"),
             );
         }
+        self.jacobian_by_jvp(lam, xl, &xty, s, &rty, span)
+    }
+
+    /// The Jacobian of `lam` at `xl` (a float scalar or vector of type
+    /// `xty`, scalar type `s`) by one `jvp` per basis direction.
+    fn jacobian_by_jvp(&mut self, lam: ir::Lambda, xl: Vec<Atom>, xty: &Ty, s: Scalar, rty: &Ty, span: &Span) -> Val {
         let ry = rty.leaf_types().remove(0);
-        let Ty::Array(n, _) = &xty else {
+        let Ty::Array(n, _) = xty else {
             // scalar input: one direction, the derivative itself
-            let out = self.emit_jvp(lam, xl, vec![super::emit::lit_of(s, 1.0)], &rty, span);
-            return Val::data(rty, out[1]);
+            let out = self.emit_jvp(lam, xl, vec![super::emit::lit_of(s, 1.0)], rty, span);
+            return Val::data(rty.clone(), out[1]);
         };
         let n = n.clone();
         let ivar = self.fresh("dir");
@@ -131,11 +140,11 @@ impl Lowerer<'_> {
         let v = self.prim(Prim::Select, vec![c, super::emit::lit_of(s, 1.0), super::emit::lit_of(s, 0.0)], s, None);
         let hot_body = self.end_block(vec![v]);
         let onehot = self.emit1(IExpr::For { ivar: jvar, size: n.clone(), body: hot_body }, Type::array(s, vec![n.clone()]), "onehot", None);
-        let out = self.emit_jvp(lam, xl, vec![onehot], &rty, span);
+        let out = self.emit_jvp(lam, xl, vec![onehot], rty, span);
         let body = self.end_block(vec![out[1]]);
         let cols_ty = Type { elem: ry.elem, shape: [vec![n.clone()], ry.shape.clone()].concat() };
         let cols = self.emit1(IExpr::For { ivar, size: n.clone(), body }, cols_ty, "jac", Some(self.loc(span)));
-        match &rty {
+        match rty {
             Ty::Array(m, e) => {
                 let t = Type { elem: ry.elem, shape: vec![m.clone(), n.clone()] };
                 let j = self.emit1(IExpr::Transpose(cols), t, "jac", None);
@@ -143,6 +152,146 @@ impl Lowerer<'_> {
             }
             _ => Val::data(Ty::array(n, rty.clone()), cols),
         }
+    }
+}
+
+/// Which reverse-mode operator is being lowered.
+#[derive(Clone, Copy, PartialEq)]
+pub(super) enum Reverse {
+    Vjp,
+    Vjp2,
+}
+
+impl Lowerer<'_> {
+    /// `vjp f x ybar` (the pullback) and `vjp2 f x ybar` (value and pullback).
+    pub(super) fn vjp(&mut self, which: Reverse, args: Vec<(Val, Span)>, span: &Span) -> Val {
+        let op = if which == Reverse::Vjp2 { "vjp2" } else { "vjp" };
+        let (f, fs) = args[0].clone();
+        let (x, xs) = args[1].clone();
+        let (ybar, ys) = args[2].clone();
+        let Some((xty, xl)) = self.primal_arg(op, &x, &xs) else { return Val::Error };
+        let Some((lam, rty)) = self.function_lambda(op, &f, &fs, &xty, span) else { return Val::Error };
+        let ybar = self.coerce_literals(ybar, &decay(&rty));
+        let Some((yty, yl)) = self.data_arg(&ybar, &ys, &format!("the cotangent of `{op}`")) else { return Val::Error };
+        if decay(&yty) != decay(&rty) {
+            let (a, b) = (self.show(&rty), self.show(&yty));
+            return self.error(
+                Diagnostic::new(format!("the cotangent of `{op}` must have the type of the function's result: the result has type {a}, the cotangent {b}"), ys)
+                    .label(format!("cotangent of type {b}"))
+                    .note(fs, format!("this function returns {a}"))
+                    .hint("`ybar` weights the outputs: same shape and element type as what the function returns"),
+            );
+        }
+        let out = self.emit_vjp(lam, xl, yl, &rty, &xty, span);
+        let n = rty.leaf_count();
+        let xbar = Self::from_data(&decay(&xty), &out[n..]);
+        if which == Reverse::Vjp2 { Val::Tuple(vec![Self::from_data(&rty, &out[..n]), xbar]) } else { xbar }
+    }
+
+    fn emit_vjp(&mut self, lam: ir::Lambda, primals: Vec<Atom>, cotangents: Vec<Atom>, rty: &Ty, xty: &Ty, span: &Span) -> Vec<Atom> {
+        let tys: Vec<Type> = rty.leaf_types().into_iter().chain(xty.leaf_types()).collect();
+        let loc = Some(self.loc(span));
+        self.emit(IExpr::Vjp { lam, primals, cotangents }, tys, "vjp", loc)
+    }
+
+    /// The float scalar type a gradient needs the function to return, or a
+    /// diagnostic naming `op`.
+    fn scalar_result(&mut self, op: &str, rty: &Ty, fs: &Span) -> Option<Scalar> {
+        match rty {
+            Ty::Scalar(s) if s.is_float() => Some(*s),
+            _ => {
+                let t = self.show(rty);
+                self.error(
+                    Diagnostic::new(format!("`{op}` needs a function returning an f64/f32 scalar, but this one returns {t}"), fs.clone())
+                        .label(format!("returns {t}"))
+                        .hint("for other results use `vjp f x ybar` (a weighted gradient) or `jacrev f x`; for a loss, reduce to a scalar, e.g. with `sum`"),
+                );
+                None
+            }
+        }
+    }
+
+    /// `grad f x`: the pullback of 1.
+    pub(super) fn grad(&mut self, args: Vec<(Val, Span)>, span: &Span) -> Val {
+        let (f, fs) = args[0].clone();
+        let (x, xs) = args[1].clone();
+        let Some((xty, xl)) = self.primal_arg("grad", &x, &xs) else { return Val::Error };
+        let Some((lam, rty)) = self.function_lambda("grad", &f, &fs, &xty, span) else { return Val::Error };
+        let Some(s) = self.scalar_result("grad", &rty, &fs) else { return Val::Error };
+        let out = self.emit_vjp(lam, xl, vec![super::emit::lit_of(s, 1.0)], &rty, &xty, span);
+        Self::from_data(&decay(&xty), &out[1..])
+    }
+
+    /// The float scalar type of a Jacobian operator's point, or a diagnostic.
+    fn jacobian_point(&mut self, op: &str, x: &Val, xs: &Span) -> Option<(Ty, Vec<Atom>, Scalar)> {
+        let (xty, xl) = self.primal_arg(op, x, xs)?;
+        match float_vector_or_scalar(&xty) {
+            Some(s) => Some((xty, xl, s)),
+            None => {
+                let t = self.show(&xty);
+                self.error(
+                    Diagnostic::new(format!("`{op}` needs an f64/f32 scalar or vector point, but this has type {t}"), xs.clone())
+                        .label(format!("type {t}"))
+                        .hint("flatten matrices first (`flatten m`), and pass one vector for several inputs"),
+                );
+                None
+            }
+        }
+    }
+
+    /// `jacrev f x`: one `vjp` per component of the result (its rows).
+    pub(super) fn jacrev(&mut self, args: Vec<(Val, Span)>, span: &Span) -> Val {
+        let (f, fs) = args[0].clone();
+        let (x, xs) = args[1].clone();
+        let Some((xty, xl, _)) = self.jacobian_point("jacrev", &x, &xs) else { return Val::Error };
+        let Some((lam, rty)) = self.function_lambda("jacrev", &f, &fs, &xty, span) else { return Val::Error };
+        let Some(rs) = float_vector_or_scalar(&rty) else {
+            let t = self.show(&rty);
+            return self.error(
+                Diagnostic::new(format!("`jacrev` needs a function returning an f64/f32 scalar or vector, but this one returns {t}"), fs)
+                    .label(format!("returns {t}"))
+                    .hint("return one vector, e.g. concatenate the outputs"),
+            );
+        };
+        let Ty::Array(m, _) = &rty else {
+            let out = self.emit_vjp(lam, xl, vec![super::emit::lit_of(rs, 1.0)], &rty, &xty, span);
+            return Val::data(xty, out[1]);
+        };
+        let m = m.clone();
+        let ivar = self.fresh("row");
+        self.idx_range.insert(ivar, m.clone());
+        self.begin_block();
+        let jvar = self.fresh("k");
+        self.begin_block();
+        let c = self.prim(Prim::Eq, vec![Atom::Var(jvar), Atom::Var(ivar)], Scalar::Bool, None);
+        let v = self.prim(Prim::Select, vec![c, super::emit::lit_of(rs, 1.0), super::emit::lit_of(rs, 0.0)], rs, None);
+        let hot_body = self.end_block(vec![v]);
+        let onehot = self.emit1(IExpr::For { ivar: jvar, size: m.clone(), body: hot_body }, Type::array(rs, vec![m.clone()]), "onehot", None);
+        let out = self.emit_vjp(lam, xl, vec![onehot], &rty, &xty, span);
+        let body = self.end_block(vec![out[1]]);
+        let xt = xty.leaf_types().remove(0);
+        let rows_ty = Type { elem: xt.elem, shape: [vec![m.clone()], xt.shape].concat() };
+        let rows = self.emit1(IExpr::For { ivar, size: m.clone(), body }, rows_ty, "jac", Some(self.loc(span)));
+        Val::data(Ty::array(m, xty), rows)
+    }
+
+    /// `hessian f x`: `jacfwd` of the gradient (forward over reverse).
+    pub(super) fn hessian(&mut self, args: Vec<(Val, Span)>, span: &Span) -> Val {
+        let (f, fs) = args[0].clone();
+        let (x, xs) = args[1].clone();
+        let Some((xty, xl, s)) = self.jacobian_point("hessian", &x, &xs) else { return Val::Error };
+        let Some((lam, rty)) = self.function_lambda("hessian", &f, &fs, &xty, span) else { return Val::Error };
+        if self.scalar_result("hessian", &rty, &fs).is_none() {
+            return Val::Error;
+        }
+        // \x' -> grad f x'
+        let params: Vec<Binder> = xty.leaf_types().into_iter().map(|ty| Binder { var: self.fresh("x"), ty }).collect();
+        let primals: Vec<Atom> = params.iter().map(|p| Atom::Var(p.var)).collect();
+        self.begin_block();
+        let out = self.emit_vjp(lam, primals, vec![super::emit::lit_of(s, 1.0)], &rty, &xty, span);
+        let body = self.end_block(vec![out[1]]);
+        let grad = ir::Lambda { params, body };
+        self.jacobian_by_jvp(grad, xl, &xty, s, &xty, span)
     }
 }
 

@@ -12,7 +12,6 @@ use std::rc::Rc;
 
 /// Names of the reverse-mode operators of LANGUAGE.md §7, which this
 /// version of arden does not implement yet.
-const AD_OPERATORS: &[&str] = &["grad", "vjp", "vjp2", "jacrev", "hessian"];
 
 impl Lowerer<'_> {
     pub(super) fn expr(&mut self, e: &Expr, env: &Env) -> Val {
@@ -112,13 +111,6 @@ impl Lowerer<'_> {
         }
         if let Some(b) = super::builtins::lookup(name) {
             return Val::Fun(Rc::new(FunVal { kind: FunKind::Builtin(b), args: vec![] }));
-        }
-        if AD_OPERATORS.contains(&name) {
-            return self.error(
-                Diagnostic::new(format!("`{name}` is not available yet"), span.clone())
-                    .label("reverse-mode differentiation is not implemented in this version")
-                    .hint("forward mode works: `jvp`, `jvp2`, `jacfwd` and `stop_gradient`; `grad`, `vjp`, `vjp2`, `jacrev` and `hessian` come with reverse mode"),
-            );
         }
         let mut d = Diagnostic::new(format!("unknown name `{name}`"), span.clone()).label("not defined here");
         let mut candidates = env.names();

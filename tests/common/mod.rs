@@ -3,7 +3,9 @@
 #![allow(dead_code)]
 
 use arden::runtime::data::value_from_json;
+use arden::runtime::{Array, ArrayData};
 use arden::{Program, Value};
+use std::rc::Rc;
 use std::path::{Path, PathBuf};
 
 /// One `-- test: {...}` line.
@@ -153,3 +155,62 @@ impl Rng {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
     }
 }
+
+/// A random direction with the shape of `v` (zero for integers and bools).
+pub fn direction(v: &Value, rng: &mut Rng) -> Value {
+    match v {
+        Value::F64(_) => Value::F64(rng.unit()),
+        Value::F32(_) => Value::F32(0.0),
+        Value::I64(_) => Value::I64(0),
+        Value::I32(_) => Value::I32(0),
+        Value::Bool(b) => Value::Bool(*b),
+        Value::Tuple(vs) => Value::Tuple(vs.iter().map(|x| direction(x, rng)).collect()),
+        Value::Array(a) => {
+            let data = match &a.data {
+                ArrayData::F64(xs) => ArrayData::F64(xs.iter().map(|_| rng.unit()).collect()),
+                ArrayData::F32(xs) => ArrayData::F32(vec![0.0; xs.len()]),
+                ArrayData::I64(xs) => ArrayData::I64(vec![0; xs.len()]),
+                ArrayData::I32(xs) => ArrayData::I32(vec![0; xs.len()]),
+                ArrayData::Bool(xs) => ArrayData::Bool(xs.clone()),
+            };
+            Value::Array(Rc::new(Array::new(a.shape.clone(), data)))
+        }
+    }
+}
+
+/// `x + h * d` on the f64 parts.
+pub fn shift(x: &Value, d: &Value, h: f64) -> Value {
+    match (x, d) {
+        (Value::F64(a), Value::F64(b)) => Value::F64(a + h * b),
+        (Value::Tuple(xs), Value::Tuple(ds)) => Value::Tuple(xs.iter().zip(ds).map(|(x, d)| shift(x, d, h)).collect()),
+        (Value::Array(a), Value::Array(b)) => match (&a.data, &b.data) {
+            (ArrayData::F64(xs), ArrayData::F64(ds)) => {
+                let data = ArrayData::F64(xs.iter().zip(ds).map(|(x, d)| x + h * d).collect());
+                Value::Array(Rc::new(Array::new(a.shape.clone(), data)))
+            }
+            _ => x.clone(),
+        },
+        _ => x.clone(),
+    }
+}
+
+/// The f64 numbers of a value, flattened.
+pub fn floats(v: &Value, out: &mut Vec<f64>) {
+    match v {
+        Value::F64(x) => out.push(*x),
+        Value::Tuple(vs) => vs.iter().for_each(|x| floats(x, out)),
+        Value::Array(a) => {
+            if let ArrayData::F64(xs) = &a.data {
+                out.extend(xs)
+            }
+        }
+        _ => {}
+    }
+}
+
+pub fn scale_of(v: &[Value]) -> f64 {
+    let mut xs = vec![];
+    v.iter().for_each(|x| floats(x, &mut xs));
+    xs.iter().fold(1.0f64, |m, x| if x.is_finite() { m.max(x.abs()) } else { m })
+}
+

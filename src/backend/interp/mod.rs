@@ -449,6 +449,7 @@ impl Interp<'_> {
                 self.bind1(s, v)
             }
             Expr::Jvp { .. } => Err(internal("`jvp` reached the interpreter; the `ad` stage expands it first")),
+            Expr::Vjp { .. } => Err(internal("`vjp` reached the interpreter; the `ad` stage expands it first")),
         }
     }
 

@@ -1,0 +1,336 @@
+//! Generic traversals of the IR shared by the transforms: which variables an
+//! expression reads and binds, copying a block with its variables
+//! substituted or renamed, and removing statements nobody reads.
+
+use super::{Atom, Binder, Block, Expr, Lambda, Lit, LoopKind, Prim, ReduceOp, Size, Stmt, Type, VarId};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+/// Call `uses` on every variable `e` reads (operands and size variables in
+/// types, nested blocks included) and `binds` on every variable it binds
+/// inside nested blocks.
+pub fn visit_expr(e: &Expr, uses: &mut dyn FnMut(VarId), binds: &mut dyn FnMut(VarId)) {
+    let atom = |a: &Atom, uses: &mut dyn FnMut(VarId)| {
+        if let Atom::Var(v) = a {
+            uses(*v)
+        }
+    };
+    match e {
+        Expr::Atom(a) | Expr::Transpose(a) | Expr::Flatten(a) | Expr::Reverse(a) | Expr::StopGradient(a) => atom(a, uses),
+        Expr::Prim(_, args) | Expr::ArrayLit(args) => args.iter().for_each(|a| atom(a, uses)),
+        Expr::Index { arr, idx, .. } => {
+            atom(arr, uses);
+            idx.iter().for_each(|a| atom(a, uses));
+        }
+        Expr::Slice { arr, lo, hi, .. } => [arr, lo, hi].into_iter().for_each(|a| atom(a, uses)),
+        Expr::For { ivar, size, body } => {
+            binds(*ivar);
+            size.vars().into_iter().for_each(&mut *uses);
+            visit_block(body, uses, binds);
+        }
+        Expr::Reduce { op, ne, arrs } | Expr::Scan { op, ne, arrs } => {
+            if let ReduceOp::Lambda(l) = op {
+                visit_lambda(l, uses, binds);
+            }
+            ne.iter().chain(arrs).for_each(|a| atom(a, uses));
+        }
+        Expr::ArgExt { arr, .. } => atom(arr, uses),
+        Expr::Loop { params, init, kind, body } => {
+            visit_binders(params, uses, binds);
+            init.iter().for_each(|a| atom(a, uses));
+            match kind {
+                LoopKind::Count { ivar, n } => {
+                    binds(*ivar);
+                    atom(n, uses);
+                }
+                LoopKind::While { cond } => visit_block(cond, uses, binds),
+            }
+            visit_block(body, uses, binds);
+        }
+        Expr::If { cond, then_b, else_b } => {
+            atom(cond, uses);
+            visit_block(then_b, uses, binds);
+            visit_block(else_b, uses, binds);
+        }
+        Expr::ScatterAdd { dest, idxs, vals, .. } => [dest, idxs, vals].into_iter().for_each(|a| atom(a, uses)),
+        Expr::Iota { n } => atom(n, uses),
+        Expr::Replicate { n, val } => [n, val].into_iter().for_each(|a| atom(a, uses)),
+        Expr::Concat(a, b) => [a, b].into_iter().for_each(|a| atom(a, uses)),
+        Expr::Unflatten { arr, n, m } => [arr, n, m].into_iter().for_each(|a| atom(a, uses)),
+        Expr::Rotate { k, arr } => [k, arr].into_iter().for_each(|a| atom(a, uses)),
+        Expr::Coerce { arr, .. } => atom(arr, uses),
+        Expr::Fail { .. } => {}
+        Expr::Jvp { lam, primals, tangents: others } | Expr::Vjp { lam, primals, cotangents: others } => {
+            visit_lambda(lam, uses, binds);
+            primals.iter().chain(others).for_each(|a| atom(a, uses));
+        }
+    }
+}
+
+fn visit_binders(bs: &[Binder], uses: &mut dyn FnMut(VarId), binds: &mut dyn FnMut(VarId)) {
+    for b in bs {
+        binds(b.var);
+        b.ty.shape.iter().flat_map(Size::vars).for_each(&mut *uses);
+    }
+}
+
+fn visit_lambda(l: &Lambda, uses: &mut dyn FnMut(VarId), binds: &mut dyn FnMut(VarId)) {
+    visit_binders(&l.params, uses, binds);
+    visit_block(&l.body, uses, binds);
+}
+
+/// [`visit_expr`] over a block: its statements' binders count as bound.
+pub fn visit_block(b: &Block, uses: &mut dyn FnMut(VarId), binds: &mut dyn FnMut(VarId)) {
+    for s in &b.stmts {
+        visit_binders(&s.binds, uses, binds);
+        visit_expr(&s.expr, uses, binds);
+    }
+    for a in &b.result {
+        if let Atom::Var(v) = a {
+            uses(*v)
+        }
+    }
+}
+
+/// The variables a block reads that it does not bind itself.
+pub fn free_vars_block(b: &Block) -> FxHashSet<VarId> {
+    let (mut used, mut bound) = (FxHashSet::default(), FxHashSet::default());
+    visit_block(b, &mut |v| { used.insert(v); }, &mut |v| { bound.insert(v); });
+    used.retain(|v| !bound.contains(v));
+    used
+}
+
+/// The variables a statement reads that are bound outside it.
+pub fn free_vars_stmt(s: &Stmt) -> FxHashSet<VarId> {
+    let (mut used, mut bound) = (FxHashSet::default(), FxHashSet::default());
+    s.binds.iter().flat_map(|b| b.ty.shape.iter().flat_map(Size::vars)).for_each(|v| {
+        used.insert(v);
+    });
+    visit_expr(&s.expr, &mut |v| { used.insert(v); }, &mut |v| { bound.insert(v); });
+    used.retain(|v| !bound.contains(v));
+    used
+}
+
+/// Every variable bound anywhere in a block (nested blocks included).
+pub fn bound_vars_block(b: &Block) -> FxHashSet<VarId> {
+    let mut bound = FxHashSet::default();
+    visit_block(b, &mut |_| {}, &mut |v| { bound.insert(v); });
+    bound
+}
+
+/// Copies IR with variables substituted by `map`; with `fresh`, every
+/// variable the copied code binds gets a new id (recorded in `map`), so a
+/// block can be emitted twice in one function (ids stay unique).
+pub struct Copier<'f> {
+    pub map: FxHashMap<VarId, Atom>,
+    pub fresh: Option<&'f mut dyn FnMut(VarId) -> VarId>,
+}
+
+impl Copier<'_> {
+    pub fn atom(&self, a: &Atom) -> Atom {
+        match a {
+            Atom::Var(v) => self.map.get(v).copied().unwrap_or(*a),
+            Atom::Lit(_) => *a,
+        }
+    }
+
+    fn atoms(&self, xs: &[Atom]) -> Vec<Atom> {
+        xs.iter().map(|a| self.atom(a)).collect()
+    }
+
+    pub fn size(&self, s: &Size) -> Size {
+        s.subst(&|v| match self.map.get(&v) {
+            Some(Atom::Var(w)) => Size::var(*w),
+            Some(Atom::Lit(Lit::I64(c))) => Size::constant(*c),
+            _ => Size::var(v),
+        })
+    }
+
+    pub fn ty(&self, t: &Type) -> Type {
+        Type { elem: t.elem, shape: t.shape.iter().map(|s| self.size(s)).collect() }
+    }
+
+    fn var(&mut self, v: VarId) -> VarId {
+        match self.fresh.as_mut() {
+            Some(f) => {
+                let w = f(v);
+                self.map.insert(v, Atom::Var(w));
+                w
+            }
+            None => v,
+        }
+    }
+
+    fn binder(&mut self, b: &Binder) -> Binder {
+        let ty = self.ty(&b.ty);
+        Binder { var: self.var(b.var), ty }
+    }
+
+    fn binders(&mut self, bs: &[Binder]) -> Vec<Binder> {
+        bs.iter().map(|b| self.binder(b)).collect()
+    }
+
+    fn lambda(&mut self, l: &Lambda) -> Lambda {
+        let params = self.binders(&l.params);
+        Lambda { params, body: self.block(&l.body) }
+    }
+
+    pub fn stmt(&mut self, s: &Stmt) -> Stmt {
+        let expr = self.expr(&s.expr);
+        let binds = self.binders(&s.binds);
+        Stmt { binds, expr, loc: s.loc.clone() }
+    }
+
+    pub fn block(&mut self, b: &Block) -> Block {
+        let stmts = b.stmts.iter().map(|s| self.stmt(s)).collect();
+        Block { stmts, result: self.atoms(&b.result) }
+    }
+
+    pub fn expr(&mut self, e: &Expr) -> Expr {
+        let a = |c: &Self, x: &Atom| c.atom(x);
+        match e {
+            Expr::Atom(x) => Expr::Atom(a(self, x)),
+            Expr::Prim(p, xs) => Expr::Prim(*p, self.atoms(xs)),
+            Expr::Index { arr, idx, checks } => Expr::Index { arr: a(self, arr), idx: self.atoms(idx), checks: checks.clone() },
+            Expr::Slice { arr, lo, hi, check } => Expr::Slice { arr: a(self, arr), lo: a(self, lo), hi: a(self, hi), check: check.clone() },
+            Expr::For { ivar, size, body } => {
+                let size = self.size(size);
+                let ivar = self.var(*ivar);
+                Expr::For { ivar, size, body: self.block(body) }
+            }
+            Expr::Reduce { op, ne, arrs } => Expr::Reduce { op: self.op(op), ne: self.atoms(ne), arrs: self.atoms(arrs) },
+            Expr::Scan { op, ne, arrs } => Expr::Scan { op: self.op(op), ne: self.atoms(ne), arrs: self.atoms(arrs) },
+            Expr::ArgExt { max, arr } => Expr::ArgExt { max: *max, arr: a(self, arr) },
+            Expr::Loop { params, init, kind, body } => {
+                let init = self.atoms(init);
+                let params = self.binders(params);
+                let kind = match kind {
+                    LoopKind::Count { ivar, n } => {
+                        let n = a(self, n);
+                        LoopKind::Count { ivar: self.var(*ivar), n }
+                    }
+                    LoopKind::While { cond } => LoopKind::While { cond: self.block(cond) },
+                };
+                Expr::Loop { params, init, kind, body: self.block(body) }
+            }
+            Expr::If { cond, then_b, else_b } => Expr::If { cond: a(self, cond), then_b: self.block(then_b), else_b: self.block(else_b) },
+            Expr::ScatterAdd { dest, idxs, vals, loc } => {
+                Expr::ScatterAdd { dest: a(self, dest), idxs: a(self, idxs), vals: a(self, vals), loc: loc.clone() }
+            }
+            Expr::Iota { n } => Expr::Iota { n: a(self, n) },
+            Expr::Replicate { n, val } => Expr::Replicate { n: a(self, n), val: a(self, val) },
+            Expr::ArrayLit(xs) => Expr::ArrayLit(self.atoms(xs)),
+            Expr::Concat(x, y) => Expr::Concat(a(self, x), a(self, y)),
+            Expr::Transpose(x) => Expr::Transpose(a(self, x)),
+            Expr::Flatten(x) => Expr::Flatten(a(self, x)),
+            Expr::Unflatten { arr, n, m } => Expr::Unflatten { arr: a(self, arr), n: a(self, n), m: a(self, m) },
+            Expr::Reverse(x) => Expr::Reverse(a(self, x)),
+            Expr::Rotate { k, arr } => Expr::Rotate { k: a(self, k), arr: a(self, arr) },
+            Expr::Coerce { arr, loc } => Expr::Coerce { arr: a(self, arr), loc: loc.clone() },
+            Expr::Fail { msg, loc } => Expr::Fail { msg: msg.clone(), loc: loc.clone() },
+            Expr::StopGradient(x) => Expr::StopGradient(a(self, x)),
+            Expr::Jvp { lam, primals, tangents } => {
+                let (primals, tangents) = (self.atoms(primals), self.atoms(tangents));
+                Expr::Jvp { lam: self.lambda(lam), primals, tangents }
+            }
+            Expr::Vjp { lam, primals, cotangents } => {
+                let (primals, cotangents) = (self.atoms(primals), self.atoms(cotangents));
+                Expr::Vjp { lam: self.lambda(lam), primals, cotangents }
+            }
+        }
+    }
+
+    fn op(&mut self, op: &ReduceOp) -> ReduceOp {
+        match op {
+            ReduceOp::Lambda(l) => ReduceOp::Lambda(self.lambda(l)),
+            o => o.clone(),
+        }
+    }
+}
+
+/// Whether running `s` can stop the program with an error (a checked
+/// index, a failed coercion, integer division...): such statements are
+/// kept even when nothing reads their results.
+pub fn can_fail(s: &Stmt) -> bool {
+    let int_div = |p: &Prim| matches!(p, Prim::Div | Prim::Rem) && s.binds.first().is_some_and(|b| b.ty.elem.is_int());
+    let block_fails = |b: &Block| b.stmts.iter().any(can_fail);
+    match &s.expr {
+        Expr::Index { checks, .. } => checks.iter().any(Option::is_some),
+        Expr::Slice { check, .. } => check.is_some(),
+        Expr::Prim(p, _) => int_div(p),
+        Expr::Coerce { .. } | Expr::Fail { .. } | Expr::ScatterAdd { .. } | Expr::ArgExt { .. } | Expr::Unflatten { .. } => true,
+        Expr::For { body, .. } => block_fails(body),
+        Expr::Loop { body, kind, .. } => block_fails(body) || matches!(kind, LoopKind::While { cond } if block_fails(cond)),
+        Expr::If { then_b, else_b, .. } => block_fails(then_b) || block_fails(else_b),
+        Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => block_fails(&l.body),
+        _ => false,
+    }
+}
+
+/// Remove the statements of `b` (and of its nested blocks) whose results
+/// nobody reads and that cannot fail; a `for` or `if` also loses the
+/// results nobody reads.
+pub fn dce(b: &mut Block) {
+    let mut live: FxHashSet<VarId> = b.result.iter().filter_map(var_of).collect();
+    let mut kept = Vec::with_capacity(b.stmts.len());
+    for mut s in std::mem::take(&mut b.stmts).into_iter().rev() {
+        let any_live = s.binds.iter().any(|x| live.contains(&x.var));
+        if !any_live && !can_fail(&s) {
+            continue;
+        }
+        prune_results(&mut s, &live);
+        dce_nested(&mut s.expr);
+        for v in free_vars_stmt(&s) {
+            live.insert(v);
+        }
+        kept.push(s);
+    }
+    kept.reverse();
+    b.stmts = kept;
+}
+
+fn var_of(a: &Atom) -> Option<VarId> {
+    match a {
+        Atom::Var(v) => Some(*v),
+        Atom::Lit(_) => None,
+    }
+}
+
+/// Drop the results of a `for` or `if` that nobody reads.
+fn prune_results(s: &mut Stmt, live: &FxHashSet<VarId>) {
+    let keep: Vec<bool> = s.binds.iter().map(|x| live.contains(&x.var)).collect();
+    if keep.iter().all(|k| *k) || !keep.iter().any(|k| *k) {
+        return;
+    }
+    let filter = |xs: &mut Vec<Atom>| {
+        let mut k = keep.iter();
+        xs.retain(|_| *k.next().unwrap_or(&true));
+    };
+    match &mut s.expr {
+        Expr::For { body, .. } => filter(&mut body.result),
+        Expr::If { then_b, else_b, .. } => {
+            filter(&mut then_b.result);
+            filter(&mut else_b.result);
+        }
+        _ => return,
+    }
+    let mut k = keep.iter();
+    s.binds.retain(|_| *k.next().unwrap_or(&true));
+}
+
+fn dce_nested(e: &mut Expr) {
+    match e {
+        Expr::For { body, .. } => dce(body),
+        Expr::If { then_b, else_b, .. } => {
+            dce(then_b);
+            dce(else_b);
+        }
+        Expr::Loop { body, kind, .. } => {
+            dce(body);
+            if let LoopKind::While { cond } = kind {
+                dce(cond);
+            }
+        }
+        Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => dce(&mut l.body),
+        _ => {}
+    }
+}
