@@ -135,8 +135,25 @@ fn derivative_misuse_is_a_compile_error() {
     assert!(e.contains("must be a function"), "{e}");
     let e = errors("entry f (x: [2][2]f64) : f64 = jacfwd (\\m -> m[0, 0]) x");
     assert!(e.contains("`jacfwd` needs an f64/f32 scalar or vector point"), "{e}");
-    let e = errors("entry f (x: f64) : f64 = grad (\\y -> y * y) x");
-    assert!(e.contains("`grad` is not available yet"), "{e}");
+    let e = errors("entry f (x: [2]f64) : [2]f64 = grad (\\y -> y) x");
+    assert!(e.contains("`grad` needs a function returning an f64/f32 scalar, but this one returns [2]f64"), "{e}");
+    let e = errors("entry f (x: [2]f64) : [2]f64 = vjp (\\y -> y) x [1.0]");
+    assert!(e.contains("the cotangent of `vjp` must have the type of the function's result"), "{e}");
+    let e = errors("entry f (x: [2]f64) : [2][2]f64 = hessian (\\y -> y) x");
+    assert!(e.contains("`hessian` needs a function returning an f64/f32 scalar"), "{e}");
+}
+
+#[test]
+fn vjp_nodes_are_expanded_by_the_ad_stage() {
+    let p = compile("entry f (x: f64) : (f64, f64) = vjp2 (\\y -> sin y * y) x 2.0");
+    let lowered = ir::print::print_module(p.module_at(crate::api::Stage::Lower));
+    let expanded = ir::print::print_module(p.module());
+    assert!(lowered.contains("vjp ("), "{lowered}");
+    assert!(!expanded.contains("vjp ("), "{expanded}");
+    ir::verify::verify_module(p.module()).unwrap();
+    let v = p.entry("f").unwrap().call(&[Value::F64(0.5)]).unwrap();
+    let want = (0.5f64.sin() * 0.5, 2.0 * (0.5f64.cos() * 0.5 + 0.5f64.sin()));
+    assert_eq!(v, Value::Tuple(vec![Value::F64(want.0), Value::F64(want.1)]));
 }
 
 #[test]
