@@ -121,14 +121,27 @@ fn mark_active(stmts: &[Stmt], active: &mut FxHashSet<VarId>) {
 /// transposed: its cotangent leaves the loop as (index, value) pairs.
 struct Sparse {
     arr: VarId,
-    idx: Vec<Atom>,
+    /// how many leading axes the index covers
+    axes: usize,
+    /// the row-major position over those axes
+    flat: Atom,
     ct: Atom,
+    /// the index itself (empty for pairs from a branch)
+    idx: Vec<Atom>,
+    /// from a branch: the pair is (0, zeros) when the other branch ran
+    conditional: bool,
+    /// leading axes of `flat` and `ct` holding many pairs (from inner loops)
+    bulk: usize,
 }
 
 enum Frame {
     /// The body of a parallel `for`: iterations cannot share an accumulator.
     For { bound: FxHashSet<VarId>, sparse: Vec<Sparse> },
-    /// A branch or a sequential loop body: accumulators are threaded through.
+    /// A branch of an `if` inside such a body: reads of arrays from outside
+    /// the `for` still leave as (index, value) pairs.
+    Branch { outer_bound: FxHashSet<VarId>, sparse: Vec<Sparse> },
+    /// A branch or a sequential loop body elsewhere: accumulators are
+    /// threaded through.
     Seq,
 }
 
@@ -136,10 +149,13 @@ enum Frame {
 enum Use {
     /// one cotangent per iteration, summed (`reduce (+)`)
     Dense(VarId),
-    /// row i of the cotangent comes from iteration i: a plain write
-    Plain(VarId),
-    /// (flat index, value) per iteration, accumulated by `scatter_add`
-    Sparse(VarId, usize),
+    /// row i of `arr[prefix]` comes from iteration i: a plain write (then
+    /// added at `prefix`, which the loop does not change)
+    Plain(VarId, Vec<Atom>),
+    /// (flat index, value) pairs per iteration (`bulk` axes of them) over so
+    /// many axes of the array, accumulated by `scatter_add` (guarded against
+    /// an empty array for branch pairs) or handed to an enclosing loop
+    Sparse { arr: VarId, axes: usize, conditional: bool, bulk: usize },
 }
 
 #[derive(Default)]
@@ -173,24 +189,32 @@ impl Cotangents for Rev {
         if !self.active.contains(v) {
             return;
         }
-        if let Some(Frame::For { bound, sparse, .. }) = self.frames.last_mut() {
-            if !bound.contains(v) {
-                sparse.push(Sparse { arr: *v, idx: idx.to_vec(), ct });
-                return;
-            }
-        }
         let ty = b.type_of(arr);
+        let (outside, conditional) = match self.frames.last() {
+            Some(Frame::For { bound, .. }) => (!bound.contains(v), false),
+            Some(Frame::Branch { outer_bound, .. }) => (!outer_bound.contains(v), true),
+            _ => (false, false),
+        };
         let flat = flat_index(b, idx, &ty.shape);
+        if outside {
+            let axes = idx.len();
+            let idx = if conditional { vec![] } else { idx.to_vec() };
+            let rec = Sparse { arr: *v, axes, flat, ct, idx, conditional, bulk: 0 };
+            if let Some(Frame::For { sparse, .. } | Frame::Branch { sparse, .. }) = self.frames.last_mut() {
+                sparse.push(rec);
+            }
+            return;
+        }
         let is = b.emit(Expr::ArrayLit(vec![flat]), Type::array(Scalar::I64, vec![Size::constant(1)]), "at");
         let ct_ty = b.type_of(&ct);
         let vs = b.emit(Expr::ArrayLit(vec![ct]), Type { elem: ct_ty.elem, shape: [vec![Size::constant(1)], ct_ty.shape].concat() }, "ct");
-        self.accumulate(b, *v, idx.len(), is, vs);
+        self.accumulate(b, *v, idx.len(), is, vs, false);
     }
 
     fn add_rows(&mut self, b: &mut Builder, arr: &Atom, idxs: Atom, vals: Atom) {
         if let Atom::Var(v) = arr {
             if self.active.contains(v) {
-                self.accumulate(b, *v, 1, idxs, vals);
+                self.accumulate(b, *v, 1, idxs, vals, false);
             }
         }
     }
@@ -202,15 +226,49 @@ impl Rev {
     }
 
     /// Add `vals` (rows) at the flat indices `idxs` over the first `l` axes
-    /// of the cotangent of `v`.
-    fn accumulate(&mut self, b: &mut Builder, v: VarId, l: usize, idxs: Atom, vals: Atom) {
+    /// of the cotangent of `v`; `guarded`: skip it when those axes are empty
+    /// (then every pair is a placeholder from a branch not taken).
+    fn accumulate(&mut self, b: &mut Builder, v: VarId, l: usize, idxs: Atom, vals: Atom, guarded: bool) {
         let ty = b.type_of(&Atom::Var(v));
         let cur = match self.adj.remove(&v) {
             Some(c) => c,
             None => b.zeros(&ty),
         };
-        let new = scatter_flat(b, cur, &ty, l, idxs, vals);
+        let new = if guarded {
+            let cells = ty.shape[..l].iter().fold(Size::constant(1), |a, d| a.mul(d));
+            let cells = b.size(&cells);
+            let any = b.prim(Prim::Gt, vec![cells, lit(Scalar::I64, 0.0)], Scalar::Bool);
+            b.begin();
+            let r = scatter_flat(b, cur, &ty, l, idxs, vals);
+            let then_b = Block { stmts: b.end(), result: vec![r] };
+            let else_b = Block { stmts: vec![], result: vec![cur] };
+            b.emit(Expr::If { cond: any, then_b, else_b }, ty, "acc")
+        } else {
+            scatter_flat(b, cur, &ty, l, idxs, vals)
+        };
         self.adj.insert(v, new);
+    }
+
+    /// (index, value) pairs for an array: handed on to the enclosing parallel
+    /// loop when the array comes from outside it too, else accumulated here.
+    fn pairs(&mut self, b: &mut Builder, rec: Sparse) {
+        let outside = match self.frames.last() {
+            Some(Frame::For { bound, .. }) => !bound.contains(&rec.arr),
+            Some(Frame::Branch { outer_bound, .. }) => !outer_bound.contains(&rec.arr),
+            _ => false,
+        };
+        if outside {
+            if let Some(Frame::For { sparse, .. } | Frame::Branch { sparse, .. }) = self.frames.last_mut() {
+                sparse.push(rec);
+            }
+            return;
+        }
+        let (mut flat, mut ct) = (rec.flat, rec.ct);
+        for _ in 1..rec.bulk {
+            flat = flatten_outer(b, flat);
+            ct = flatten_outer(b, ct);
+        }
+        self.accumulate(b, rec.arr, rec.axes, flat, ct, rec.conditional);
     }
 
     /// Transpose a list of primal statements backwards, emitting into `b`.
@@ -514,6 +572,8 @@ impl Rev {
             }
         }
         residuals.retain(|v| bound.contains(v));
+        let remat = rematerializable(body, &residuals, ivar, &bound);
+        residuals.retain(|v| !remat.iter().any(|k| body.stmts[*k].binds[0].var == *v));
         let mut reads = vec![];
         for r in residuals {
             let ty = b.type_of(&Atom::Var(r));
@@ -525,15 +585,28 @@ impl Rev {
             reads.push((rr, store.var, ty));
             map.insert(r, Atom::Var(rr));
         }
-        let mut cp = Copier { map, fresh: None };
         let mut prefix = vec![];
         for (rr, store, ty) in reads {
-            let ty = cp.ty(&ty);
+            let ty = Copier { map: map.clone(), fresh: None }.ty(&ty);
             b.set_type(rr, ty.clone());
             let read = Expr::Index { arr: Atom::Var(store), idx: vec![Atom::Var(new_ivar)], checks: vec![None] };
             prefix.push(Stmt { binds: vec![Binder { var: rr, ty }], expr: read, loc: None });
         }
-        let rb = cp.block(&rev_body);
+        let map = {
+            let mut fresh = |v: VarId| {
+                let n = b.name(v);
+                b.fresh(&n)
+            };
+            let mut cp = Copier { map, fresh: Some(&mut fresh) };
+            for k in remat {
+                prefix.push(cp.stmt(&body.stmts[k]));
+            }
+            cp.map
+        };
+        for st in &prefix {
+            b.declare(st);
+        }
+        let rb = Copier { map, fresh: None }.block(&rev_body);
         let tys: Vec<Type> = rb
             .result
             .iter()
@@ -553,13 +626,17 @@ impl Rev {
                     let total = b.emit(Expr::Reduce { op: ReduceOp::Add, ne: vec![lit(vt.elem, 0.0)], arrs: vec![o] }, vt, "sum");
                     self.add(b, &Atom::Var(v), total);
                 }
-                Use::Plain(v) => {
+                Use::Plain(v, prefix) if prefix.is_empty() => {
                     let o = it.next().expect("one result per use");
                     self.add(b, &Atom::Var(v), o);
                 }
-                Use::Sparse(v, l) => {
-                    let (f, c) = (it.next().expect("index"), it.next().expect("value"));
-                    self.accumulate(b, v, l, f, c);
+                Use::Plain(v, prefix) => {
+                    let o = it.next().expect("one result per use");
+                    self.add_at(b, &Atom::Var(v), &prefix, o);
+                }
+                Use::Sparse { arr, axes, conditional, bulk } => {
+                    let (flat, ct) = (it.next().expect("index"), it.next().expect("value"));
+                    self.pairs(b, Sparse { arr, axes, flat, ct, idx: vec![], conditional, bulk: bulk + 1 });
                 }
             }
         }
@@ -584,27 +661,34 @@ impl Rev {
             results.push(a);
             uses.push(Use::Dense(v));
         }
-        let mut arrays: Vec<VarId> = sparse.iter().map(|r| r.arr).collect();
-        arrays.sort();
-        arrays.dedup();
-        for arr in arrays {
-            let recs: Vec<&Sparse> = sparse.iter().filter(|r| r.arr == arr).collect();
-            let aty = b.type_of(&Atom::Var(arr));
-            let own_row = |r: &&Sparse| r.idx.len() == 1 && r.idx[0] == Atom::Var(ivar);
-            if aty.shape.first() == Some(size) && recs.iter().all(own_row) {
-                let mut acc = recs[0].ct;
-                for r in &recs[1..] {
-                    acc = b.add_values(&aty.row(), acc, r.ct);
-                }
-                results.push(acc);
-                uses.push(Use::Plain(arr));
-            } else {
-                for r in recs {
-                    results.push(flat_index(b, &r.idx, &aty.shape));
+        // reads `arr[p..., i]` with `p` fixed by the loop and `i` its index
+        // cover a whole row of `arr[p...]`: one plain write per iteration
+        let row_prefix = |b: &Builder, r: &Sparse| -> Option<Vec<Atom>> {
+            let (last, prefix) = r.idx.split_last()?;
+            let aty = b.type_of(&Atom::Var(r.arr));
+            let invariant = prefix.iter().all(|a| !matches!(a, Atom::Var(v) if bound.contains(v)));
+            (*last == Atom::Var(ivar) && invariant && aty.shape.get(prefix.len()) == Some(size)).then(|| prefix.to_vec())
+        };
+        let mut plain: Vec<(VarId, Vec<Atom>, Atom)> = vec![];
+        for r in &sparse {
+            match row_prefix(b, r) {
+                Some(p) => match plain.iter_mut().find(|(v, q, _)| *v == r.arr && *q == p) {
+                    Some(entry) => {
+                        let rt = b.type_of(&r.ct);
+                        entry.2 = b.add_values(&rt, entry.2, r.ct);
+                    }
+                    None => plain.push((r.arr, p, r.ct)),
+                },
+                None => {
+                    results.push(r.flat);
                     results.push(r.ct);
-                    uses.push(Use::Sparse(arr, r.idx.len()));
+                    uses.push(Use::Sparse { arr: r.arr, axes: r.axes, conditional: r.conditional, bulk: r.bulk });
                 }
             }
+        }
+        for (v, p, ct) in plain {
+            results.push(ct);
+            uses.push(Use::Plain(v, p));
         }
         (results, uses)
     }
@@ -616,6 +700,14 @@ impl Rev {
         let cts: Vec<Option<Atom>> = s.binds.iter().map(|x| self.take(x.var)).collect();
         if cts.iter().all(Option::is_none) {
             return Ok(());
+        }
+        let outer_bound = match self.frames.last() {
+            Some(Frame::For { bound, .. }) => Some(bound.clone()),
+            Some(Frame::Branch { outer_bound, .. }) => Some(outer_bound.clone()),
+            _ => None,
+        };
+        if let Some(outer_bound) = outer_bound {
+            return self.rev_if_in_for(b, s, cts, outer_bound);
         }
         let threaded = self.threaded(b, s);
         let cur = self.current(b, &threaded);
@@ -633,6 +725,73 @@ impl Rev {
         let outs = b.emit_many(Expr::If { cond: *cond, then_b, else_b }, tys, "adj");
         for (v, o) in threaded.iter().zip(outs) {
             self.adj.insert(*v, o);
+        }
+        Ok(())
+    }
+
+    /// Transposed `if` inside a parallel `for` body: nothing is threaded (an
+    /// accumulator would be a whole array per iteration); each branch
+    /// returns the cotangents it produced, zeros for the other branch's,
+    /// and reads of arrays from outside the `for` leave as (index, value)
+    /// pairs, placeholders (0, zeros) from the branch that did not read.
+    fn rev_if_in_for(&mut self, b: &mut Builder, s: &Stmt, cts: Vec<Option<Atom>>, outer_bound: FxHashSet<VarId>) -> Result<(), AdError> {
+        let Expr::If { cond, then_b, else_b } = &s.expr else { unreachable!("checked by the caller") };
+        let mut parts = vec![];
+        for blk in [then_b, else_b] {
+            let mut copy = self.recompute(b, blk, FxHashMap::default());
+            let outer = std::mem::take(&mut self.adj);
+            self.frames.push(Frame::Branch { outer_bound: outer_bound.clone(), sparse: vec![] });
+            b.begin();
+            for (k, c) in cts.iter().enumerate() {
+                if let Some(c) = c {
+                    self.add(b, &copy.result[k], *c);
+                }
+            }
+            let swept = self.rev_stmts(b, &mut copy.stmts);
+            let rev = b.end();
+            let Some(Frame::Branch { sparse, .. }) = self.frames.pop() else { unreachable!("pushed above") };
+            let local = std::mem::replace(&mut self.adj, outer);
+            swept?;
+            let inside = bound_vars_block(&copy);
+            let dense: FxHashMap<VarId, Atom> = local.into_iter().filter(|(v, _)| !inside.contains(v)).collect();
+            parts.push((copy.stmts, rev, dense, sparse));
+        }
+        let mut dense_vars: Vec<VarId> = parts.iter().flat_map(|p| p.2.keys().copied()).collect();
+        dense_vars.sort();
+        dense_vars.dedup();
+        let records: Vec<(usize, usize)> = (0..2).flat_map(|side| (0..parts[side].3.len()).map(move |k| (side, k))).collect();
+        let mut blocks = vec![];
+        for side in 0..2 {
+            let (stmts, rev, dense, sparse) = &parts[side];
+            b.begin();
+            let mut result: Vec<Atom> = dense_vars.iter().map(|v| dense.get(v).copied().unwrap_or_else(|| b.zeros(&b.type_of(&Atom::Var(*v))))).collect();
+            for &(from, k) in &records {
+                let r = &parts[from].3[k];
+                if from == side {
+                    result.extend([sparse[k].flat, sparse[k].ct]);
+                } else {
+                    let (zi, zc) = (b.zeros(&b.type_of(&r.flat)), b.zeros(&b.type_of(&r.ct)));
+                    result.extend([zi, zc]);
+                }
+            }
+            let fill = b.end();
+            blocks.push(Block { stmts: [stmts.clone(), rev.clone(), fill].concat(), result });
+        }
+        let mut tys: Vec<Type> = dense_vars.iter().map(|v| b.type_of(&Atom::Var(*v))).collect();
+        for &(from, k) in &records {
+            tys.extend([b.type_of(&parts[from].3[k].flat), b.type_of(&parts[from].3[k].ct)]);
+        }
+        let else_b = blocks.pop().expect("two branches");
+        let then_b = blocks.pop().expect("two branches");
+        let outs = b.emit_many(Expr::If { cond: *cond, then_b, else_b }, tys, "adj");
+        for (v, o) in dense_vars.iter().zip(&outs) {
+            self.add(b, &Atom::Var(*v), *o);
+        }
+        for (j, &(from, k)) in records.iter().enumerate() {
+            let r = &parts[from].3[k];
+            let base = dense_vars.len() + 2 * j;
+            let rec = Sparse { arr: r.arr, axes: r.axes, flat: outs[base], ct: outs[base + 1], idx: vec![], conditional: true, bulk: r.bulk };
+            self.pairs(b, rec);
         }
         Ok(())
     }
@@ -792,6 +951,42 @@ impl Rev {
     }
 }
 
+/// The statements of a `for` body (positions, in order) that the transposed
+/// body recomputes instead of reading stored copies: those computing a
+/// needed residual in a few scalar steps (an index, a primitive) from what
+/// the loop does not bind, its index, or other such values. Recomputing
+/// them costs an operation or a read; storing costs a write and a read.
+fn rematerializable(body: &Block, residuals: &[VarId], ivar: VarId, bound: &FxHashSet<VarId>) -> Vec<usize> {
+    const MAX_STEPS: usize = 4;
+    let mut steps: FxHashMap<VarId, (usize, usize)> = FxHashMap::default();
+    for (k, st) in body.stmts.iter().enumerate() {
+        if st.binds.len() != 1 || !matches!(st.expr, Expr::Index { .. } | Expr::Prim(..) | Expr::Atom(_)) {
+            continue;
+        }
+        let mut cost = 1;
+        let ok = free_vars_stmt(st).into_iter().all(|v| {
+            if v == ivar || !bound.contains(&v) {
+                return true;
+            }
+            steps.get(&v).map(|(c, _)| cost += c).is_some()
+        });
+        if ok && cost <= MAX_STEPS {
+            steps.insert(st.binds[0].var, (cost, k));
+        }
+    }
+    let mut chosen: FxHashSet<usize> = FxHashSet::default();
+    let mut work: Vec<VarId> = residuals.iter().copied().filter(|v| steps.contains_key(v)).collect();
+    while let Some(v) = work.pop() {
+        let k = steps[&v].1;
+        if chosen.insert(k) {
+            work.extend(free_vars_stmt(&body.stmts[k]).into_iter().filter(|w| steps.contains_key(w)));
+        }
+    }
+    let mut out: Vec<usize> = chosen.into_iter().collect();
+    out.sort();
+    out
+}
+
 /// Move the top-level statement of `body` that binds the size `v` out of
 /// the loop, if it reads nothing the loop binds (a trip count computed from
 /// outer values); `bound` forgets it.
@@ -888,6 +1083,13 @@ fn fold_as_loop(b: &mut Builder, s: &Stmt) -> (Vec<Stmt>, Stmt) {
     let lp = Stmt { binds, expr: Expr::Loop { params, init, kind: LoopKind::Count { ivar, n }, body: Block { stmts, result } }, loc: s.loc.clone() };
     b.declare(&lp);
     (pre, lp)
+}
+
+/// Merge the two outer axes of an array.
+fn flatten_outer(b: &mut Builder, a: Atom) -> Atom {
+    let t = b.type_of(&a);
+    let shape = [vec![t.shape[0].mul(&t.shape[1])], t.shape[2..].to_vec()].concat();
+    b.emit(Expr::Flatten(a), Type { elem: t.elem, shape }, "pairs")
 }
 
 /// The row-major position of the prefix index `idx` over the axes `shape`.
