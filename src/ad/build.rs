@@ -19,6 +19,8 @@ pub struct Builder<'a> {
     types: FxHashMap<VarId, Type>,
     /// Statement lists under construction, innermost last.
     blocks: Vec<Vec<Stmt>>,
+    /// Arrays that are `replicate n v`: reading them is reading `v`.
+    replicas: FxHashMap<VarId, Atom>,
 }
 
 impl<'a> Builder<'a> {
@@ -32,7 +34,7 @@ impl<'a> Builder<'a> {
             types.insert(p.var, p.ty.clone());
         }
         collect_types(body, &mut types);
-        Builder { names, types, blocks: vec![vec![]] }
+        Builder { names, types, blocks: vec![vec![]], replicas: FxHashMap::default() }
     }
 
     pub fn fresh(&mut self, hint: &str) -> VarId {
@@ -74,6 +76,9 @@ impl<'a> Builder<'a> {
     }
 
     pub fn push(&mut self, s: Stmt) {
+        if let (Expr::Replicate { val, .. }, [bind]) = (&s.expr, s.binds.as_slice()) {
+            self.replicas.insert(bind.var, *val);
+        }
         for b in &s.binds {
             self.types.insert(b.var, b.ty.clone());
         }
@@ -119,6 +124,11 @@ impl<'a> Builder<'a> {
 
     /// `arr[idx...]` without a bounds check (the caller knows it is in range).
     pub fn index(&mut self, arr: Atom, idx: Vec<Atom>) -> Atom {
+        if let (Atom::Var(v), Some((_, rest))) = (arr, idx.split_first()) {
+            if let Some(val) = self.replicas.get(&v).copied() {
+                return if rest.is_empty() { val } else { self.index(val, rest.to_vec()) };
+            }
+        }
         let t = self.type_of(&arr);
         let ty = Type { elem: t.elem, shape: t.shape[idx.len().min(t.rank())..].to_vec() };
         let checks = vec![None; idx.len()];

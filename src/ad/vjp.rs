@@ -197,9 +197,7 @@ impl Cotangents for Rev {
         };
         let flat = flat_index(b, idx, &ty.shape);
         if outside {
-            let axes = idx.len();
-            let idx = if conditional { vec![] } else { idx.to_vec() };
-            let rec = Sparse { arr: *v, axes, flat, ct, idx, conditional, bulk: 0 };
+            let rec = Sparse { arr: *v, axes: idx.len(), flat, ct, idx: idx.to_vec(), conditional, bulk: 0 };
             if let Some(Frame::For { sparse, .. } | Frame::Branch { sparse, .. }) = self.frames.last_mut() {
                 sparse.push(rec);
             }
@@ -754,6 +752,16 @@ impl Rev {
             swept?;
             let inside = bound_vars_block(&copy);
             let dense: FxHashMap<VarId, Atom> = local.into_iter().filter(|(v, _)| !inside.contains(v)).collect();
+            // an index computed inside the branch means nothing outside it
+            let sparse = sparse
+                .into_iter()
+                .map(|mut r| {
+                    if r.idx.iter().any(|a| matches!(a, Atom::Var(v) if inside.contains(v))) {
+                        r.idx.clear();
+                    }
+                    r
+                })
+                .collect::<Vec<_>>();
             parts.push((copy.stmts, rev, dense, sparse));
         }
         let mut dense_vars: Vec<VarId> = parts.iter().flat_map(|p| p.2.keys().copied()).collect();
@@ -790,7 +798,7 @@ impl Rev {
         for (j, &(from, k)) in records.iter().enumerate() {
             let r = &parts[from].3[k];
             let base = dense_vars.len() + 2 * j;
-            let rec = Sparse { arr: r.arr, axes: r.axes, flat: outs[base], ct: outs[base + 1], idx: vec![], conditional: true, bulk: r.bulk };
+            let rec = Sparse { arr: r.arr, axes: r.axes, flat: outs[base], ct: outs[base + 1], idx: r.idx.clone(), conditional: true, bulk: r.bulk };
             self.pairs(b, rec);
         }
         Ok(())
