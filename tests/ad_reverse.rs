@@ -8,7 +8,7 @@
 //! `cargo test --release --test ad_reverse -- --nocapture`).
 
 mod common;
-use arden::runtime::Value;
+use arden::runtime::{ArrayData, Value};
 use common::*;
 
 fn dot(a: &Value, b: &Value) -> (f64, f64) {
@@ -79,5 +79,60 @@ fn vjp_is_the_transpose_of_jvp_on_every_program() {
         println!("compared {compared} cases");
         assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
         assert!(compared > 500, "only {compared} cases compared");
+    });
+}
+
+/// The cheap gradient principle on the workloads of the issue: a gradient
+/// costs at most 4 times its function (operation counts of the
+/// interpreter: arithmetic + reads + writes; `vjp` with `ybar = 1`, which
+/// is what `grad` runs).
+#[test]
+fn gradients_cost_at_most_four_times_their_function() {
+    with_big_stack(|| {
+        let mut rng = Rng(0x1234_5678_9ABC_DEF1);
+        let mut vec = |n: usize| Value::array(vec![n], ArrayData::F64((0..n).map(|_| rng.unit()).collect()));
+        let mat = |v: Value, r: usize, c: usize| match v {
+            Value::Array(a) => Value::array(vec![r, c], a.data.clone()),
+            _ => unreachable!(),
+        };
+        let (d, k, n) = (4usize, 5usize, 60usize);
+        let gmm = arden::Program::from_file(std::path::Path::new("examples/gmm.ard")).unwrap();
+        let kmeans = arden::Program::from_file(std::path::Path::new("examples/kmeans.ard")).unwrap();
+        let rk4 = arden::Program::from_file(std::path::Path::new("examples/rk4_grad.ard")).unwrap();
+        let lse = arden::Program::from_file(std::path::Path::new("examples/logsumexp.ard")).unwrap();
+        let loss = arden::Program::from_source(
+            "loss.ard",
+            "entry loss [n][k][m] (a: [n][k]f64) (b: [k][m]f64) : f64 =\n  sum (map (\\row -> sum (map (\\c -> c * c) row)) (matmul a b))",
+        )
+        .unwrap();
+        let workloads: Vec<(&str, &arden::Program, &str, Vec<Value>)> = vec![
+            ("logsumexp n=1000", &lse, "lse", vec![vec(1000)]),
+            ("matmul loss 20x20", &loss, "loss", vec![mat(vec(400), 20, 20), mat(vec(400), 20, 20)]),
+            (
+                "GMM d=4 k=5 n=60",
+                &gmm,
+                "gmm_objective",
+                vec![vec(k), mat(vec(k * d), k, d), mat(vec(k * d), k, d), mat(vec(k * d * (d - 1) / 2), k, d * (d - 1) / 2), mat(vec(n * d), n, d), Value::F64(1.0), Value::I64(0)],
+            ),
+            (
+                "RK4 Lotka-Volterra 100 steps",
+                &rk4,
+                "lv_loss",
+                vec![Value::array(vec![4], ArrayData::F64(vec![1.1, 0.4, 0.1, 0.4])), Value::array(vec![2], ArrayData::F64(vec![10.0, 10.0])), Value::F64(0.01), Value::I64(100)],
+            ),
+            ("k-means n=200 k=5 d=3", &kmeans, "cost", vec![mat(vec(600), 200, 3), mat(vec(15), 5, 3)]),
+        ];
+        let mut worst = vec![];
+        for (name, prog, entry, args) in workloads {
+            let e = prog.entry(entry).unwrap();
+            let (_, fc) = e.call_counting(&args).unwrap();
+            let (_, gc) = e.vjp(&args, &Value::F64(1.0)).unwrap();
+            let ratio = total(gc) / total(fc);
+            println!("{ratio:5.2}  {name}  (f: {:.0} ops, grad: {:.0} ops)", total(fc), total(gc));
+            if ratio > 4.0 {
+                worst.push(format!("{name}: {ratio:.2}"));
+            }
+        }
+        assert!(worst.is_empty(), "gradients costing more than 4x: {worst:?}");
     });
 }

@@ -1,0 +1,598 @@
+//! Reverse mode by linearize + transpose (papers 003 and 004, DESIGN.md §4).
+//!
+//! The primal body runs first, unchanged (the forward sweep); then every
+//! statement is visited backwards with the cotangents of its results:
+//! - a scalar primitive is *linearized* by its JVP rule from `rules.rs`,
+//!   applied to placeholder tangents; partial evaluation splits the rule's
+//!   output into residual computations (emitted as they are) and linear
+//!   statements, which the table of `transpose.rs` turns around;
+//! - array constructs are linear already and go straight to that table;
+//! - `for`, `loop`, `if` and non-additive reductions are transposed here.
+//!
+//! Cotangents accumulate by addition, one contribution per use, so a value
+//! used k times costs k additions and no primal work is repeated (paper
+//! 003's sharing problem). Residuals: a parallel `for` *stores* what its
+//! transposed body reads (extra results of the primal `for`), a sequential
+//! loop stores its state at every iteration and *recomputes* the body from
+//! it, an `if` recomputes the branch taken; docs/ARCHITECTURE.md explains why.
+
+use super::build::{lit, size_of_atom, Builder};
+use super::jvp::elementwise;
+use super::rules::prim_jvp;
+use super::transpose::{transpose, Cotangents};
+use super::AdError;
+use crate::ir::walk::{bound_vars_block, dce, free_vars_block, free_vars_stmt, Copier};
+use crate::ir::{Atom, Binder, Block, Expr, Lambda, Loc, LoopKind, Prim, ReduceOp, Scalar, Size, Stmt, Type, VarId};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+mod parallel;
+mod sequential;
+use parallel::*;
+use sequential::*;
+
+/// Expand `binds = vjp lam primals cotangents` into statements of `b`.
+pub(super) fn expand_vjp(
+    b: &mut Builder,
+    lam: &Lambda,
+    primals: &[Atom],
+    cotangents: &[Atom],
+    binds: &[Binder],
+    loc: Option<&Loc>,
+) -> Result<(), AdError> {
+    let mut r = Rev::default();
+    let mut body = lam.body.clone();
+    for p in &lam.params {
+        if p.ty.elem.is_float() {
+            r.active.insert(p.var);
+        }
+    }
+    for s in &body.stmts {
+        b.declare(s);
+    }
+    mark_active(&body.stmts, &mut r.active);
+    b.begin();
+    for (p, x) in lam.params.iter().zip(primals) {
+        b.push(copy(p.clone(), *x));
+    }
+    let params = b.end();
+    b.begin();
+    for (res, ct) in body.result.iter().zip(cotangents) {
+        r.add(b, res, *ct);
+    }
+    let swept = r.rev_stmts(b, &mut body.stmts);
+    let rev = b.end();
+    swept.map_err(|mut e| {
+        e.loc = e.loc.or_else(|| loc.cloned());
+        e
+    })?;
+    b.begin();
+    let n = body.result.len();
+    for (k, bind) in binds.iter().enumerate() {
+        let atom = if k < n {
+            body.result[k]
+        } else {
+            match r.adj.remove(&lam.params[k - n].var) {
+                Some(a) => a,
+                None => b.zeros(&bind.ty),
+            }
+        };
+        b.push(copy(bind.clone(), atom));
+    }
+    let tail = b.end();
+    let result = binds.iter().map(|x| Atom::Var(x.var)).collect();
+    let mut all = Block { stmts: [params, body.stmts, rev, tail].concat(), result };
+    dce(&mut all);
+    for s in all.stmts {
+        b.push(s);
+    }
+    Ok(())
+}
+
+fn copy(bind: Binder, a: Atom) -> Stmt {
+    Stmt { binds: vec![bind], expr: Expr::Atom(a), loc: None }
+}
+
+/// Mark the float variables that depend on active ones (the parameters
+/// being differentiated): only those get cotangents.
+fn mark_active(stmts: &[Stmt], active: &mut FxHashSet<VarId>) {
+    let float = |bs: &[Binder], active: &mut FxHashSet<VarId>| {
+        active.extend(bs.iter().filter(|x| x.ty.elem.is_float()).map(|x| x.var));
+    };
+    for s in stmts {
+        if !free_vars_stmt(s).iter().any(|v| active.contains(v)) {
+            continue;
+        }
+        float(&s.binds, active);
+        match &s.expr {
+            Expr::For { body, .. } => mark_active(&body.stmts, active),
+            Expr::Loop { params, body, .. } => {
+                float(params, active);
+                mark_active(&body.stmts, active);
+            }
+            Expr::If { then_b, else_b, .. } => {
+                mark_active(&then_b.stmts, active);
+                mark_active(&else_b.stmts, active);
+            }
+            Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => {
+                float(&l.params, active);
+                mark_active(&l.body.stmts, active);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A read `arr[idx]` of an array bound outside the parallel `for` being
+/// transposed: its cotangent leaves the loop as (index, value) pairs.
+struct Sparse {
+    arr: VarId,
+    /// how many leading axes the index covers
+    axes: usize,
+    /// the row-major position over those axes
+    flat: Atom,
+    ct: Atom,
+    /// the index itself (empty for pairs from a branch)
+    idx: Vec<Atom>,
+    /// from a branch: the pair is (0, zeros) when the other branch ran
+    conditional: bool,
+    /// leading axes of `flat` and `ct` holding many pairs (from inner loops)
+    bulk: usize,
+}
+
+enum Frame {
+    /// The body of a parallel `for`: iterations cannot share an accumulator.
+    For { bound: FxHashSet<VarId>, sparse: Vec<Sparse> },
+    /// A branch of an `if` inside such a body: reads of arrays from outside
+    /// the `for` still leave as (index, value) pairs.
+    Branch { outer_bound: FxHashSet<VarId>, sparse: Vec<Sparse> },
+    /// A branch or a sequential loop body elsewhere: accumulators are
+    /// threaded through.
+    Seq,
+}
+
+/// How a result of a transposed `for` is added to the cotangents outside it.
+enum Use {
+    /// one cotangent per iteration, summed (`reduce (+)`)
+    Dense(VarId),
+    /// row i of `arr[prefix]` comes from iteration i: a plain write (then
+    /// added at `prefix`, which the loop does not change)
+    Plain(VarId, Vec<Atom>),
+    /// (flat index, value) pairs per iteration (`bulk` axes of them) over so
+    /// many axes of the array, accumulated by `scatter_add` (guarded against
+    /// an empty array for branch pairs) or handed to an enclosing loop
+    Sparse { arr: VarId, axes: usize, conditional: bool, bulk: usize },
+}
+
+#[derive(Default)]
+struct Rev {
+    /// Cotangent accumulated so far for each variable.
+    adj: FxHashMap<VarId, Atom>,
+    active: FxHashSet<VarId>,
+    frames: Vec<Frame>,
+}
+
+impl Cotangents for Rev {
+    fn linear(&self, a: &Atom) -> bool {
+        matches!(a, Atom::Var(v) if self.active.contains(v))
+    }
+
+    fn add(&mut self, b: &mut Builder, a: &Atom, ct: Atom) {
+        let Atom::Var(v) = a else { return };
+        if !self.active.contains(v) {
+            return;
+        }
+        let ty = b.type_of(a);
+        let sum = match self.adj.get(v) {
+            Some(cur) => b.add_values(&ty, *cur, ct),
+            None => ct,
+        };
+        self.adj.insert(*v, sum);
+    }
+
+    fn add_at(&mut self, b: &mut Builder, arr: &Atom, idx: &[Atom], ct: Atom) {
+        let Atom::Var(v) = arr else { return };
+        if !self.active.contains(v) {
+            return;
+        }
+        let ty = b.type_of(arr);
+        let (outside, conditional) = match self.frames.last() {
+            Some(Frame::For { bound, .. }) => (!bound.contains(v), false),
+            Some(Frame::Branch { outer_bound, .. }) => (!outer_bound.contains(v), true),
+            _ => (false, false),
+        };
+        let flat = flat_index(b, idx, &ty.shape);
+        if outside {
+            let rec = Sparse { arr: *v, axes: idx.len(), flat, ct, idx: idx.to_vec(), conditional, bulk: 0 };
+            if let Some(Frame::For { sparse, .. } | Frame::Branch { sparse, .. }) = self.frames.last_mut() {
+                sparse.push(rec);
+            }
+            return;
+        }
+        let is = b.emit(Expr::ArrayLit(vec![flat]), Type::array(Scalar::I64, vec![Size::constant(1)]), "at");
+        let ct_ty = b.type_of(&ct);
+        let vs = b.emit(Expr::ArrayLit(vec![ct]), Type { elem: ct_ty.elem, shape: [vec![Size::constant(1)], ct_ty.shape].concat() }, "ct");
+        self.accumulate(b, *v, idx.len(), is, vs, false);
+    }
+
+    fn add_rows(&mut self, b: &mut Builder, arr: &Atom, idxs: Atom, vals: Atom) {
+        if let Atom::Var(v) = arr {
+            if self.active.contains(v) {
+                self.accumulate(b, *v, 1, idxs, vals, false);
+            }
+        }
+    }
+}
+
+impl Rev {
+    fn take(&mut self, v: VarId) -> Option<Atom> {
+        self.adj.remove(&v)
+    }
+
+    /// Add `vals` (rows) at the flat indices `idxs` over the first `l` axes
+    /// of the cotangent of `v`; `guarded`: skip it when those axes are empty
+    /// (then every pair is a placeholder from a branch not taken).
+    fn accumulate(&mut self, b: &mut Builder, v: VarId, l: usize, idxs: Atom, vals: Atom, guarded: bool) {
+        let ty = b.type_of(&Atom::Var(v));
+        let cur = match self.adj.remove(&v) {
+            Some(c) => c,
+            None => b.zeros(&ty),
+        };
+        let new = if guarded {
+            let cells = ty.shape[..l].iter().fold(Size::constant(1), |a, d| a.mul(d));
+            let cells = b.size(&cells);
+            let any = b.prim(Prim::Gt, vec![cells, lit(Scalar::I64, 0.0)], Scalar::Bool);
+            b.begin();
+            let r = scatter_flat(b, cur, &ty, l, idxs, vals);
+            let then_b = Block { stmts: b.end(), result: vec![r] };
+            let else_b = Block { stmts: vec![], result: vec![cur] };
+            b.emit(Expr::If { cond: any, then_b, else_b }, ty, "acc")
+        } else {
+            scatter_flat(b, cur, &ty, l, idxs, vals)
+        };
+        self.adj.insert(v, new);
+    }
+
+    /// Transpose a list of primal statements backwards, emitting into `b`.
+    /// A statement may be replaced (a loop that must save its states).
+    fn rev_stmts(&mut self, b: &mut Builder, stmts: &mut Vec<Stmt>) -> Result<(), AdError> {
+        let mut k = stmts.len();
+        while k > 0 {
+            k -= 1;
+            let replacement = self.rev_stmt(b, &mut stmts[k]).map_err(|mut e| {
+                e.loc = e.loc.or_else(|| stmts[k].loc.clone());
+                e
+            })?;
+            if let Some(rep) = replacement {
+                stmts.splice(k..k + 1, rep);
+            }
+        }
+        Ok(())
+    }
+
+    fn rev_stmt(&mut self, b: &mut Builder, s: &mut Stmt) -> Result<Option<Vec<Stmt>>, AdError> {
+        match &s.expr {
+            Expr::For { .. } => {
+                let hoisted = self.rev_for(b, s)?;
+                if !hoisted.is_empty() {
+                    return Ok(Some([hoisted, vec![s.clone()]].concat()));
+                }
+            }
+            Expr::If { .. } => self.rev_if(b, s)?,
+            Expr::Loop { .. } => return self.rev_loop(b, s),
+            Expr::Prim(op, args) => {
+                let (op, args) = (*op, args.clone());
+                self.rev_prim(b, s, op, &args)?
+            }
+            Expr::Reduce { op: ReduceOp::Add, arrs, .. } | Expr::Scan { op: ReduceOp::Add, arrs, .. } => {
+                let scan = matches!(s.expr, Expr::Scan { .. });
+                for (j, arr) in arrs.clone().into_iter().enumerate() {
+                    if let Some(ct) = self.take(s.binds[j].var) {
+                        let e = if scan { Expr::Scan { op: ReduceOp::Add, ne: vec![], arrs: vec![arr] } } else { Expr::Reduce { op: ReduceOp::Add, ne: vec![], arrs: vec![arr] } };
+                        let one = Stmt { binds: vec![s.binds[j].clone()], expr: e, loc: None };
+                        transpose(b, self, &one, ct)?;
+                    }
+                }
+            }
+            Expr::Reduce { op: op @ (ReduceOp::Max | ReduceOp::Min), arrs, .. } if b.type_of(&arrs[0]).rank() == 1 => {
+                let (max, arr) = (matches!(op, ReduceOp::Max), arrs[0]);
+                self.rev_extremum(b, s.binds[0].var, max, arr)
+            }
+            Expr::Reduce { op: ReduceOp::Mul, arrs, .. } if arrs.len() == 1 => {
+                let arr = arrs[0];
+                self.rev_product(b, s.binds[0].var, arr)
+            }
+            Expr::Reduce { .. } | Expr::Scan { .. } => {
+                if s.binds.iter().all(|x| !self.adj.contains_key(&x.var)) {
+                    return Ok(None);
+                }
+                // A user operator (or a product/extremum scan) has no
+                // parallel transpose here: it runs as a sequential fold.
+                let (mut rep, mut lp) = fold_as_loop(b, s);
+                mark_active(std::slice::from_ref(&lp), &mut self.active);
+                match self.rev_loop(b, &mut lp)? {
+                    Some(r) => rep.extend(r),
+                    None => rep.push(lp),
+                }
+                return Ok(Some(rep));
+            }
+            Expr::Jvp { .. } | Expr::Vjp { .. } => {
+                return Err(AdError { message: "internal: a nested derivative was not expanded first".into(), loc: s.loc.clone() });
+            }
+            _ => {
+                if let Some(ct) = s.binds.first().and_then(|x| self.adj.remove(&x.var)) {
+                    transpose(b, self, s, ct)?;
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Linearize `y = op(args)` with its JVP rule on placeholder tangents,
+    /// split the rule's output into residual and linear statements, and
+    /// transpose the linear ones.
+    fn rev_prim(&mut self, b: &mut Builder, s: &Stmt, op: Prim, args: &[Atom]) -> Result<(), AdError> {
+        let y = s.binds[0].var;
+        let Some(ct) = self.take(y) else { return Ok(()) };
+        let mut holes: FxHashSet<VarId> = FxHashSet::default();
+        let dargs: Vec<Option<Atom>> = args
+            .iter()
+            .map(|a| {
+                let ty = b.type_of(a);
+                (self.linear(a) && ty.elem.is_float()).then(|| {
+                    let t = b.fresh("t");
+                    b.set_type(t, ty);
+                    holes.insert(t);
+                    Atom::Var(t)
+                })
+            })
+            .collect();
+        b.begin();
+        let dy = prim_jvp(b, op, args, Atom::Var(y), &dargs, s.binds[0].ty.elem);
+        let lin = b.end();
+        let Some(Atom::Var(dy)) = dy? else { return Ok(()) };
+        let mut local = Linear { lin: holes, adj: FxHashMap::default() };
+        let mut linear_stmts = vec![];
+        for st in lin {
+            if free_vars_stmt(&st).iter().any(|v| local.lin.contains(v)) {
+                local.lin.extend(st.binds.iter().map(|x| x.var));
+                linear_stmts.push(st);
+            } else {
+                b.push(st);
+            }
+        }
+        local.adj.insert(dy, ct);
+        for st in linear_stmts.iter().rev() {
+            if let Some(c) = local.adj.remove(&st.binds[0].var) {
+                transpose(b, &mut local, st, c)?;
+            }
+        }
+        for (a, t) in args.iter().zip(&dargs) {
+            if let Some(Atom::Var(t)) = t {
+                if let Some(c) = local.adj.remove(t) {
+                    self.add(b, a, c);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `maximum`/`minimum` of a vector: the cotangent goes to the first
+    /// extremal element (LANGUAGE.md §7), found again with `argmax`.
+    fn rev_extremum(&mut self, b: &mut Builder, y: VarId, max: bool, arr: Atom) {
+        let Some(ct) = self.take(y) else { return };
+        if !self.linear(&arr) {
+            return;
+        }
+        let at = b.type_of(&arr);
+        let n = b.size(&at.shape[0]);
+        let nonempty = b.prim(Prim::Gt, vec![n, lit(Scalar::I64, 0.0)], Scalar::Bool);
+        b.begin();
+        let k = b.emit(Expr::ArgExt { max, arr }, Type::scalar(Scalar::I64), "arg");
+        let then_b = Block { stmts: b.end(), result: vec![k] };
+        let else_b = Block { stmts: vec![], result: vec![lit(Scalar::I64, 0.0)] };
+        let k = b.emit(Expr::If { cond: nonempty, then_b, else_b }, Type::scalar(Scalar::I64), "arg");
+        let ivar = b.fresh("i");
+        b.begin();
+        let hit = b.prim(Prim::Eq, vec![Atom::Var(ivar), k], Scalar::Bool);
+        let v = b.prim(Prim::Select, vec![hit, ct, lit(at.elem, 0.0)], at.elem);
+        let body = Block { stmts: b.end(), result: vec![v] };
+        let xbar = b.emit(Expr::For { ivar, size: at.shape[0].clone(), body }, at, "ext");
+        self.add(b, &arr, xbar);
+    }
+
+    /// `product`: element i gets `ct` times the product of all the others,
+    /// from exclusive prefix and suffix products (exact with zeros).
+    fn rev_product(&mut self, b: &mut Builder, y: VarId, arr: Atom) {
+        let Some(ct) = self.take(y) else { return };
+        if !self.linear(&arr) {
+            return;
+        }
+        let at = b.type_of(&arr);
+        let (row, e) = (at.row(), at.elem);
+        let one = lit(e, 1.0);
+        let pre = b.emit(Expr::Scan { op: ReduceOp::Mul, ne: vec![one], arrs: vec![arr] }, at.clone(), "pre");
+        let rv = b.emit(Expr::Reverse(arr), at.clone(), "rev");
+        let sr = b.emit(Expr::Scan { op: ReduceOp::Mul, ne: vec![one], arrs: vec![rv] }, at.clone(), "suf");
+        let suf = b.emit(Expr::Reverse(sr), at.clone(), "suf");
+        let n = b.size(&at.shape[0]);
+        let last = b.prim(Prim::Sub, vec![n, lit(Scalar::I64, 1.0)], Scalar::I64);
+        let ivar = b.fresh("i");
+        let i = Atom::Var(ivar);
+        b.begin();
+        let il = b.prim(Prim::Sub, vec![i, lit(Scalar::I64, 1.0)], Scalar::I64);
+        let il = b.prim(Prim::Max, vec![il, lit(Scalar::I64, 0.0)], Scalar::I64);
+        let ir = b.prim(Prim::Add, vec![i, lit(Scalar::I64, 1.0)], Scalar::I64);
+        let ir = b.prim(Prim::Min, vec![ir, last], Scalar::I64);
+        let (l, r) = (b.index(pre, vec![il]), b.index(suf, vec![ir]));
+        let first = b.prim(Prim::Eq, vec![i, lit(Scalar::I64, 0.0)], Scalar::Bool);
+        let is_last = b.prim(Prim::Eq, vec![i, last], Scalar::Bool);
+        let outs = elementwise(b, &row.shape, e, &[l, r, ct], &|b, v| {
+            let l = b.prim(Prim::Select, vec![first, one, v[0]], e);
+            let r = b.prim(Prim::Select, vec![is_last, one, v[1]], e);
+            let lr = b.prim(Prim::Mul, vec![l, r], e);
+            vec![b.prim(Prim::Mul, vec![v[2], lr], e)]
+        });
+        let body = Block { stmts: b.end(), result: outs };
+        let xbar = b.emit(Expr::For { ivar, size: at.shape[0].clone(), body }, at, "prod");
+        self.add(b, &arr, xbar);
+    }
+
+    /// A renamed copy of `blk` (with `map` applied) whose types are known to
+    /// `b` and whose variables are active where the originals were.
+    fn recompute(&mut self, b: &mut Builder, blk: &Block, map: FxHashMap<VarId, Atom>) -> Block {
+        let (copy, map) = {
+            let mut fresh = |v: VarId| {
+                let n = b.name(v);
+                b.fresh(&n)
+            };
+            let mut cp = Copier { map, fresh: Some(&mut fresh) };
+            let blk = cp.block(blk);
+            (blk, cp.map)
+        };
+        for s in &copy.stmts {
+            b.declare(s);
+        }
+        for (orig, new) in &map {
+            if let (Atom::Var(w), true) = (new, self.active.contains(orig)) {
+                self.active.insert(*w);
+            }
+        }
+        copy
+    }
+
+    /// The active float variables a statement reads from outside: their
+    /// cotangents are threaded through a transposed branch or loop.
+    fn threaded(&self, b: &Builder, s: &Stmt) -> Vec<VarId> {
+        let free = match &s.expr {
+            // the initial state is not read inside the loop
+            Expr::Loop { params, kind, body, .. } => {
+                let mut f = free_vars_block(body);
+                if let LoopKind::While { cond } = kind {
+                    f.extend(free_vars_block(cond));
+                }
+                for p in params {
+                    f.remove(&p.var);
+                }
+                if let LoopKind::Count { ivar, .. } = kind {
+                    f.remove(ivar);
+                }
+                f
+            }
+            _ => free_vars_stmt(s),
+        };
+        let mut t: Vec<VarId> = free.into_iter().filter(|v| self.active.contains(v) && b.type_of(&Atom::Var(*v)).elem.is_float()).collect();
+        t.sort();
+        t
+    }
+
+    /// The current cotangents of `vars` (zeros where there is none yet).
+    fn current(&mut self, b: &mut Builder, vars: &[VarId]) -> Vec<Atom> {
+        vars.iter()
+            .map(|v| match self.adj.remove(v) {
+                Some(a) => a,
+                None => b.zeros(&b.type_of(&Atom::Var(*v))),
+            })
+            .collect()
+    }
+
+    /// Transposed `if`: an `if` on the same condition whose branches
+    /// recompute the primal branch and transpose it, threading the
+    /// cotangents of outside variables through.
+    fn rev_if(&mut self, b: &mut Builder, s: &mut Stmt) -> Result<(), AdError> {
+        let cts: Vec<Option<Atom>> = s.binds.iter().map(|x| self.take(x.var)).collect();
+        if cts.iter().all(Option::is_none) {
+            return Ok(());
+        }
+        let outer_bound = match self.frames.last() {
+            Some(Frame::For { bound, .. }) => Some(bound.clone()),
+            Some(Frame::Branch { outer_bound, .. }) => Some(outer_bound.clone()),
+            _ => None,
+        };
+        if let Some(outer_bound) = outer_bound {
+            return self.rev_if_in_for(b, s, cts, outer_bound);
+        }
+        let threaded = self.threaded(b, s);
+        let cur = self.current(b, &threaded);
+        let Expr::If { cond, then_b, else_b } = &s.expr else { unreachable!("checked by the caller") };
+        let mut branches = vec![];
+        for blk in [then_b, else_b] {
+            let copy = self.recompute(b, blk, FxHashMap::default());
+            let init = threaded.iter().copied().zip(cur.iter().copied()).collect();
+            let (stmts, outs) = self.seq_scope(b, copy, init, &cts, &threaded)?;
+            branches.push(Block { stmts, result: outs });
+        }
+        let else_b = branches.pop().expect("two branches");
+        let then_b = branches.pop().expect("two branches");
+        let tys: Vec<Type> = threaded.iter().map(|v| b.type_of(&Atom::Var(*v))).collect();
+        let outs = b.emit_many(Expr::If { cond: *cond, then_b, else_b }, tys, "adj");
+        for (v, o) in threaded.iter().zip(outs) {
+            self.adj.insert(*v, o);
+        }
+        Ok(())
+    }
+
+    /// Transpose a recomputed block in a sequential scope whose accumulators
+    /// start as `init`; the block's results get the cotangents `cts`.
+    /// Returns the statements (primal copy, then transpose) and the final
+    /// cotangents of `threaded`.
+    fn seq_scope(
+        &mut self,
+        b: &mut Builder,
+        mut copy: Block,
+        init: FxHashMap<VarId, Atom>,
+        cts: &[Option<Atom>],
+        threaded: &[VarId],
+    ) -> Result<(Vec<Stmt>, Vec<Atom>), AdError> {
+        let outer = std::mem::replace(&mut self.adj, init);
+        self.frames.push(Frame::Seq);
+        b.begin();
+        for (k, c) in cts.iter().enumerate() {
+            if let Some(c) = c {
+                self.add(b, &copy.result[k], *c);
+            }
+        }
+        let swept = self.rev_stmts(b, &mut copy.stmts);
+        let outs: Vec<Atom> = threaded.iter().map(|v| self.adj.get(v).copied().unwrap_or_else(|| b.zeros(&b.type_of(&Atom::Var(*v))))).collect();
+        let rev = b.end();
+        self.frames.pop();
+        self.adj = outer;
+        swept?;
+        Ok(([copy.stmts, rev].concat(), outs))
+    }
+
+}
+
+/// The location reported if an accumulation generated by reverse mode ever
+/// goes out of range (it cannot: its indices were checked by the primal).
+fn internal_loc() -> Loc {
+    Loc { file: "<reverse mode>".into(), line: 0, col: 0 }
+}
+
+/// Cotangents of the placeholder tangents while transposing one linearized
+/// primitive.
+struct Linear {
+    lin: FxHashSet<VarId>,
+    adj: FxHashMap<VarId, Atom>,
+}
+
+impl Cotangents for Linear {
+    fn linear(&self, a: &Atom) -> bool {
+        matches!(a, Atom::Var(v) if self.lin.contains(v))
+    }
+
+    fn add(&mut self, b: &mut Builder, a: &Atom, ct: Atom) {
+        let Atom::Var(v) = a else { return };
+        if !self.lin.contains(v) {
+            return;
+        }
+        let sum = match self.adj.get(v) {
+            Some(cur) => b.prim(Prim::Add, vec![*cur, ct], b.type_of(&ct).elem),
+            None => ct,
+        };
+        self.adj.insert(*v, sum);
+    }
+
+    fn add_at(&mut self, _: &mut Builder, _: &Atom, _: &[Atom], _: Atom) {}
+
+    fn add_rows(&mut self, _: &mut Builder, _: &Atom, _: Atom, _: Atom) {}
+}
