@@ -122,45 +122,15 @@ fn mark_active(stmts: &[Stmt], active: &mut FxHashSet<VarId>) {
     }
 }
 
-/// A read `arr[idx]` of an array bound outside the parallel `for` being
-/// transposed: its cotangent leaves the loop as (index, value) pairs.
-struct Sparse {
-    arr: VarId,
-    /// how many leading axes the index covers
-    axes: usize,
-    /// the row-major position over those axes
-    flat: Atom,
-    ct: Atom,
-    /// the index itself (empty for pairs from a branch)
-    idx: Vec<Atom>,
-    /// from a branch: the pair is (0, zeros) when the other branch ran
-    conditional: bool,
-    /// leading axes of `flat` and `ct` holding many pairs (from inner loops)
-    bulk: usize,
-}
-
 enum Frame {
     /// The body of a parallel `for`: iterations cannot share an accumulator.
-    For { bound: FxHashSet<VarId>, sparse: Vec<Sparse> },
+    For { bound: FxHashSet<VarId>, records: Vec<Record> },
     /// A branch of an `if` inside such a body: reads of arrays from outside
     /// the `for` still leave as (index, value) pairs.
-    Branch { outer_bound: FxHashSet<VarId>, sparse: Vec<Sparse> },
+    Branch { outer_bound: FxHashSet<VarId>, records: Vec<Record> },
     /// A branch or a sequential loop body elsewhere: accumulators are
     /// threaded through.
     Seq,
-}
-
-/// How a result of a transposed `for` is added to the cotangents outside it.
-enum Use {
-    /// one cotangent per iteration, summed (`reduce (+)`)
-    Dense(VarId),
-    /// row i of `arr[prefix]` comes from iteration i: a plain write (then
-    /// added at `prefix`, which the loop does not change)
-    Plain(VarId, Vec<Atom>),
-    /// (flat index, value) pairs per iteration (`bulk` axes of them) over so
-    /// many axes of the array, accumulated by `scatter_add` (guarded against
-    /// an empty array for branch pairs) or handed to an enclosing loop
-    Sparse { arr: VarId, axes: usize, conditional: bool, bulk: usize },
 }
 
 #[derive(Default)]
@@ -194,20 +164,13 @@ impl Cotangents for Rev {
         if !self.active.contains(v) {
             return;
         }
-        let ty = b.type_of(arr);
-        let (outside, conditional) = match self.frames.last() {
-            Some(Frame::For { bound, .. }) => (!bound.contains(v), false),
-            Some(Frame::Branch { outer_bound, .. }) => (!outer_bound.contains(v), true),
-            _ => (false, false),
-        };
-        let flat = flat_index(b, idx, &ty.shape);
-        if outside {
-            let rec = Sparse { arr: *v, axes: idx.len(), flat, ct, idx: idx.to_vec(), conditional, bulk: 0 };
-            if let Some(Frame::For { sparse, .. } | Frame::Branch { sparse, .. }) = self.frames.last_mut() {
-                sparse.push(rec);
-            }
+        if let Some(conditional) = self.from_outside(*v) {
+            let parts = idx.iter().map(|a| Part::At(*a)).collect();
+            self.frames.last_mut().expect("inside a loop").push(Record { arr: *v, kind: Kind::Structured(parts), ct, conditional });
             return;
         }
+        let ty = b.type_of(arr);
+        let flat = flat_index(b, idx, &ty.shape);
         let is = b.emit(Expr::ArrayLit(vec![flat]), Type::array(Scalar::I64, vec![Size::constant(1)]), "at");
         let ct_ty = b.type_of(&ct);
         let vs = b.emit(Expr::ArrayLit(vec![ct]), Type { elem: ct_ty.elem, shape: [vec![Size::constant(1)], ct_ty.shape].concat() }, "ct");

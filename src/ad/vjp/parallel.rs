@@ -9,27 +9,123 @@
 
 use super::*;
 
+/// One position of a record's index.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub(super) enum Part {
+    /// a fixed index
+    At(Atom),
+    /// the whole axis, along leading axis `k` of the record's cotangent
+    /// (the index of an inner loop the record left)
+    All(usize),
+}
+
+#[derive(Clone, Debug)]
+pub(super) enum Kind {
+    /// `ct[a0, a1, ...]` (one leading axis per `All`) goes to `arr` at `parts`
+    Structured(Vec<Part>),
+    /// `ct[p...]` goes to the row-major position `flat[p...]` over the first
+    /// `axes` axes of `arr`; `bulk` leading axes hold the pairs
+    Pairs { flat: Atom, axes: usize, bulk: usize },
+}
+
+/// Cotangent for part of an array bound outside the parallel `for` (or
+/// branch in it) being transposed: it leaves the loop as a result.
+#[derive(Clone, Debug)]
+pub(super) struct Record {
+    pub arr: VarId,
+    pub kind: Kind,
+    pub ct: Atom,
+    /// from a branch: the cotangent is zero when the other branch ran (and a
+    /// fixed index may then be out of range)
+    pub conditional: bool,
+}
+
+impl Frame {
+    pub(super) fn push(&mut self, r: Record) {
+        if let Frame::For { records, .. } | Frame::Branch { records, .. } = self {
+            records.push(r);
+        }
+    }
+}
+
+/// How a result of a transposed `for` is added to the cotangents outside it.
+enum Use {
+    /// one cotangent per iteration, summed (`reduce (+)`)
+    Dense(VarId),
+    /// a record whose new leading axis is the loop's (a plain write per iteration)
+    Axis(VarId, Vec<Part>, bool),
+    /// a record the loop does not move: summed over iterations
+    Summed(VarId, Vec<Part>, bool),
+    /// (index, value) pairs, one more leading axis of them
+    Pairs { arr: VarId, axes: usize, bulk: usize, conditional: bool },
+}
+
 impl Rev {
-    /// (index, value) pairs for an array: handed on to the enclosing parallel
-    /// loop when the array comes from outside it too, else accumulated here.
-    pub(super) fn pairs(&mut self, b: &mut Builder, rec: Sparse) {
-        let outside = match self.frames.last() {
-            Some(Frame::For { bound, .. }) => !bound.contains(&rec.arr),
-            Some(Frame::Branch { outer_bound, .. }) => !outer_bound.contains(&rec.arr),
-            _ => false,
-        };
-        if outside {
-            if let Some(Frame::For { sparse, .. } | Frame::Branch { sparse, .. }) = self.frames.last_mut() {
-                sparse.push(rec);
-            }
+    /// Whether `v` is bound outside the parallel loop (or its branch) being
+    /// transposed, and if so whether a record for it is conditional.
+    pub(super) fn from_outside(&self, v: VarId) -> Option<bool> {
+        match self.frames.last() {
+            Some(Frame::For { bound, .. }) if !bound.contains(&v) => Some(false),
+            Some(Frame::Branch { outer_bound, .. }) if !outer_bound.contains(&v) => Some(true),
+            _ => None,
+        }
+    }
+
+    /// A record: handed on to the enclosing parallel loop when its array
+    /// comes from outside that loop too, else added to the cotangent here.
+    pub(super) fn record(&mut self, b: &mut Builder, rec: Record) {
+        if self.from_outside(rec.arr).is_some() {
+            self.frames.last_mut().expect("inside a loop").push(rec);
             return;
         }
-        let (mut flat, mut ct) = (rec.flat, rec.ct);
-        for _ in 1..rec.bulk {
+        let aty = b.type_of(&Atom::Var(rec.arr));
+        let (flat, axes, bulk) = match &rec.kind {
+            Kind::Structured(parts) => {
+                if let Some((prefix, ct)) = self.in_order(b, parts, rec.ct, rec.conditional) {
+                    match prefix.is_empty() {
+                        true => self.add(b, &Atom::Var(rec.arr), ct),
+                        false => self.add_at(b, &Atom::Var(rec.arr), &prefix, ct),
+                    }
+                    return;
+                }
+                let nb = parts.iter().filter(|p| matches!(p, Part::All(_))).count();
+                (positions(b, &aty.shape, parts, rec.ct), parts.len(), nb)
+            }
+            Kind::Pairs { flat, axes, bulk } => (*flat, *axes, *bulk),
+        };
+        let (mut flat, mut ct) = (flat, rec.ct);
+        if bulk == 0 {
+            let ct_ty = b.type_of(&ct);
+            flat = b.emit(Expr::ArrayLit(vec![flat]), Type::array(Scalar::I64, vec![Size::constant(1)]), "at");
+            ct = b.emit(Expr::ArrayLit(vec![ct]), Type { elem: ct_ty.elem, shape: [vec![Size::constant(1)], ct_ty.shape].concat() }, "ct");
+        }
+        for _ in 1..bulk {
             flat = flatten_outer(b, flat);
             ct = flatten_outer(b, ct);
         }
-        self.accumulate(b, rec.arr, rec.axes, flat, ct, rec.conditional);
+        self.accumulate(b, rec.arr, axes, flat, ct, rec.conditional);
+    }
+
+    /// A structured record whose parts are fixed indices followed by whole
+    /// axes in order (or two swapped: a transposed block) is a block of the
+    /// array at that prefix: the prefix and the block.
+    fn in_order(&self, b: &mut Builder, parts: &[Part], ct: Atom, conditional: bool) -> Option<(Vec<Atom>, Atom)> {
+        let k0 = parts.iter().take_while(|p| matches!(p, Part::At(_))).count();
+        if conditional && k0 > 0 {
+            return None;
+        }
+        let prefix: Vec<Atom> = parts[..k0].iter().map(|p| if let Part::At(a) = p { *a } else { unreachable!() }).collect();
+        let order: Vec<usize> = parts[k0..].iter().map(|p| if let Part::All(k) = p { Some(*k) } else { None }).collect::<Option<_>>()?;
+        if order.iter().enumerate().all(|(i, k)| i == *k) {
+            return Some((prefix, ct));
+        }
+        if order == [1, 0] {
+            let t = b.type_of(&ct);
+            let mut shape = t.shape.clone();
+            shape.swap(0, 1);
+            return Some((prefix, b.emit(Expr::Transpose(ct), Type { elem: t.elem, shape }, "tr")));
+        }
+        None
     }
 
     /// Transposed `for`: again a parallel `for`, over the same index, whose
@@ -48,7 +144,7 @@ impl Rev {
         let mut bound = bound_vars_block(body);
         bound.insert(ivar);
         let outer = std::mem::take(&mut self.adj);
-        self.frames.push(Frame::For { bound: bound.clone(), sparse: vec![] });
+        self.frames.push(Frame::For { bound: bound.clone(), records: vec![] });
         b.begin();
         for (k, c) in cts.iter().enumerate() {
             if let Some(c) = c {
@@ -57,13 +153,13 @@ impl Rev {
             }
         }
         let swept = self.rev_stmts(b, &mut body.stmts);
-        let Some(Frame::For { sparse, .. }) = self.frames.pop() else { unreachable!("pushed above") };
+        let Some(Frame::For { records, .. }) = self.frames.pop() else { unreachable!("pushed above") };
         let local = std::mem::replace(&mut self.adj, outer);
         if let Err(e) = swept {
             b.end();
             return Err(e);
         }
-        let (results, uses) = self.for_results(b, local, sparse, &bound, ivar, &size);
+        let (results, uses) = self.for_results(b, local, records, &bound, ivar, &size);
         // the primal body may have grown (loops saving their states)
         let mut bound = bound_vars_block(body);
         bound.insert(ivar);
@@ -137,24 +233,22 @@ impl Rev {
         let outs = b.emit_many(Expr::For { ivar: new_ivar, size, body }, tys, "adj");
         let mut it = outs.into_iter();
         for u in uses {
+            let o = it.next().expect("one result per use");
             match u {
                 Use::Dense(v) => {
-                    let o = it.next().expect("one result per use");
                     let vt = b.type_of(&Atom::Var(v));
                     let total = b.emit(Expr::Reduce { op: ReduceOp::Add, ne: vec![lit(vt.elem, 0.0)], arrs: vec![o] }, vt, "sum");
                     self.add(b, &Atom::Var(v), total);
                 }
-                Use::Plain(v, prefix) if prefix.is_empty() => {
-                    let o = it.next().expect("one result per use");
-                    self.add(b, &Atom::Var(v), o);
+                Use::Axis(arr, parts, conditional) => self.record(b, Record { arr, kind: Kind::Structured(parts), ct: o, conditional }),
+                Use::Summed(arr, parts, conditional) => {
+                    let ot = b.type_of(&o);
+                    let total = b.emit(Expr::Reduce { op: ReduceOp::Add, ne: vec![lit(ot.elem, 0.0)], arrs: vec![o] }, ot.row(), "sum");
+                    self.record(b, Record { arr, kind: Kind::Structured(parts), ct: total, conditional });
                 }
-                Use::Plain(v, prefix) => {
-                    let o = it.next().expect("one result per use");
-                    self.add_at(b, &Atom::Var(v), &prefix, o);
-                }
-                Use::Sparse { arr, axes, conditional, bulk } => {
-                    let (flat, ct) = (it.next().expect("index"), it.next().expect("value"));
-                    self.pairs(b, Sparse { arr, axes, flat, ct, idx: vec![], conditional, bulk: bulk + 1 });
+                Use::Pairs { arr, axes, bulk, conditional } => {
+                    let ct = it.next().expect("values after indices");
+                    self.record(b, Record { arr, kind: Kind::Pairs { flat: o, axes, bulk: bulk + 1 }, ct, conditional });
                 }
             }
         }
@@ -162,12 +256,15 @@ impl Rev {
     }
 
     /// The results of a transposed `for` body: cotangents of variables from
-    /// outside the loop, dense per iteration or as (index, value) pairs.
+    /// outside the loop, dense per iteration, or records: a record indexed
+    /// by the loop's own index along an axis of that size becomes a whole
+    /// axis (a plain write per iteration), one the loop does not move is
+    /// summed, any other leaves as (index, value) pairs.
     fn for_results(
         &mut self,
         b: &mut Builder,
         local: FxHashMap<VarId, Atom>,
-        sparse: Vec<Sparse>,
+        records: Vec<Record>,
         bound: &FxHashSet<VarId>,
         ivar: VarId,
         size: &Size,
@@ -179,34 +276,54 @@ impl Rev {
             results.push(a);
             uses.push(Use::Dense(v));
         }
-        // reads `arr[p..., i]` with `p` fixed by the loop and `i` its index
-        // cover a whole row of `arr[p...]`: one plain write per iteration
-        let row_prefix = |b: &Builder, r: &Sparse| -> Option<Vec<Atom>> {
-            let (last, prefix) = r.idx.split_last()?;
-            let aty = b.type_of(&Atom::Var(r.arr));
-            let invariant = prefix.iter().all(|a| !matches!(a, Atom::Var(v) if bound.contains(v)));
-            (*last == Atom::Var(ivar) && invariant && aty.shape.get(prefix.len()) == Some(size)).then(|| prefix.to_vec())
-        };
-        let mut plain: Vec<(VarId, Vec<Atom>, Atom)> = vec![];
-        for r in &sparse {
-            match row_prefix(b, r) {
-                Some(p) => match plain.iter_mut().find(|(v, q, _)| *v == r.arr && *q == p) {
-                    Some(entry) => {
-                        let rt = b.type_of(&r.ct);
-                        entry.2 = b.add_values(&rt, entry.2, r.ct);
+        let varies = |p: &Part| matches!(p, Part::At(Atom::Var(v)) if bound.contains(v));
+        let mut axes: Vec<(VarId, Vec<Part>, bool, Atom)> = vec![];
+        for r in records {
+            match r.kind {
+                Kind::Structured(parts) => {
+                    let aty = b.type_of(&Atom::Var(r.arr));
+                    let own = parts.iter().position(|p| *p == Part::At(Atom::Var(ivar)));
+                    let rest_fixed = parts.iter().enumerate().all(|(k, p)| Some(k) == own || !varies(p));
+                    match own {
+                        Some(q) if rest_fixed && aty.shape.get(q) == Some(size) => {
+                            let moved: Vec<Part> = parts
+                                .iter()
+                                .enumerate()
+                                .map(|(k, p)| match p {
+                                    _ if k == q => Part::All(0),
+                                    Part::All(i) => Part::All(i + 1),
+                                    at => *at,
+                                })
+                                .collect();
+                            match axes.iter_mut().find(|e| e.0 == r.arr && e.1 == moved && e.2 == r.conditional) {
+                                Some(e) => {
+                                    let t = b.type_of(&r.ct);
+                                    e.3 = b.add_values(&t, e.3, r.ct);
+                                }
+                                None => axes.push((r.arr, moved, r.conditional, r.ct)),
+                            }
+                        }
+                        _ if !parts.iter().any(varies) => {
+                            results.push(r.ct);
+                            uses.push(Use::Summed(r.arr, parts, r.conditional));
+                        }
+                        _ => {
+                            let nb = parts.iter().filter(|p| matches!(p, Part::All(_))).count();
+                            results.push(positions(b, &aty.shape, &parts, r.ct));
+                            results.push(r.ct);
+                            uses.push(Use::Pairs { arr: r.arr, axes: parts.len(), bulk: nb, conditional: r.conditional });
+                        }
                     }
-                    None => plain.push((r.arr, p, r.ct)),
-                },
-                None => {
-                    results.push(r.flat);
-                    results.push(r.ct);
-                    uses.push(Use::Sparse { arr: r.arr, axes: r.axes, conditional: r.conditional, bulk: r.bulk });
+                }
+                Kind::Pairs { flat, axes, bulk } => {
+                    results.extend([flat, r.ct]);
+                    uses.push(Use::Pairs { arr: r.arr, axes, bulk, conditional: r.conditional });
                 }
             }
         }
-        for (v, p, ct) in plain {
+        for (arr, parts, conditional, ct) in axes {
             results.push(ct);
-            uses.push(Use::Plain(v, p));
+            uses.push(Use::Axis(arr, parts, conditional));
         }
         (results, uses)
     }
@@ -225,7 +342,7 @@ impl Rev {
             // the recomputed branch's own variables are not from outside
             let mut local = outer_bound.clone();
             local.extend(bound_vars_block(&copy));
-            self.frames.push(Frame::Branch { outer_bound: local, sparse: vec![] });
+            self.frames.push(Frame::Branch { outer_bound: local, records: vec![] });
             b.begin();
             for (k, c) in cts.iter().enumerate() {
                 if let Some(c) = c {
@@ -234,22 +351,28 @@ impl Rev {
             }
             let swept = self.rev_stmts(b, &mut copy.stmts);
             let rev = b.end();
-            let Some(Frame::Branch { sparse, .. }) = self.frames.pop() else { unreachable!("pushed above") };
+            let Some(Frame::Branch { records, .. }) = self.frames.pop() else { unreachable!("pushed above") };
             let local = std::mem::replace(&mut self.adj, outer);
             swept?;
             let inside = bound_vars_block(&copy);
             let dense: FxHashMap<VarId, Atom> = local.into_iter().filter(|(v, _)| !inside.contains(v)).collect();
-            // an index computed inside the branch means nothing outside it
-            let sparse = sparse
+            // an index computed inside the branch means nothing outside it:
+            // such records become (position, value) pairs in the branch
+            b.begin();
+            let records: Vec<Record> = records
                 .into_iter()
-                .map(|mut r| {
-                    if r.idx.iter().any(|a| matches!(a, Atom::Var(v) if inside.contains(v))) {
-                        r.idx.clear();
+                .map(|r| match &r.kind {
+                    Kind::Structured(parts) if parts.iter().any(|p| matches!(p, Part::At(Atom::Var(v)) if inside.contains(v))) => {
+                        let aty = b.type_of(&Atom::Var(r.arr));
+                        let nb = parts.iter().filter(|p| matches!(p, Part::All(_))).count();
+                        let flat = positions(b, &aty.shape, parts, r.ct);
+                        Record { kind: Kind::Pairs { flat, axes: parts.len(), bulk: nb }, ..r }
                     }
-                    r
+                    _ => r,
                 })
-                .collect::<Vec<_>>();
-            parts.push((copy.stmts, rev, dense, sparse));
+                .collect();
+            let rev = [rev, b.end()].concat();
+            parts.push((copy.stmts, rev, dense, records));
         }
         let mut dense_vars: Vec<VarId> = parts.iter().flat_map(|p| p.2.keys().copied()).collect();
         dense_vars.sort();
@@ -257,24 +380,27 @@ impl Rev {
         let records: Vec<(usize, usize)> = (0..2).flat_map(|side| (0..parts[side].3.len()).map(move |k| (side, k))).collect();
         let mut blocks = vec![];
         for side in 0..2 {
-            let (stmts, rev, dense, sparse) = &parts[side];
+            let (stmts, rev, dense, _) = &parts[side];
             b.begin();
             let mut result: Vec<Atom> = dense_vars.iter().map(|v| dense.get(v).copied().unwrap_or_else(|| b.zeros(&b.type_of(&Atom::Var(*v))))).collect();
             for &(from, k) in &records {
                 let r = &parts[from].3[k];
-                if from == side {
-                    result.extend([sparse[k].flat, sparse[k].ct]);
-                } else {
-                    let (zi, zc) = (b.zeros(&b.type_of(&r.flat)), b.zeros(&b.type_of(&r.ct)));
-                    result.extend([zi, zc]);
+                let mine = from == side;
+                if let Kind::Pairs { flat, .. } = r.kind {
+                    result.push(if mine { flat } else { b.zeros(&b.type_of(&flat)) });
                 }
+                result.push(if mine { r.ct } else { b.zeros(&b.type_of(&r.ct)) });
             }
             let fill = b.end();
             blocks.push(Block { stmts: [stmts.clone(), rev.clone(), fill].concat(), result });
         }
         let mut tys: Vec<Type> = dense_vars.iter().map(|v| b.type_of(&Atom::Var(*v))).collect();
         for &(from, k) in &records {
-            tys.extend([b.type_of(&parts[from].3[k].flat), b.type_of(&parts[from].3[k].ct)]);
+            let r = &parts[from].3[k];
+            if let Kind::Pairs { flat, .. } = r.kind {
+                tys.push(b.type_of(&flat));
+            }
+            tys.push(b.type_of(&r.ct));
         }
         let else_b = blocks.pop().expect("two branches");
         let then_b = blocks.pop().expect("two branches");
@@ -282,11 +408,15 @@ impl Rev {
         for (v, o) in dense_vars.iter().zip(&outs) {
             self.add(b, &Atom::Var(*v), *o);
         }
-        for (j, &(from, k)) in records.iter().enumerate() {
-            let r = &parts[from].3[k];
-            let base = dense_vars.len() + 2 * j;
-            let rec = Sparse { arr: r.arr, axes: r.axes, flat: outs[base], ct: outs[base + 1], idx: r.idx.clone(), conditional: true, bulk: r.bulk };
-            self.pairs(b, rec);
+        let mut it = outs[dense_vars.len()..].iter().copied();
+        for &(from, k) in &records {
+            let r = parts[from].3[k].clone();
+            let kind = match r.kind {
+                Kind::Pairs { axes, bulk, .. } => Kind::Pairs { flat: it.next().expect("positions"), axes, bulk },
+                structured => structured,
+            };
+            let ct = it.next().expect("values");
+            self.record(b, Record { arr: r.arr, kind, ct, conditional: true });
         }
         Ok(())
     }
@@ -340,6 +470,33 @@ fn hoist(body: &mut Block, v: VarId, bound: &mut FxHashSet<VarId>, hoisted: &mut
     hoisted.push(body.stmts.remove(k));
     bound.remove(&v);
     true
+}
+
+/// The row-major positions over `shape` of a structured record's cells:
+/// a scalar for fixed indices, else an array over its whole axes.
+fn positions(b: &mut Builder, shape: &[Size], parts: &[Part], ct: Atom) -> Atom {
+    let nb = parts.iter().filter(|p| matches!(p, Part::All(_))).count();
+    let dims = b.type_of(&ct).shape[..nb].to_vec();
+    positions_over(b, shape, parts, &dims, &mut vec![])
+}
+
+fn positions_over(b: &mut Builder, shape: &[Size], parts: &[Part], dims: &[Size], vars: &mut Vec<Atom>) -> Atom {
+    if vars.len() == dims.len() {
+        let idx: Vec<Atom> = parts.iter().map(|p| match p {
+            Part::At(a) => *a,
+            Part::All(k) => vars[*k],
+        }).collect();
+        return flat_index(b, &idx, shape);
+    }
+    let ivar = b.fresh("cell");
+    b.set_type(ivar, Type::scalar(Scalar::I64));
+    vars.push(Atom::Var(ivar));
+    b.begin();
+    let r = positions_over(b, shape, parts, dims, vars);
+    vars.pop();
+    let body = Block { stmts: b.end(), result: vec![r] };
+    let k = vars.len();
+    b.emit(Expr::For { ivar, size: dims[k].clone(), body }, Type::array(Scalar::I64, dims[k..].to_vec()), "cells")
 }
 
 /// Merge the two outer axes of an array.
