@@ -22,7 +22,7 @@ use super::rules::prim_jvp;
 use super::transpose::{transpose, Cotangents};
 use super::AdError;
 use crate::ir::walk::{bound_vars_block, dce, free_vars_block, free_vars_stmt, Copier};
-use crate::ir::{Atom, Binder, Block, Expr, Lambda, Loc, LoopKind, Prim, ReduceOp, Scalar, Size, Stmt, Type, VarId};
+use crate::ir::{Atom, Binder, Block, Expr, Lambda, Lit, Loc, LoopKind, Prim, ReduceOp, Scalar, Size, Stmt, Type, VarId};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 mod parallel;
@@ -71,7 +71,7 @@ pub(super) fn expand_vjp(
         let atom = if k < n {
             body.result[k]
         } else {
-            match r.adj.remove(&lam.params[k - n].var) {
+            match r.take(b, lam.params[k - n].var) {
                 Some(a) => a,
                 None => b.zeros(&bind.ty),
             }
@@ -133,10 +133,22 @@ enum Frame {
     Seq,
 }
 
+/// The cotangents accumulated so far in one scope.
+#[derive(Default)]
+struct Adjoints {
+    /// whole values
+    dense: FxHashMap<VarId, Atom>,
+    /// elements (or rows) of arrays read at constant indices, kept as
+    /// separate values until the array's cotangent is needed: sequential
+    /// code reading `a[0]`, `a[1]` then costs one addition per read and one
+    /// array literal, not a `scatter_add` per read
+    cells: FxHashMap<VarId, Vec<(Vec<i64>, Atom)>>,
+}
+
 #[derive(Default)]
 struct Rev {
     /// Cotangent accumulated so far for each variable.
-    adj: FxHashMap<VarId, Atom>,
+    adj: Adjoints,
     active: FxHashSet<VarId>,
     frames: Vec<Frame>,
 }
@@ -152,11 +164,11 @@ impl Cotangents for Rev {
             return;
         }
         let ty = b.type_of(a);
-        let sum = match self.adj.get(v) {
+        let sum = match self.adj.dense.get(v) {
             Some(cur) => b.add_values(&ty, *cur, ct),
             None => ct,
         };
-        self.adj.insert(*v, sum);
+        self.adj.dense.insert(*v, sum);
     }
 
     fn add_at(&mut self, b: &mut Builder, arr: &Atom, idx: &[Atom], ct: Atom) {
@@ -170,6 +182,19 @@ impl Cotangents for Rev {
             return;
         }
         let ty = b.type_of(arr);
+        let constant: Option<Vec<i64>> = idx.iter().map(|a| if let Atom::Lit(Lit::I64(k)) = a { (*k >= 0).then_some(*k) } else { None }).collect();
+        if let Some(key) = constant {
+            let cells = self.adj.cells.entry(*v).or_default();
+            match cells.iter().position(|(k, _)| *k == key) {
+                Some(j) => {
+                    let cur = cells[j].1;
+                    let sum = b.add_values(&b.type_of(&ct), cur, ct);
+                    self.adj.cells.get_mut(v).expect("entry")[j].1 = sum;
+                }
+                None => cells.push((key, ct)),
+            }
+            return;
+        }
         let flat = flat_index(b, idx, &ty.shape);
         let is = b.emit(Expr::ArrayLit(vec![flat]), Type::array(Scalar::I64, vec![Size::constant(1)]), "at");
         let ct_ty = b.type_of(&ct);
@@ -187,8 +212,50 @@ impl Cotangents for Rev {
 }
 
 impl Rev {
-    fn take(&mut self, v: VarId) -> Option<Atom> {
-        self.adj.remove(&v)
+    /// The whole cotangent of `v` (removed: every use has been seen).
+    fn take(&mut self, b: &mut Builder, v: VarId) -> Option<Atom> {
+        self.flush(b, v);
+        self.adj.dense.remove(&v)
+    }
+
+    fn has_cotangent(&self, v: VarId) -> bool {
+        self.adj.dense.contains_key(&v) || self.adj.cells.contains_key(&v)
+    }
+
+    /// Fold the constant-index cells of `v` into its whole cotangent: an
+    /// array literal when the indexed axes are small and fixed, else one
+    /// `scatter_add` per cell.
+    fn flush(&mut self, b: &mut Builder, v: VarId) {
+        let Some(cells) = self.adj.cells.remove(&v) else { return };
+        let ty = b.type_of(&Atom::Var(v));
+        let l = cells[0].0.len();
+        let dims: Option<Vec<i64>> = ty.shape[..l].iter().map(Size::as_const).collect();
+        match dims {
+            Some(dims) if cells.iter().all(|c| c.0.len() == l) && dims.iter().product::<i64>() <= 64 => {
+                let dense = literal_of_cells(b, &ty, &dims, &cells, &mut vec![]);
+                self.add(b, &Atom::Var(v), dense);
+            }
+            _ => {
+                for (key, ct) in cells {
+                    let idx: Vec<Atom> = key.iter().map(|k| lit(Scalar::I64, *k as f64)).collect();
+                    let flat = flat_index(b, &idx, &ty.shape);
+                    let is = b.emit(Expr::ArrayLit(vec![flat]), Type::array(Scalar::I64, vec![Size::constant(1)]), "at");
+                    let ct_ty = b.type_of(&ct);
+                    let vs = b.emit(Expr::ArrayLit(vec![ct]), Type { elem: ct_ty.elem, shape: [vec![Size::constant(1)], ct_ty.shape].concat() }, "ct");
+                    self.accumulate(b, v, idx.len(), is, vs, false);
+                }
+            }
+        }
+    }
+
+    /// Fold every cell into whole cotangents (before a scope hands its
+    /// cotangents on).
+    fn flush_all(&mut self, b: &mut Builder) {
+        let mut vs: Vec<VarId> = self.adj.cells.keys().copied().collect();
+        vs.sort();
+        for v in vs {
+            self.flush(b, v);
+        }
     }
 
     /// Add `vals` (rows) at the flat indices `idxs` over the first `l` axes
@@ -196,7 +263,7 @@ impl Rev {
     /// (then every pair is a placeholder from a branch not taken).
     fn accumulate(&mut self, b: &mut Builder, v: VarId, l: usize, idxs: Atom, vals: Atom, guarded: bool) {
         let ty = b.type_of(&Atom::Var(v));
-        let cur = match self.adj.remove(&v) {
+        let cur = match self.adj.dense.remove(&v) {
             Some(c) => c,
             None => b.zeros(&ty),
         };
@@ -212,7 +279,7 @@ impl Rev {
         } else {
             scatter_flat(b, cur, &ty, l, idxs, vals)
         };
-        self.adj.insert(v, new);
+        self.adj.dense.insert(v, new);
     }
 
     /// Transpose a list of primal statements backwards, emitting into `b`.
@@ -249,7 +316,7 @@ impl Rev {
             Expr::Reduce { op: ReduceOp::Add, arrs, .. } | Expr::Scan { op: ReduceOp::Add, arrs, .. } => {
                 let scan = matches!(s.expr, Expr::Scan { .. });
                 for (j, arr) in arrs.clone().into_iter().enumerate() {
-                    if let Some(ct) = self.take(s.binds[j].var) {
+                    if let Some(ct) = self.take(b, s.binds[j].var) {
                         let e = if scan { Expr::Scan { op: ReduceOp::Add, ne: vec![], arrs: vec![arr] } } else { Expr::Reduce { op: ReduceOp::Add, ne: vec![], arrs: vec![arr] } };
                         let one = Stmt { binds: vec![s.binds[j].clone()], expr: e, loc: None };
                         transpose(b, self, &one, ct)?;
@@ -265,7 +332,7 @@ impl Rev {
                 self.rev_product(b, s.binds[0].var, arr)
             }
             Expr::Reduce { .. } | Expr::Scan { .. } => {
-                if s.binds.iter().all(|x| !self.adj.contains_key(&x.var)) {
+                if s.binds.iter().all(|x| !self.has_cotangent(x.var)) {
                     return Ok(None);
                 }
                 // A user operator (or a product/extremum scan) has no
@@ -282,7 +349,7 @@ impl Rev {
                 return Err(AdError { message: "internal: a nested derivative was not expanded first".into(), loc: s.loc.clone() });
             }
             _ => {
-                if let Some(ct) = s.binds.first().and_then(|x| self.adj.remove(&x.var)) {
+                if let Some(ct) = s.binds.first().and_then(|x| self.take(b, x.var)) {
                     transpose(b, self, s, ct)?;
                 }
             }
@@ -295,7 +362,7 @@ impl Rev {
     /// transpose the linear ones.
     fn rev_prim(&mut self, b: &mut Builder, s: &Stmt, op: Prim, args: &[Atom]) -> Result<(), AdError> {
         let y = s.binds[0].var;
-        let Some(ct) = self.take(y) else { return Ok(()) };
+        let Some(ct) = self.take(b, y) else { return Ok(()) };
         let mut holes: FxHashSet<VarId> = FxHashSet::default();
         let dargs: Vec<Option<Atom>> = args
             .iter()
@@ -342,7 +409,7 @@ impl Rev {
     /// `maximum`/`minimum` of a vector: the cotangent goes to the first
     /// extremal element (LANGUAGE.md §7), found again with `argmax`.
     fn rev_extremum(&mut self, b: &mut Builder, y: VarId, max: bool, arr: Atom) {
-        let Some(ct) = self.take(y) else { return };
+        let Some(ct) = self.take(b, y) else { return };
         if !self.linear(&arr) {
             return;
         }
@@ -366,7 +433,7 @@ impl Rev {
     /// `product`: element i gets `ct` times the product of all the others,
     /// from exclusive prefix and suffix products (exact with zeros).
     fn rev_product(&mut self, b: &mut Builder, y: VarId, arr: Atom) {
-        let Some(ct) = self.take(y) else { return };
+        let Some(ct) = self.take(b, y) else { return };
         if !self.linear(&arr) {
             return;
         }
@@ -451,7 +518,7 @@ impl Rev {
     /// The current cotangents of `vars` (zeros where there is none yet).
     fn current(&mut self, b: &mut Builder, vars: &[VarId]) -> Vec<Atom> {
         vars.iter()
-            .map(|v| match self.adj.remove(v) {
+            .map(|v| match self.take(b, *v) {
                 Some(a) => a,
                 None => b.zeros(&b.type_of(&Atom::Var(*v))),
             })
@@ -462,7 +529,7 @@ impl Rev {
     /// recompute the primal branch and transpose it, threading the
     /// cotangents of outside variables through.
     fn rev_if(&mut self, b: &mut Builder, s: &mut Stmt) -> Result<(), AdError> {
-        let cts: Vec<Option<Atom>> = s.binds.iter().map(|x| self.take(x.var)).collect();
+        let cts: Vec<Option<Atom>> = s.binds.iter().map(|x| self.take(b, x.var)).collect();
         if cts.iter().all(Option::is_none) {
             return Ok(());
         }
@@ -489,7 +556,7 @@ impl Rev {
         let tys: Vec<Type> = threaded.iter().map(|v| b.type_of(&Atom::Var(*v))).collect();
         let outs = b.emit_many(Expr::If { cond: *cond, then_b, else_b }, tys, "adj");
         for (v, o) in threaded.iter().zip(outs) {
-            self.adj.insert(*v, o);
+            self.adj.dense.insert(*v, o);
         }
         Ok(())
     }
@@ -506,7 +573,7 @@ impl Rev {
         cts: &[Option<Atom>],
         threaded: &[VarId],
     ) -> Result<(Vec<Stmt>, Vec<Atom>), AdError> {
-        let outer = std::mem::replace(&mut self.adj, init);
+        let outer = std::mem::replace(&mut self.adj, Adjoints { dense: init, cells: FxHashMap::default() });
         self.frames.push(Frame::Seq);
         b.begin();
         for (k, c) in cts.iter().enumerate() {
@@ -515,7 +582,8 @@ impl Rev {
             }
         }
         let swept = self.rev_stmts(b, &mut copy.stmts);
-        let outs: Vec<Atom> = threaded.iter().map(|v| self.adj.get(v).copied().unwrap_or_else(|| b.zeros(&b.type_of(&Atom::Var(*v))))).collect();
+        self.flush_all(b);
+        let outs: Vec<Atom> = threaded.iter().map(|v| self.adj.dense.get(v).copied().unwrap_or_else(|| b.zeros(&b.type_of(&Atom::Var(*v))))).collect();
         let rev = b.end();
         self.frames.pop();
         self.adj = outer;
@@ -523,6 +591,24 @@ impl Rev {
         Ok(([copy.stmts, rev].concat(), outs))
     }
 
+}
+
+/// An array literal of the cells (zeros elsewhere) over the axes `dims`.
+fn literal_of_cells(b: &mut Builder, ty: &Type, dims: &[i64], cells: &[(Vec<i64>, Atom)], at: &mut Vec<i64>) -> Atom {
+    let k = at.len();
+    if k == dims.len() {
+        return match cells.iter().find(|c| c.0 == *at) {
+            Some(c) => c.1,
+            None => b.zeros(&Type { elem: ty.elem, shape: ty.shape[k..].to_vec() }),
+        };
+    }
+    let mut rows = vec![];
+    for i in 0..dims[k] {
+        at.push(i);
+        rows.push(literal_of_cells(b, ty, dims, cells, at));
+        at.pop();
+    }
+    b.emit(Expr::ArrayLit(rows), Type { elem: ty.elem, shape: ty.shape[k..].to_vec() }, "cells")
 }
 
 /// The location reported if an accumulation generated by reverse mode ever

@@ -134,7 +134,7 @@ impl Rev {
     /// Returns the statements hoisted out of the primal body (sizes of
     /// stored arrays), to be placed before it.
     pub(super) fn rev_for(&mut self, b: &mut Builder, s: &mut Stmt) -> Result<Vec<Stmt>, AdError> {
-        let cts: Vec<Option<Atom>> = s.binds.iter().map(|x| self.take(x.var)).collect();
+        let cts: Vec<Option<Atom>> = s.binds.iter().map(|x| self.take(b, x.var)).collect();
         if cts.iter().all(Option::is_none) {
             return Ok(vec![]);
         }
@@ -154,7 +154,8 @@ impl Rev {
         }
         let swept = self.rev_stmts(b, &mut body.stmts);
         let Some(Frame::For { records, .. }) = self.frames.pop() else { unreachable!("pushed above") };
-        let local = std::mem::replace(&mut self.adj, outer);
+        self.flush_all(b);
+        let local = std::mem::replace(&mut self.adj, outer).dense;
         if let Err(e) = swept {
             b.end();
             return Err(e);
@@ -350,9 +351,10 @@ impl Rev {
                 }
             }
             let swept = self.rev_stmts(b, &mut copy.stmts);
-            let rev = b.end();
+            self.flush_all(b);
             let Some(Frame::Branch { records, .. }) = self.frames.pop() else { unreachable!("pushed above") };
-            let local = std::mem::replace(&mut self.adj, outer);
+            let rev = b.end();
+            let local = std::mem::replace(&mut self.adj, outer).dense;
             swept?;
             let inside = bound_vars_block(&copy);
             let dense: FxHashMap<VarId, Atom> = local.into_iter().filter(|(v, _)| !inside.contains(v)).collect();

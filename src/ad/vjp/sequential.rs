@@ -12,7 +12,7 @@ impl Rev {
     /// its iterations); the transposed loop runs the iterations backwards,
     /// recomputing each body from its saved state.
     pub(super) fn rev_loop(&mut self, b: &mut Builder, s: &mut Stmt) -> Result<Option<Vec<Stmt>>, AdError> {
-        let cts: Vec<Option<Atom>> = s.binds.iter().map(|x| self.take(x.var)).collect();
+        let cts: Vec<Option<Atom>> = s.binds.iter().map(|x| self.take(b, x.var)).collect();
         if cts.iter().all(Option::is_none) {
             return Ok(None);
         }
@@ -86,7 +86,7 @@ impl Rev {
             self.add(b, &init[jf], outs[k]);
         }
         for (v, o) in threaded.iter().zip(&outs[floats.len()..]) {
-            self.adj.insert(*v, *o);
+            self.adj.dense.insert(*v, *o);
         }
         Ok(Some(replacement))
     }
