@@ -184,6 +184,16 @@ impl Jvp {
                     b.push(Stmt { binds: vec![tb], expr: Expr::ArrayLit(ds), loc: s.loc.clone() });
                 }
             }
+            Expr::Update { arr, idx, val, loc } => {
+                b.push(s.clone());
+                if out_float && (self.tan(arr).is_some() || self.tan(val).is_some()) {
+                    let (ta, tv) = (b.type_of(arr), b.type_of(val));
+                    let da = self.tan_or_zero(b, arr, &ta);
+                    let dv = self.tan_or_zero(b, val, &tv);
+                    let tb = self.tangent_binder(b, &s.binds[0]);
+                    b.push(Stmt { binds: vec![tb], expr: Expr::Update { arr: da, idx: *idx, val: dv, loc: loc.clone() }, loc: s.loc.clone() });
+                }
+            }
             Expr::ScatterAdd { dest, idxs, vals, loc } => {
                 b.push(s.clone());
                 if out_float && (self.tan(dest).is_some() || self.tan(vals).is_some()) {

@@ -14,6 +14,7 @@
 //! | `a[i]`                      | accumulate `ct` at `i` (scatter_add)      |
 //! | `a[lo:hi]`                  | accumulate rows `lo..hi`                  |
 //! | `scatter_add d is v`        | `ct` to `d`, gather `ct[is]` to `v`       |
+//! | `update a[i] = v`           | `ct` with row i zeroed to `a`, `ct[i]` to `v` |
 //! | `sum a` (reduce +)          | `replicate n ct`                          |
 //! | `replicate n a`             | `sum ct`                                  |
 //! | `scan (+) a`                | `reverse (scan (+) (reverse ct))`         |
@@ -63,6 +64,17 @@ pub(super) fn transpose(b: &mut Builder, c: &mut dyn Cotangents, s: &Stmt, ct: A
             let stmts = b.end();
             let idxs = b.emit(Expr::For { ivar, size: len.clone(), body: Block { stmts, result: vec![r] } }, Type::array(Scalar::I64, vec![len]), "rows");
             c.add_rows(b, arr, idxs, ct);
+        }
+        Expr::Update { arr, idx, val, loc } => {
+            if c.linear(arr) {
+                let row = b.zeros(&ty.row());
+                let r = b.emit(Expr::Update { arr: ct, idx: *idx, val: row, loc: loc.clone() }, ty.clone(), "rest");
+                c.add(b, arr, r);
+            }
+            if c.linear(val) {
+                let r = b.index(ct, vec![*idx]);
+                c.add(b, val, r);
+            }
         }
         Expr::ScatterAdd { dest, idxs, vals, .. } => {
             c.add(b, dest, ct);

@@ -242,6 +242,10 @@ pub enum Expr {
     If { cond: Atom, then_b: Block, else_b: Block },
     /// copy of `dest` with `vals[j]` added at `idxs[j]` (outer axis); out of range is an error at `loc`
     ScatterAdd { dest: Atom, idxs: Atom, vals: Atom, loc: Loc },
+    /// copy of `arr` with row `idx` (outer axis) replaced by `val`; out of
+    /// range is an error at `loc`. Built by reverse mode to save loop
+    /// states; the C backend writes in place when `arr` is not used again.
+    Update { arr: Atom, idx: Atom, val: Atom, loc: Loc },
     /// `[0, 1, ..., n-1]` (result type gives the size symbolically)
     Iota { n: Atom },
     /// `n` copies of `val` (scalar or array)

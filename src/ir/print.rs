@@ -373,6 +373,9 @@ impl<'a> Printer<'a> {
                 out.push_str(" else ");
                 self.braced(else_b, level, out);
             }
+            Expr::Update { arr, idx, val, .. } => {
+                let _ = write!(out, "update {}[{}] = {}", self.atom(arr), self.atom(idx), self.atom(val));
+            }
             Expr::ScatterAdd {
                 dest, idxs, vals, ..
             } => {

@@ -567,6 +567,18 @@ impl Verifier<'_> {
                 }
                 Checked
             }
+            Expr::Update { arr, idx, val, .. } => {
+                let a = self.array(arr, 1, "the array")?;
+                let it = self.atom(idx)?;
+                if it != Type::scalar(Scalar::I64) {
+                    return err(format!("the index `{}` of `update` must be an i64, but has type {}", self.an(idx), self.tn(&it)));
+                }
+                let vt = self.atom(val)?;
+                if vt != a.row() {
+                    return err(format!("the value `{}` of `update` has type {} but a row of {} has type {}", self.an(val), self.tn(&vt), self.tn(&a), self.tn(&a.row())));
+                }
+                Exactly(vec![a])
+            }
             Expr::ScatterAdd {
                 dest, idxs, vals, ..
             } => {
@@ -939,6 +951,7 @@ fn expr_name(e: &Expr) -> String {
         Expr::Loop { .. } => "loop",
         Expr::If { .. } => "if",
         Expr::ScatterAdd { .. } => "scatter_add",
+        Expr::Update { .. } => "update",
         Expr::Iota { .. } => "iota",
         Expr::Replicate { .. } => "replicate",
         Expr::ArrayLit(_) => "array literal",

@@ -52,6 +52,7 @@ pub fn visit_expr(e: &Expr, uses: &mut dyn FnMut(VarId), binds: &mut dyn FnMut(V
             visit_block(else_b, uses, binds);
         }
         Expr::ScatterAdd { dest, idxs, vals, .. } => [dest, idxs, vals].into_iter().for_each(|a| atom(a, uses)),
+        Expr::Update { arr, idx, val, .. } => [arr, idx, val].into_iter().for_each(|a| atom(a, uses)),
         Expr::Iota { n } => atom(n, uses),
         Expr::Replicate { n, val } => [n, val].into_iter().for_each(|a| atom(a, uses)),
         Expr::Concat(a, b) => [a, b].into_iter().for_each(|a| atom(a, uses)),
@@ -213,6 +214,7 @@ impl Copier<'_> {
                 Expr::Loop { params, init, kind, body: self.block(body) }
             }
             Expr::If { cond, then_b, else_b } => Expr::If { cond: a(self, cond), then_b: self.block(then_b), else_b: self.block(else_b) },
+            Expr::Update { arr, idx, val, loc } => Expr::Update { arr: a(self, arr), idx: a(self, idx), val: a(self, val), loc: loc.clone() },
             Expr::ScatterAdd { dest, idxs, vals, loc } => {
                 Expr::ScatterAdd { dest: a(self, dest), idxs: a(self, idxs), vals: a(self, vals), loc: loc.clone() }
             }
@@ -257,7 +259,7 @@ pub fn can_fail(s: &Stmt) -> bool {
         Expr::Index { checks, .. } => checks.iter().any(Option::is_some),
         Expr::Slice { check, .. } => check.is_some(),
         Expr::Prim(p, _) => int_div(p),
-        Expr::Coerce { .. } | Expr::Fail { .. } | Expr::ScatterAdd { .. } | Expr::ArgExt { .. } | Expr::Unflatten { .. } => true,
+        Expr::Coerce { .. } | Expr::Fail { .. } | Expr::ScatterAdd { .. } | Expr::Update { .. } | Expr::ArgExt { .. } | Expr::Unflatten { .. } => true,
         Expr::For { body, .. } => block_fails(body),
         Expr::Loop { body, kind, .. } => block_fails(body) || matches!(kind, LoopKind::While { cond } if block_fails(cond)),
         Expr::If { then_b, else_b, .. } => block_fails(then_b) || block_fails(else_b),

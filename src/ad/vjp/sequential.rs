@@ -51,8 +51,8 @@ impl Rev {
         }
         let riv = b.fresh("i");
         b.set_type(riv, Type::scalar(Scalar::I64));
-        b.begin();
         let last = b.prim(Prim::Sub, vec![n, lit(Scalar::I64, 1.0)], Scalar::I64);
+        b.begin();
         let j = b.prim(Prim::Sub, vec![last, Atom::Var(riv)], Scalar::I64);
         let mut map = FxHashMap::default();
         for (p, st) in params.iter().zip(&saved) {
@@ -114,12 +114,10 @@ impl Rev {
         let saved_params: Vec<Binder> = saved_tys.iter().map(|t| Binder { var: b.fresh("saved"), ty: t.clone() }).collect();
         let copy = self.recompute(b, body, map);
         b.begin();
-        let at = b.emit(Expr::ArrayLit(vec![Atom::Var(iv)]), Type::array(Scalar::I64, vec![Size::constant(1)]), "at");
         let mut saves = vec![];
         for ((p, sp), t) in new_params.iter().zip(&saved_params).zip(&saved_tys) {
-            let one = Type { elem: t.elem, shape: [vec![Size::constant(1)], p.ty.shape.clone()].concat() };
-            let row = b.emit(Expr::ArrayLit(vec![Atom::Var(p.var)]), one, "state");
-            saves.push(b.emit(Expr::ScatterAdd { dest: Atom::Var(sp.var), idxs: at, vals: row, loc: internal_loc() }, t.clone(), "saved"));
+            let save = Expr::Update { arr: Atom::Var(sp.var), idx: Atom::Var(iv), val: Atom::Var(p.var), loc: internal_loc() };
+            saves.push(b.emit(save, t.clone(), "saved"));
         }
         let save_stmts = b.end();
         let lbody = Block { stmts: [copy.stmts, save_stmts].concat(), result: [copy.result, saves].concat() };
@@ -198,11 +196,9 @@ pub(super) fn fold_as_loop(b: &mut Builder, s: &Stmt) -> (Vec<Stmt>, Stmt) {
     };
     let mut result = next.clone();
     if scan {
-        let at = b.emit(Expr::ArrayLit(vec![Atom::Var(ivar)]), Type::array(Scalar::I64, vec![Size::constant(1)]), "at");
         for (o, x) in outs.iter().zip(&next) {
-            let xt = b.type_of(x);
-            let row = b.emit(Expr::ArrayLit(vec![*x]), Type { elem: xt.elem, shape: [vec![Size::constant(1)], xt.shape].concat() }, "row");
-            result.push(b.emit(Expr::ScatterAdd { dest: Atom::Var(o.var), idxs: at, vals: row, loc: internal_loc() }, o.ty.clone(), "out"));
+            let write = Expr::Update { arr: Atom::Var(o.var), idx: Atom::Var(ivar), val: *x, loc: internal_loc() };
+            result.push(b.emit(write, o.ty.clone(), "out"));
         }
     }
     let stmts = b.end();

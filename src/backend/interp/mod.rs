@@ -338,6 +338,10 @@ impl Interp<'_> {
                 };
                 self.bind(s, vs)
             }
+            Expr::Update { arr, idx, val, loc } => {
+                let v = self.update(arr, idx, val, loc)?;
+                self.bind1(s, v)
+            }
             Expr::ScatterAdd { dest, idxs, vals, loc } => {
                 let v = self.scatter_add(dest, idxs, vals, loc)?;
                 self.bind1(s, v)
@@ -727,6 +731,29 @@ impl Interp<'_> {
             },
         }
         Ok(vals)
+    }
+
+    /// Counted as writing the row (and reading it when it is an array): the
+    /// copy of the rest is what an in-place backend does not do.
+    fn update(&mut self, arr: &Atom, idx: &Atom, val: &Atom, loc: &Loc) -> R<Value> {
+        let a = self.array(arr)?;
+        let i = self.int(idx)?;
+        let n = a.shape[0];
+        if i < 0 || i as u64 >= n as u64 {
+            return fail(format!("update index {i} out of range for size {n} at {loc}"));
+        }
+        let m = count(&a.shape[1..])?;
+        let v = self.atom(val)?;
+        let off = i as usize * m;
+        let mut out = data::range(&a.data, 0, off);
+        if !data::push_value(&mut out, &v) || out.len() != off + m || !data::extend(&mut out, &a.data, off + m, a.data.len()) {
+            return Err(internal("`update` with a row of the wrong type or shape"));
+        }
+        self.counts.writes += m as u64;
+        if a.shape.len() > 1 {
+            self.counts.reads += m as u64;
+        }
+        Ok(Value::array(a.shape.clone(), out))
     }
 
     fn scatter_add(&mut self, dest: &Atom, idxs: &Atom, vals: &Atom, loc: &Loc) -> R<Value> {
