@@ -21,6 +21,9 @@ pub struct Builder<'a> {
     blocks: Vec<Vec<Stmt>>,
     /// Arrays that are `replicate n v`: reading them is reading `v`.
     replicas: FxHashMap<VarId, Atom>,
+    /// Arrays reverse mode stores for its backward sweep (extra results of
+    /// parallel loops, states and residuals saved by sequential loops).
+    pub residuals: Vec<VarId>,
 }
 
 impl<'a> Builder<'a> {
@@ -34,7 +37,7 @@ impl<'a> Builder<'a> {
             types.insert(p.var, p.ty.clone());
         }
         collect_types(body, &mut types);
-        Builder { names, types, blocks: vec![vec![]], replicas: FxHashMap::default() }
+        Builder { names, types, blocks: vec![vec![]], replicas: FxHashMap::default(), residuals: vec![] }
     }
 
     pub fn fresh(&mut self, hint: &str) -> VarId {

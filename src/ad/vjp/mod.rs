@@ -546,10 +546,10 @@ impl Rev {
         let Expr::If { cond, then_b, else_b } = &s.expr else { unreachable!("checked by the caller") };
         let mut branches = vec![];
         for blk in [then_b, else_b] {
-            let copy = self.recompute(b, blk, FxHashMap::default());
+            let mut copy = self.recompute(b, blk, FxHashMap::default());
             let init = threaded.iter().copied().zip(cur.iter().copied()).collect();
-            let (stmts, outs) = self.seq_scope(b, copy, init, &cts, &threaded)?;
-            branches.push(Block { stmts, result: outs });
+            let (rev, outs) = self.seq_scope(b, &mut copy, init, &cts, &threaded)?;
+            branches.push(Block { stmts: [copy.stmts, rev].concat(), result: outs });
         }
         let else_b = branches.pop().expect("two branches");
         let then_b = branches.pop().expect("two branches");
@@ -563,12 +563,12 @@ impl Rev {
 
     /// Transpose a recomputed block in a sequential scope whose accumulators
     /// start as `init`; the block's results get the cotangents `cts`.
-    /// Returns the statements (primal copy, then transpose) and the final
-    /// cotangents of `threaded`.
+    /// Returns the transpose (the copy's statements may have been changed
+    /// to store what it needs) and the final cotangents of `threaded`.
     fn seq_scope(
         &mut self,
         b: &mut Builder,
-        mut copy: Block,
+        copy: &mut Block,
         init: FxHashMap<VarId, Atom>,
         cts: &[Option<Atom>],
         threaded: &[VarId],
@@ -588,7 +588,7 @@ impl Rev {
         self.frames.pop();
         self.adj = outer;
         swept?;
-        Ok(([copy.stmts, rev].concat(), outs))
+        Ok((rev, outs))
     }
 
 }

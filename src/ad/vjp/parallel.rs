@@ -187,13 +187,14 @@ impl Rev {
             }
         }
         residuals.retain(|v| bound.contains(v));
-        let remat = rematerializable(body, &residuals, ivar, &bound);
+        let remat = rematerializable(body, &residuals, ivar, &bound, 4);
         residuals.retain(|v| !remat.iter().any(|k| body.stmts[*k].binds[0].var == *v));
         let mut reads = vec![];
         for r in residuals {
             let ty = b.type_of(&Atom::Var(r));
             let store = Binder { var: b.fresh(&format!("{}_saved", b.name(r))), ty: Type { elem: ty.elem, shape: [vec![size.clone()], ty.shape.clone()].concat() } };
             b.set_type(store.var, store.ty.clone());
+            b.residuals.push(store.var);
             binds.push(store.clone());
             body.result.push(Atom::Var(r));
             let rr = b.fresh(&b.name(r));
@@ -424,38 +425,51 @@ impl Rev {
     }
 }
 
-/// The statements of a `for` body (positions, in order) that the transposed
-/// body recomputes instead of reading stored copies: those computing a
-/// needed residual in a few scalar steps (an index, a primitive) from what
-/// the loop does not bind, its index, or other such values. Recomputing
-/// them costs an operation or a read; storing costs a write and a read.
-fn rematerializable(body: &Block, residuals: &[VarId], ivar: VarId, bound: &FxHashSet<VarId>) -> Vec<usize> {
-    const MAX_STEPS: usize = 4;
+/// The statements of a loop body (positions, in order) that the transposed
+/// body recomputes instead of reading stored copies. In the operation
+/// counts a stored value costs a write and a read; recomputing an index or
+/// a primitive costs one operation once its operands are at hand (values
+/// from outside the loop, its index, stored values). So, in body order, a
+/// needed value is recomputed when that takes at most `max_steps` such steps, and
+/// stored otherwise. A parallel loop stores into its results, and every
+/// enclosing parallel loop copies them again: there `max_steps` is larger.
+pub(super) fn rematerializable(body: &Block, residuals: &[VarId], ivar: VarId, bound: &FxHashSet<VarId>, max_steps: usize) -> Vec<usize> {
+    let needed: FxHashSet<VarId> = residuals.iter().copied().collect();
+    let mut stored: FxHashSet<VarId> = FxHashSet::default();
     let mut steps: FxHashMap<VarId, (usize, usize)> = FxHashMap::default();
+    let mut chosen: Vec<VarId> = vec![];
     for (k, st) in body.stmts.iter().enumerate() {
-        if st.binds.len() != 1 || !matches!(st.expr, Expr::Index { .. } | Expr::Prim(..) | Expr::Atom(_)) {
-            continue;
-        }
+        let cheap = st.binds.len() == 1 && matches!(st.expr, Expr::Index { .. } | Expr::Prim(..) | Expr::Atom(_));
         let mut cost = 1;
-        let ok = free_vars_stmt(st).into_iter().all(|v| {
-            if v == ivar || !bound.contains(&v) {
-                return true;
+        let ok = cheap
+            && free_vars_stmt(st).into_iter().all(|v| {
+                if v == ivar || !bound.contains(&v) || stored.contains(&v) {
+                    return true;
+                }
+                steps.get(&v).map(|(c, _)| cost += c).is_some()
+            });
+        for x in &st.binds {
+            if !needed.contains(&x.var) {
+                if ok && cost <= max_steps {
+                    steps.insert(x.var, (cost, k));
+                }
+            } else if ok && cost <= max_steps {
+                // recomputed: later uses get it for one step
+                steps.insert(x.var, (1, k));
+                chosen.push(x.var);
+            } else {
+                stored.insert(x.var);
             }
-            steps.get(&v).map(|(c, _)| cost += c).is_some()
-        });
-        if ok && cost <= MAX_STEPS {
-            steps.insert(st.binds[0].var, (cost, k));
         }
     }
-    let mut chosen: FxHashSet<usize> = FxHashSet::default();
-    let mut work: Vec<VarId> = residuals.iter().copied().filter(|v| steps.contains_key(v)).collect();
-    while let Some(v) = work.pop() {
+    let mut picked: FxHashSet<usize> = FxHashSet::default();
+    while let Some(v) = chosen.pop() {
         let k = steps[&v].1;
-        if chosen.insert(k) {
-            work.extend(free_vars_stmt(&body.stmts[k]).into_iter().filter(|w| steps.contains_key(w)));
+        if picked.insert(k) {
+            chosen.extend(free_vars_stmt(&body.stmts[k]).into_iter().filter(|w| steps.contains_key(w) && !stored.contains(w)));
         }
     }
-    let mut out: Vec<usize> = chosen.into_iter().collect();
+    let mut out: Vec<usize> = picked.into_iter().collect();
     out.sort();
     out
 }
@@ -463,12 +477,18 @@ fn rematerializable(body: &Block, residuals: &[VarId], ivar: VarId, bound: &FxHa
 /// Move the top-level statement of `body` that binds the size `v` out of
 /// the loop, if it reads nothing the loop binds (a trip count computed from
 /// outer values); `bound` forgets it.
-fn hoist(body: &mut Block, v: VarId, bound: &mut FxHashSet<VarId>, hoisted: &mut Vec<Stmt>) -> bool {
+pub(super) fn hoist(body: &mut Block, v: VarId, bound: &mut FxHashSet<VarId>, hoisted: &mut Vec<Stmt>) -> bool {
     let Some(k) = body.stmts.iter().position(|s| s.binds.len() == 1 && s.binds[0].var == v) else { return false };
-    let s = &body.stmts[k];
-    if !matches!(s.expr, Expr::Prim(..) | Expr::Atom(_)) || free_vars_stmt(s).iter().any(|w| bound.contains(w)) {
+    if !matches!(body.stmts[k].expr, Expr::Prim(..) | Expr::Atom(_)) {
         return false;
     }
+    // what it reads must be hoisted first
+    for w in free_vars_stmt(&body.stmts[k]) {
+        if bound.contains(&w) && !hoist(body, w, bound, hoisted) {
+            return false;
+        }
+    }
+    let k = body.stmts.iter().position(|s| s.binds.len() == 1 && s.binds[0].var == v).expect("still there");
     hoisted.push(body.stmts.remove(k));
     bound.remove(&v);
     true

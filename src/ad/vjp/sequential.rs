@@ -4,51 +4,209 @@
 //! its saved state. Reductions with operators that have no parallel
 //! transpose here run as such loops.
 
+use super::parallel::{hoist, rematerializable};
 use super::*;
 
 impl Rev {
-    /// Transposed sequential loop: the primal loop is replaced by one that
-    /// also saves its state at every iteration (a `while` loop first counts
-    /// its iterations); the transposed loop runs the iterations backwards,
-    /// recomputing each body from its saved state.
+    /// Transposed sequential loop. The primal loop is replaced by a counted
+    /// one (a `while` loop first counts its iterations) that also writes,
+    /// at every iteration, what the transposed body will read: the
+    /// residuals of its body (store policy, the default), or only its state
+    /// when the body keeps arrays whose size changes between iterations
+    /// (recompute policy: the transposed body recomputes from the state).
+    /// The transposed loop runs the iterations backwards.
     pub(super) fn rev_loop(&mut self, b: &mut Builder, s: &mut Stmt) -> Result<Option<Vec<Stmt>>, AdError> {
         let cts: Vec<Option<Atom>> = s.binds.iter().map(|x| self.take(b, x.var)).collect();
         if cts.iter().all(Option::is_none) {
             return Ok(None);
         }
         let threaded = self.threaded(b, s);
-        let Expr::Loop { params, init, kind, body } = &s.expr else { unreachable!("checked by the caller") };
-        let (params, init, kind, body) = (params.clone(), init.clone(), kind.clone(), body.clone());
+        if let Some(replacement) = self.rev_loop_stored(b, s, &cts, &threaded)? {
+            return Ok(Some(replacement));
+        }
+        self.rev_loop_recomputed(b, s, &cts, &threaded)
+    }
 
-        // forward: the trip count, then the loop saving its states
-        b.begin();
-        let (n, binds) = match &kind {
-            LoopKind::Count { n, .. } => (b.prim(Prim::Max, vec![*n, lit(Scalar::I64, 0.0)], Scalar::I64), s.binds.clone()),
-            LoopKind::While { .. } => {
+    /// The trip count of the loop `s` (made to count its iterations if it
+    /// is a `while` loop, emitted into `b`) and the binders for the saving
+    /// loop's results.
+    fn trip_count(&mut self, b: &mut Builder, s: &mut Stmt, nparams: usize) -> (Atom, Vec<Binder>) {
+        match &s.expr {
+            Expr::Loop { kind: LoopKind::Count { n, .. }, .. } => (b.prim(Prim::Max, vec![*n, lit(Scalar::I64, 0.0)], Scalar::I64), s.binds.clone()),
+            _ => {
                 let c = counting_loop(b, s);
                 b.push(s.clone());
-                let dummies = s.binds[..params.len()].iter().map(|x| Binder { var: b.fresh(&b.name(x.var)), ty: x.ty.clone() }).collect();
+                let dummies = s.binds[..nparams].iter().map(|x| Binder { var: b.fresh(&b.name(x.var)), ty: x.ty.clone() }).collect();
                 (c, dummies)
             }
-        };
-        let saved = self.saving_loop(b, &params, &init, &kind, &body, n, binds);
-        let replacement = b.end();
+        }
+    }
 
-        // reverse: iterations backwards over the saved states
-        let floats: Vec<usize> = (0..params.len()).filter(|&j| params[j].ty.elem.is_float() && self.active.contains(&params[j].var)).collect();
-        let mut rinit = vec![];
-        for &j in &floats {
-            rinit.push(match cts[j] {
+    /// The parameters and initial values of a transposed loop: the
+    /// cotangents of the float state (`floats`), then the threaded ones.
+    fn reverse_params(&mut self, b: &mut Builder, params: &[Binder], floats: &[usize], cts: &[Option<Atom>], threaded: &[VarId]) -> (Vec<Binder>, Vec<Atom>) {
+        let mut init = vec![];
+        for &j in floats {
+            init.push(match cts[j] {
                 Some(c) => c,
                 None => b.zeros(&params[j].ty),
             });
         }
-        rinit.extend(self.current(b, &threaded));
-        let rtys: Vec<Type> = floats.iter().map(|&j| params[j].ty.clone()).chain(threaded.iter().map(|v| b.type_of(&Atom::Var(*v)))).collect();
-        let rparams: Vec<Binder> = rtys.into_iter().map(|ty| Binder { var: b.fresh("ct"), ty }).collect();
+        init.extend(self.current(b, threaded));
+        let tys: Vec<Type> = floats.iter().map(|&j| params[j].ty.clone()).chain(threaded.iter().map(|v| b.type_of(&Atom::Var(*v)))).collect();
+        let rparams: Vec<Binder> = tys.into_iter().map(|ty| Binder { var: b.fresh("ct"), ty }).collect();
         for p in &rparams {
             b.set_type(p.var, p.ty.clone());
         }
+        (rparams, init)
+    }
+
+    /// Emit the transposed loop and hand its results on: the initial
+    /// state's cotangents, the threaded ones.
+    #[allow(clippy::too_many_arguments)]
+    fn emit_reverse_loop(&mut self, b: &mut Builder, rparams: Vec<Binder>, rinit: Vec<Atom>, riv: VarId, n: Atom, body: Block, init: &[Atom], floats: &[usize], threaded: &[VarId]) {
+        let tys: Vec<Type> = rparams.iter().map(|p| p.ty.clone()).collect();
+        let expr = Expr::Loop { params: rparams, init: rinit, kind: LoopKind::Count { ivar: riv, n }, body };
+        let outs = b.emit_many(expr, tys, "adj");
+        for (k, &jf) in floats.iter().enumerate() {
+            self.add(b, &init[jf], outs[k]);
+        }
+        for (v, o) in threaded.iter().zip(&outs[floats.len()..]) {
+            self.adj.dense.insert(*v, *o);
+        }
+    }
+
+    /// The store policy; `None` when a residual's size changes between
+    /// iterations.
+    fn rev_loop_stored(&mut self, b: &mut Builder, s: &mut Stmt, cts: &[Option<Atom>], threaded: &[VarId]) -> Result<Option<Vec<Stmt>>, AdError> {
+        let Expr::Loop { params, init, kind, body } = &s.expr else { unreachable!("checked by the caller") };
+        let (params, init, kind, body) = (params.clone(), init.clone(), kind.clone(), body.clone());
+        // the saving loop's body: a copy over fresh parameters
+        let mut map = FxHashMap::default();
+        let new_params: Vec<Binder> = params
+            .iter()
+            .map(|p| {
+                let w = b.fresh(&b.name(p.var));
+                b.set_type(w, p.ty.clone());
+                map.insert(p.var, Atom::Var(w));
+                Binder { var: w, ty: p.ty.clone() }
+            })
+            .collect();
+        let iv = b.fresh("i");
+        b.set_type(iv, Type::scalar(Scalar::I64));
+        if let LoopKind::Count { ivar, .. } = &kind {
+            map.insert(*ivar, Atom::Var(iv));
+        }
+        let mut copy = self.recompute(b, &body, map);
+        let floats: Vec<usize> = (0..params.len()).filter(|&j| params[j].ty.elem.is_float() && self.active.contains(&params[j].var)).collect();
+
+        // the transposed body, reading the copy's values
+        let rtys: Vec<Type> = floats.iter().map(|&j| params[j].ty.clone()).chain(threaded.iter().map(|v| b.type_of(&Atom::Var(*v)))).collect();
+        let rvars: Vec<VarId> = rtys.iter().map(|t| {
+            let v = b.fresh("ct");
+            b.set_type(v, t.clone());
+            v
+        }).collect();
+        let mut cts_body = vec![None; params.len()];
+        for (k, &jf) in floats.iter().enumerate() {
+            cts_body[jf] = Some(Atom::Var(rvars[k]));
+        }
+        let tinit = threaded.iter().copied().zip(rvars[floats.len()..].iter().map(|v| Atom::Var(*v))).collect();
+        let all: Vec<VarId> = floats.iter().map(|&jf| new_params[jf].var).chain(threaded.iter().copied()).collect();
+        let (rev, outs) = self.seq_scope(b, &mut copy, tinit, &cts_body, &all)?;
+        let rev_block = Block { stmts: rev, result: outs };
+
+        // residuals: what the transposed body reads of the iteration
+        let mut bound = bound_vars_block(&copy);
+        bound.extend(new_params.iter().map(|p| p.var));
+        bound.insert(iv);
+        let top: FxHashSet<VarId> = copy.stmts.iter().flat_map(|s| s.binds.iter().map(|x| x.var)).chain(new_params.iter().map(|p| p.var)).collect();
+        let mut residuals: Vec<VarId> = free_vars_block(&rev_block).into_iter().filter(|v| top.contains(v)).collect();
+        residuals.sort();
+        let mut hoisted = vec![];
+        for &r in &residuals {
+            for v in b.type_of(&Atom::Var(r)).shape.iter().flat_map(Size::vars) {
+                if bound.contains(&v) && !hoist(&mut copy, v, &mut bound, &mut hoisted) {
+                    return Ok(None);
+                }
+            }
+        }
+        residuals.retain(|v| bound.contains(v));
+        let remat = rematerializable(&copy, &residuals, iv, &bound, 2);
+        residuals.retain(|v| !remat.iter().any(|k| copy.stmts[*k].binds[0].var == *v));
+
+        // forward: the saving loop
+        b.begin();
+        let (n, binds) = self.trip_count(b, s, params.len());
+        for h in hoisted {
+            b.push(h);
+        }
+        let nsize = size_of_atom(&n);
+        let saved_tys: Vec<Type> = residuals.iter().map(|r| {
+            let t = b.type_of(&Atom::Var(*r));
+            Type { elem: t.elem, shape: [vec![nsize.clone()], t.shape].concat() }
+        }).collect();
+        let zeros: Vec<Atom> = saved_tys.iter().map(|t| b.zeros(t)).collect();
+        let saved_params: Vec<Binder> = saved_tys.iter().map(|t| Binder { var: b.fresh("saved"), ty: t.clone() }).collect();
+        b.begin();
+        let mut saves = vec![];
+        for ((r, sp), t) in residuals.iter().zip(&saved_params).zip(&saved_tys) {
+            let save = Expr::Update { arr: Atom::Var(sp.var), idx: Atom::Var(iv), val: Atom::Var(*r), loc: internal_loc() };
+            saves.push(b.emit(save, t.clone(), "saved"));
+        }
+        let save_stmts = b.end();
+        let out_binds: Vec<Binder> = binds.into_iter().chain(saved_tys.iter().map(|t| Binder { var: b.fresh("saved"), ty: t.clone() })).collect();
+        let saved: Vec<Atom> = out_binds[params.len()..].iter().map(|x| Atom::Var(x.var)).collect();
+        b.residuals.extend(out_binds[params.len()..].iter().map(|x| x.var));
+        let lbody = Block { stmts: [copy.stmts.clone(), save_stmts].concat(), result: [copy.result.clone(), saves].concat() };
+        let expr = Expr::Loop { params: [new_params, saved_params].concat(), init: [init.clone(), zeros].concat(), kind: LoopKind::Count { ivar: iv, n }, body: lbody };
+        b.push(Stmt { binds: out_binds, expr, loc: None });
+        let replacement = b.end();
+
+        // reverse: iterations backwards, reading what was saved
+        let (rparams, rinit) = self.reverse_params(b, &params, &floats, cts, threaded);
+        let riv = b.fresh("i");
+        b.set_type(riv, Type::scalar(Scalar::I64));
+        let last = b.prim(Prim::Sub, vec![n, lit(Scalar::I64, 1.0)], Scalar::I64);
+        b.begin();
+        let j = b.prim(Prim::Sub, vec![last, Atom::Var(riv)], Scalar::I64);
+        let mut map: FxHashMap<VarId, Atom> = rvars.iter().zip(&rparams).map(|(v, p)| (*v, Atom::Var(p.var))).collect();
+        map.insert(iv, j);
+        for (r, st) in residuals.iter().zip(&saved) {
+            let read = b.index(*st, vec![j]);
+            map.insert(*r, read);
+        }
+        let map = {
+            let mut fresh = |v: VarId| {
+                let n = b.name(v);
+                b.fresh(&n)
+            };
+            let mut cp = Copier { map, fresh: Some(&mut fresh) };
+            let copies: Vec<Stmt> = remat.iter().map(|k| cp.stmt(&copy.stmts[*k])).collect();
+            let m = cp.map;
+            for st in copies {
+                b.push(st);
+            }
+            m
+        };
+        let pre = b.end();
+        let rb = Copier { map, fresh: None }.block(&rev_block);
+        let rbody = Block { stmts: [pre, rb.stmts].concat(), result: rb.result };
+        self.emit_reverse_loop(b, rparams, rinit, riv, n, rbody, &init, &floats, threaded);
+        Ok(Some(replacement))
+    }
+
+    /// The recompute policy.
+    fn rev_loop_recomputed(&mut self, b: &mut Builder, s: &mut Stmt, cts: &[Option<Atom>], threaded: &[VarId]) -> Result<Option<Vec<Stmt>>, AdError> {
+        let Expr::Loop { params, init, kind, body } = &s.expr else { unreachable!("checked by the caller") };
+        let (params, init, kind, body) = (params.clone(), init.clone(), kind.clone(), body.clone());
+        b.begin();
+        let (n, binds) = self.trip_count(b, s, params.len());
+        let saved = self.saving_loop(b, &params, &init, &kind, &body, n, binds);
+        let replacement = b.end();
+
+        let floats: Vec<usize> = (0..params.len()).filter(|&j| params[j].ty.elem.is_float() && self.active.contains(&params[j].var)).collect();
+        let (rparams, rinit) = self.reverse_params(b, &params, &floats, cts, threaded);
         let riv = b.fresh("i");
         b.set_type(riv, Type::scalar(Scalar::I64));
         let last = b.prim(Prim::Sub, vec![n, lit(Scalar::I64, 1.0)], Scalar::I64);
@@ -62,7 +220,7 @@ impl Rev {
             map.insert(*ivar, j);
         }
         let pre = b.end();
-        let copy = self.recompute(b, &body, map.clone());
+        let mut copy = self.recompute(b, &body, map.clone());
         let state: Vec<Atom> = params.iter().map(|p| map[&p.var]).collect();
         let mut cts_body = vec![None; params.len()];
         for (k, &jf) in floats.iter().enumerate() {
@@ -71,23 +229,13 @@ impl Rev {
         let tinit = threaded.iter().copied().zip(rparams[floats.len()..].iter().map(|p| Atom::Var(p.var))).collect();
         // the state's cotangent at the start of the iteration is threaded too
         let state_vars: Vec<VarId> = floats.iter().filter_map(|&jf| if let Atom::Var(v) = state[jf] { Some(v) } else { None }).collect();
-        for &jf in &floats {
-            if let Atom::Var(v) = state[jf] {
-                self.active.insert(v);
-            }
+        for &v in &state_vars {
+            self.active.insert(v);
         }
         let all: Vec<VarId> = state_vars.iter().copied().chain(threaded.iter().copied()).collect();
-        let (stmts, outs) = self.seq_scope(b, copy, tinit, &cts_body, &all)?;
-        let rbody = Block { stmts: [pre, stmts].concat(), result: outs };
-        let tys: Vec<Type> = rparams.iter().map(|p| p.ty.clone()).collect();
-        let expr = Expr::Loop { params: rparams, init: rinit, kind: LoopKind::Count { ivar: riv, n }, body: rbody };
-        let outs = b.emit_many(expr, tys, "adj");
-        for (k, &jf) in floats.iter().enumerate() {
-            self.add(b, &init[jf], outs[k]);
-        }
-        for (v, o) in threaded.iter().zip(&outs[floats.len()..]) {
-            self.adj.dense.insert(*v, *o);
-        }
+        let (rev, outs) = self.seq_scope(b, &mut copy, tinit, &cts_body, &all)?;
+        let rbody = Block { stmts: [pre, copy.stmts, rev].concat(), result: outs };
+        self.emit_reverse_loop(b, rparams, rinit, riv, n, rbody, &init, &floats, threaded);
         Ok(Some(replacement))
     }
 
@@ -125,6 +273,7 @@ impl Rev {
         let all_init = [init.to_vec(), zeros].concat();
         let out_binds: Vec<Binder> = binds.into_iter().chain(saved_tys.iter().map(|t| Binder { var: b.fresh("saved"), ty: t.clone() })).collect();
         let saved: Vec<Atom> = out_binds[params.len()..].iter().map(|x| Atom::Var(x.var)).collect();
+        b.residuals.extend(out_binds[params.len()..].iter().map(|x| x.var));
         let expr = Expr::Loop { params: all_params, init: all_init, kind: LoopKind::Count { ivar: iv, n }, body: lbody };
         b.push(Stmt { binds: out_binds, expr, loc: None });
         saved
