@@ -121,6 +121,8 @@ struct RunArgs {
     ///
     /// Prints `ops: arith=A reads=R writes=W` (arithmetic operations, array
     /// element reads, array element writes); the counts are deterministic.
+    /// Entries using reverse mode (`grad`, `vjp`...) also print `stored=S`:
+    /// the values stored for the backward sweep, all alive when it starts.
     /// Example: `arden run dot.ard --arg '[1,2]' --arg '[3,4]' --count-ops`.
     #[arg(long)]
     count_ops: bool,
@@ -383,10 +385,8 @@ fn run(a: &RunArgs) -> Outcome {
     if a.count_ops {
         let (value, counts) = entry.call_counting(&args)?;
         emit_result(a, &value)?;
-        eprintln!(
-            "ops: arith={} reads={} writes={}",
-            counts.arith, counts.reads, counts.writes
-        );
+        let stored = if func.stored.is_empty() { String::new() } else { format!(" stored={}", counts.stored) };
+        eprintln!("ops: arith={} reads={} writes={}{stored}", counts.arith, counts.reads, counts.writes);
         Ok(())
     } else {
         emit_result(a, &entry.call(&args)?)
@@ -437,6 +437,7 @@ mod tests {
             result_shape: Shape::Leaf(Type::scalar(Scalar::F64)),
             body: Block::default(),
             names: vec!["n".into()],
+            stored: vec![],
         }
     }
 

@@ -114,13 +114,21 @@ impl<'a> Builder<'a> {
         s.materialize(&mut |op, args| self.prim(op, args, Scalar::I64))
     }
 
-    /// An array (or scalar) of type `ty` with every element `x`.
+    /// An array (or scalar) of type `ty` with every element `x`: one flat
+    /// `replicate`, shaped by `unflatten`s (reshapes, which copy nothing).
     pub fn filled(&mut self, ty: &Type, x: Atom) -> Atom {
-        let mut z = x;
-        for k in (0..ty.rank()).rev() {
-            let n = self.size(&ty.shape[k]);
-            let t = Type { elem: ty.elem, shape: ty.shape[k..].to_vec() };
-            z = self.emit(Expr::Replicate { n, val: z }, t, "fill");
+        if ty.rank() == 0 {
+            return x;
+        }
+        let total = ty.shape.iter().skip(1).fold(ty.shape[0].clone(), |a, d| a.mul(d));
+        let n = self.size(&total);
+        let mut z = self.emit(Expr::Replicate { n, val: x }, Type { elem: ty.elem, shape: vec![total] }, "fill");
+        // [d0*..*dk] -> [d0*..*d(k-1)][dk], innermost axis first
+        for k in (1..ty.rank()).rev() {
+            let outer = ty.shape[..k].iter().skip(1).fold(ty.shape[0].clone(), |a, d| a.mul(d));
+            let (n, m) = (self.size(&outer), self.size(&ty.shape[k]));
+            let shape = [vec![outer], ty.shape[k..].to_vec()].concat();
+            z = self.emit(Expr::Unflatten { arr: z, n, m }, Type { elem: ty.elem, shape }, "fill");
         }
         z
     }

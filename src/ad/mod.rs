@@ -101,7 +101,10 @@ pub fn expand(module: &Module) -> Result<Module, AdError> {
 fn expand_function(f: &mut Function) -> Result<(), AdError> {
     let body = std::mem::take(&mut f.body);
     let mut b = Builder::for_function(&mut f.names, &f.params, &f.size_params, &body);
-    f.body = expand_block(&mut b, body)?;
+    let expanded = expand_block(&mut b, body)?;
+    let top: rustc_hash::FxHashSet<crate::ir::VarId> = expanded.stmts.iter().flat_map(|s| s.binds.iter().map(|x| x.var)).collect();
+    f.stored = b.residuals.iter().copied().filter(|v| top.contains(v)).collect();
+    f.body = expanded;
     Ok(())
 }
 

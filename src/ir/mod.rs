@@ -333,6 +333,9 @@ pub struct Function {
     pub body: Block,
     /// Names for variables, for the printer (`x_12`). Indexed by id.
     pub names: Vec<String>,
+    /// Top-level arrays that reverse mode stores for its backward sweep
+    /// (all alive when it starts): the interpreter reports their size.
+    pub stored: Vec<VarId>,
 }
 
 impl Function {

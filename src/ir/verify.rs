@@ -1072,6 +1072,7 @@ pub(crate) mod testkit {
             result_shape,
             body,
             names: names.0,
+            stored: vec![],
         }
     }
 

@@ -381,6 +381,7 @@ impl Lowerer<'_> {
             result_shape,
             body,
             names: std::mem::take(&mut self.names),
+            stored: vec![],
         })
     }
 

@@ -44,11 +44,16 @@ use data::{map_data, shape_str};
 use std::rc::Rc;
 
 /// Operation counts of one call: scalar arithmetic, element reads and writes.
+/// They model compiled code: copies count their elements, but `flatten`
+/// and `unflatten` are reshapes of row-major data and count nothing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OpCounts {
     pub arith: u64,
     pub reads: u64,
     pub writes: u64,
+    /// Values reverse mode stored for its backward sweep (the function's
+    /// `stored` arrays; all alive when that sweep starts, so the peak).
+    pub stored: u64,
 }
 
 /// A run-time failure: bounds, failed size coercion, division by zero...
@@ -133,7 +138,13 @@ pub fn run(func: &Function, sizes: &[i64], args: &[Value], counts: &mut OpCounts
         }
         it.set(b.var, a);
     }
-    it.block(&func.body)
+    let results = it.block(&func.body)?;
+    for v in &func.stored {
+        if let Ok(Value::Array(a)) = it.get(*v) {
+            it.counts.stored += a.data.len() as u64;
+        }
+    }
+    Ok(results)
 }
 
 /// Arguments as the interpreter holds them: a 0-d array becomes a scalar.
@@ -395,7 +406,7 @@ impl Interp<'_> {
                     return Err(internal("flatten of a 1-d array"));
                 }
                 let shape = [vec![a.shape[0] * a.shape[1]], a.shape[2..].to_vec()].concat();
-                self.copied(a.data.len());
+                // a reshape: the same row-major elements, nothing moves
                 self.bind1(s, Value::array(shape, a.data.clone()))
             }
             Expr::Unflatten { arr, n, m } => {
@@ -410,7 +421,8 @@ impl Interp<'_> {
                     ));
                 }
                 let shape = [vec![n as usize, m as usize], a.shape[1..].to_vec()].concat();
-                self.copied(a.data.len());
+                // a reshape, like `flatten`: not counted
+               
                 self.bind1(s, Value::array(shape, a.data.clone()))
             }
             Expr::Reverse(a) => {
