@@ -211,8 +211,9 @@ pub struct Lambda {
 
 #[derive(Clone, PartialEq, Debug)]
 pub enum LoopKind {
-    /// `for i < n`: `i` counts 0..n-1 (an i64)
-    Count { ivar: VarId, n: Atom },
+    /// `for i < n`: `i` counts 0..n-1 (an i64), or n-1 down to 0 when
+    /// `down` (reverse mode runs loops backwards)
+    Count { ivar: VarId, n: Atom, down: bool },
     /// runs while `cond` (a block over the loop parameters returning one bool) holds
     While { cond: Block },
 }

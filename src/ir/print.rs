@@ -351,8 +351,9 @@ impl<'a> Printer<'a> {
                     .collect();
                 let _ = write!(out, "loop ({}) ", ps.join(", "));
                 match kind {
-                    LoopKind::Count { ivar, n } => {
-                        let _ = write!(out, "for {} < {} ", self.var(*ivar), self.atom(n));
+                    LoopKind::Count { ivar, n, down } => {
+                        let dir = if *down { " down" } else { "" };
+                        let _ = write!(out, "for {} < {}{dir} ", self.var(*ivar), self.atom(n));
                         self.braced(body, level, out);
                     }
                     LoopKind::While { cond } => {

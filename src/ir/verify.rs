@@ -1269,7 +1269,7 @@ pub(crate) mod testkit {
             Expr::Loop {
                 params: vec![bd(acc, f64t()), bd(cnt, i64t())],
                 init: vec![f(0.0), i(0)],
-                kind: LoopKind::Count { ivar: li, n: v(n) },
+                kind: LoopKind::Count { ivar: li, n: v(n), down: false },
                 body: lbody,
             },
         );

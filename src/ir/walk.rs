@@ -38,7 +38,7 @@ pub fn visit_expr(e: &Expr, uses: &mut dyn FnMut(VarId), binds: &mut dyn FnMut(V
             visit_binders(params, uses, binds);
             init.iter().for_each(|a| atom(a, uses));
             match kind {
-                LoopKind::Count { ivar, n } => {
+                LoopKind::Count { ivar, n, .. } => {
                     binds(*ivar);
                     atom(n, uses);
                 }
@@ -205,9 +205,9 @@ impl Copier<'_> {
                 let init = self.atoms(init);
                 let params = self.binders(params);
                 let kind = match kind {
-                    LoopKind::Count { ivar, n } => {
+                    LoopKind::Count { ivar, n, down } => {
                         let n = a(self, n);
-                        LoopKind::Count { ivar: self.var(*ivar), n }
+                        LoopKind::Count { ivar: self.var(*ivar), n, down: *down }
                     }
                     LoopKind::While { cond } => LoopKind::While { cond: self.block(cond) },
                 };

@@ -759,7 +759,7 @@ impl Lowerer<'_> {
                     let ivar = self.fresh(&i.name);
                     let size = self.size_of_atom(n).expect("i64");
                     self.idx_range.insert(ivar, size.clone());
-                    (ILoopKind::Count { ivar, n }, env2.bind(&i.name, Val::data(Ty::Idx(size), Atom::Var(ivar))))
+                    (ILoopKind::Count { ivar, n, down: false }, env2.bind(&i.name, Val::data(Ty::Idx(size), Atom::Var(ivar))))
                 }
                 (LoopKind::While(c), _) => {
                     self.begin_block();

@@ -66,7 +66,7 @@ impl Rev {
     #[allow(clippy::too_many_arguments)]
     fn emit_reverse_loop(&mut self, b: &mut Builder, rparams: Vec<Binder>, rinit: Vec<Atom>, riv: VarId, n: Atom, body: Block, init: &[Atom], floats: &[usize], threaded: &[VarId]) {
         let tys: Vec<Type> = rparams.iter().map(|p| p.ty.clone()).collect();
-        let expr = Expr::Loop { params: rparams, init: rinit, kind: LoopKind::Count { ivar: riv, n }, body };
+        let expr = Expr::Loop { params: rparams, init: rinit, kind: LoopKind::Count { ivar: riv, n, down: true }, body };
         let outs = b.emit_many(expr, tys, "adj");
         for (k, &jf) in floats.iter().enumerate() {
             self.add(b, &init[jf], outs[k]);
@@ -159,7 +159,7 @@ impl Rev {
         let saved: Vec<Atom> = out_binds[params.len()..].iter().map(|x| Atom::Var(x.var)).collect();
         b.residuals.extend(out_binds[params.len()..].iter().map(|x| x.var));
         let lbody = Block { stmts: [copy.stmts.clone(), save_stmts].concat(), result: [copy.result.clone(), saves].concat() };
-        let expr = Expr::Loop { params: [new_params, saved_params].concat(), init: [init.clone(), zeros].concat(), kind: LoopKind::Count { ivar: iv, n }, body: lbody };
+        let expr = Expr::Loop { params: [new_params, saved_params].concat(), init: [init.clone(), zeros].concat(), kind: LoopKind::Count { ivar: iv, n, down: false }, body: lbody };
         b.push(Stmt { binds: out_binds, expr, loc: None });
         let replacement = b.end();
 
@@ -167,9 +167,8 @@ impl Rev {
         let (rparams, rinit) = self.reverse_params(b, &params, &floats, cts, threaded);
         let riv = b.fresh("i");
         b.set_type(riv, Type::scalar(Scalar::I64));
-        let last = b.prim(Prim::Sub, vec![n, lit(Scalar::I64, 1.0)], Scalar::I64);
         b.begin();
-        let j = b.prim(Prim::Sub, vec![last, Atom::Var(riv)], Scalar::I64);
+        let j = Atom::Var(riv);
         let mut map: FxHashMap<VarId, Atom> = rvars.iter().zip(&rparams).map(|(v, p)| (*v, Atom::Var(p.var))).collect();
         map.insert(iv, j);
         for (r, st) in residuals.iter().zip(&saved) {
@@ -209,9 +208,8 @@ impl Rev {
         let (rparams, rinit) = self.reverse_params(b, &params, &floats, cts, threaded);
         let riv = b.fresh("i");
         b.set_type(riv, Type::scalar(Scalar::I64));
-        let last = b.prim(Prim::Sub, vec![n, lit(Scalar::I64, 1.0)], Scalar::I64);
         b.begin();
-        let j = b.prim(Prim::Sub, vec![last, Atom::Var(riv)], Scalar::I64);
+        let j = Atom::Var(riv);
         let mut map = FxHashMap::default();
         for (p, st) in params.iter().zip(&saved) {
             map.insert(p.var, b.index(*st, vec![j]));
@@ -274,7 +272,7 @@ impl Rev {
         let out_binds: Vec<Binder> = binds.into_iter().chain(saved_tys.iter().map(|t| Binder { var: b.fresh("saved"), ty: t.clone() })).collect();
         let saved: Vec<Atom> = out_binds[params.len()..].iter().map(|x| Atom::Var(x.var)).collect();
         b.residuals.extend(out_binds[params.len()..].iter().map(|x| x.var));
-        let expr = Expr::Loop { params: all_params, init: all_init, kind: LoopKind::Count { ivar: iv, n }, body: lbody };
+        let expr = Expr::Loop { params: all_params, init: all_init, kind: LoopKind::Count { ivar: iv, n, down: false }, body: lbody };
         b.push(Stmt { binds: out_binds, expr, loc: None });
         saved
     }
@@ -357,7 +355,7 @@ pub(super) fn fold_as_loop(b: &mut Builder, s: &Stmt) -> (Vec<Stmt>, Stmt) {
         s.binds.clone()
     };
     let params = [acc, outs].concat();
-    let lp = Stmt { binds, expr: Expr::Loop { params, init, kind: LoopKind::Count { ivar, n }, body: Block { stmts, result } }, loc: s.loc.clone() };
+    let lp = Stmt { binds, expr: Expr::Loop { params, init, kind: LoopKind::Count { ivar, n, down: false }, body: Block { stmts, result } }, loc: s.loc.clone() };
     b.declare(&lp);
     (pre, lp)
 }

@@ -716,13 +716,13 @@ impl Interp<'_> {
         }
         let mut vals = init.iter().map(|a| self.atom(a)).collect::<R<Vec<_>>>()?;
         match kind {
-            LoopKind::Count { ivar, n } => {
-                let n = self.int(n)?;
-                for i in 0..n.max(0) {
+            LoopKind::Count { ivar, n, down } => {
+                let n = self.int(n)?.max(0);
+                for k in 0..n {
                     for (p, v) in params.iter().zip(vals.drain(..)) {
                         self.set(p.var, v);
                     }
-                    self.set(*ivar, Value::I64(i));
+                    self.set(*ivar, Value::I64(if *down { n - 1 - k } else { k }));
                     vals = self.block(body)?;
                 }
             }
