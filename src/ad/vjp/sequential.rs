@@ -64,9 +64,11 @@ impl Rev {
     /// Emit the transposed loop and hand its results on: the initial
     /// state's cotangents, the threaded ones.
     #[allow(clippy::too_many_arguments)]
-    fn emit_reverse_loop(&mut self, b: &mut Builder, rparams: Vec<Binder>, rinit: Vec<Atom>, riv: VarId, n: Atom, body: Block, init: &[Atom], floats: &[usize], threaded: &[VarId]) {
+    fn emit_reverse_loop(&mut self, b: &mut Builder, kind: &LoopKind, rparams: Vec<Binder>, rinit: Vec<Atom>, riv: VarId, n: Atom, body: Block, init: &[Atom], floats: &[usize], threaded: &[VarId]) {
         let tys: Vec<Type> = rparams.iter().map(|p| p.ty.clone()).collect();
-        let expr = Expr::Loop { params: rparams, init: rinit, kind: LoopKind::Count { ivar: riv, n, down: true }, body };
+        // backwards through the iterations, whichever way the primal ran
+        let down = !matches!(kind, LoopKind::Count { down: true, .. });
+        let expr = Expr::Loop { params: rparams, init: rinit, kind: LoopKind::Count { ivar: riv, n, down }, body };
         let outs = b.emit_many(expr, tys, "adj");
         for (k, &jf) in floats.iter().enumerate() {
             self.add(b, &init[jf], outs[k]);
@@ -159,7 +161,7 @@ impl Rev {
         let saved: Vec<Atom> = out_binds[params.len()..].iter().map(|x| Atom::Var(x.var)).collect();
         b.residuals.extend(out_binds[params.len()..].iter().map(|x| x.var));
         let lbody = Block { stmts: [copy.stmts.clone(), save_stmts].concat(), result: [copy.result.clone(), saves].concat() };
-        let expr = Expr::Loop { params: [new_params, saved_params].concat(), init: [init.clone(), zeros].concat(), kind: LoopKind::Count { ivar: iv, n, down: false }, body: lbody };
+        let expr = Expr::Loop { params: [new_params, saved_params].concat(), init: [init.clone(), zeros].concat(), kind: LoopKind::Count { ivar: iv, n, down: matches!(kind, LoopKind::Count { down: true, .. }) }, body: lbody };
         b.push(Stmt { binds: out_binds, expr, loc: None });
         let replacement = b.end();
 
@@ -191,7 +193,7 @@ impl Rev {
         let pre = b.end();
         let rb = Copier { map, fresh: None }.block(&rev_block);
         let rbody = Block { stmts: [pre, rb.stmts].concat(), result: rb.result };
-        self.emit_reverse_loop(b, rparams, rinit, riv, n, rbody, &init, &floats, threaded);
+        self.emit_reverse_loop(b, &kind, rparams, rinit, riv, n, rbody, &init, &floats, threaded);
         Ok(Some(replacement))
     }
 
@@ -233,7 +235,7 @@ impl Rev {
         let all: Vec<VarId> = state_vars.iter().copied().chain(threaded.iter().copied()).collect();
         let (rev, outs) = self.seq_scope(b, &mut copy, tinit, &cts_body, &all)?;
         let rbody = Block { stmts: [pre, copy.stmts, rev].concat(), result: outs };
-        self.emit_reverse_loop(b, rparams, rinit, riv, n, rbody, &init, &floats, threaded);
+        self.emit_reverse_loop(b, &kind, rparams, rinit, riv, n, rbody, &init, &floats, threaded);
         Ok(Some(replacement))
     }
 
@@ -272,7 +274,7 @@ impl Rev {
         let out_binds: Vec<Binder> = binds.into_iter().chain(saved_tys.iter().map(|t| Binder { var: b.fresh("saved"), ty: t.clone() })).collect();
         let saved: Vec<Atom> = out_binds[params.len()..].iter().map(|x| Atom::Var(x.var)).collect();
         b.residuals.extend(out_binds[params.len()..].iter().map(|x| x.var));
-        let expr = Expr::Loop { params: all_params, init: all_init, kind: LoopKind::Count { ivar: iv, n, down: false }, body: lbody };
+        let expr = Expr::Loop { params: all_params, init: all_init, kind: LoopKind::Count { ivar: iv, n, down: matches!(kind, LoopKind::Count { down: true, .. }) }, body: lbody };
         b.push(Stmt { binds: out_binds, expr, loc: None });
         saved
     }
