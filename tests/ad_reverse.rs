@@ -83,6 +83,18 @@ fn vjp_is_the_transpose_of_jvp_on_every_program() {
         println!("compared {compared} cases");
         assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
         assert!(compared > 500, "only {compared} cases compared");
+        // The cheap gradient principle, at most 6x, for every scalar-output
+        // entry but two kinds whose function does (almost) no arithmetic per
+        // element, so that the adjoint's own arithmetic dominates: `power`, a
+        // loop whose body is one multiplication (its transpose needs two
+        // multiplications and an addition, plus saving and reading the
+        // state: 7 per iteration), and `prod_all`, a product reduction (its
+        // transpose is exact with zeros: prefix and suffix products, 12 per
+        // element). Both are bounded here so they cannot grow unnoticed.
+        let exempt = ["`power`", "`prod_all`"];
+        let over: Vec<&(String, f64)> = table.iter().filter(|(name, r)| *r > 6.0 && !exempt.iter().any(|e| name.ends_with(e))).collect();
+        assert!(over.is_empty(), "gradients costing more than 6x their function: {over:?}");
+        assert!(table.iter().all(|(_, r)| *r <= 13.0), "an exempt gradient costs more than 13x: {:?}", table.first());
     });
 }
 
@@ -139,4 +151,101 @@ fn gradients_cost_at_most_four_times_their_function() {
         }
         assert!(worst.is_empty(), "gradients costing more than 4x: {worst:?}");
     });
+}
+
+/// Paper 003's sharing problem: `x = a + a; y = x + x; z = y + y; ...`
+/// doubles a value k times. Its gradient is 2^k, and the transformed
+/// program costs a constant per link: one cotangent addition per use, no
+/// primal work repeated.
+#[test]
+fn shared_values_cost_one_addition_per_use() {
+    let chain = |k: usize| {
+        let mut body = String::from("let x0 = a\n");
+        for i in 1..=k {
+            body.push_str(&format!("  let x{i} = x{} + x{}\n", i - 1, i - 1));
+        }
+        format!("entry f (a: f64) : f64 =\n  {body}  in x{k}\nentry g (a: f64) : f64 = grad f a\n")
+    };
+    let mut ops = vec![];
+    for k in [3usize, 10, 20, 40] {
+        let prog = arden::Program::from_source("chain.ard", &chain(k)).unwrap();
+        let (g, counts) = prog.entry("g").unwrap().call_counting(&[Value::F64(0.7)]).unwrap();
+        assert_eq!(g, Value::F64(2f64.powi(k as i32)), "gradient of the {k}-link chain");
+        ops.push((k, total(counts)));
+    }
+    println!("ops(grad) by chain length: {ops:?}");
+    for w in ops.windows(2) {
+        let per_link = (w[1].1 - w[0].1) / (w[1].0 - w[0].0) as f64;
+        assert!(per_link <= 3.0, "each link should cost a forward addition and two cotangent additions, got {per_link}");
+    }
+}
+
+/// `jacrev` equals `jacfwd`; `hessian` is symmetric and equals central
+/// finite differences of `grad`, which equals finite differences of the
+/// function; `grad (grad ...)` and `jvp` of `grad` agree with `hessian`.
+#[test]
+fn jacobians_and_hessians_agree_across_modes_and_with_finite_differences() {
+    let src = "
+def rosen [n] (x: [n]f64) : f64 =
+  sum (for (i < n - 1). 100.0 * (x[i + 1] - x[i] * x[i]) * (x[i + 1] - x[i] * x[i]) + (1.0 - x[i]) * (1.0 - x[i]))
+def mix [n] (x: [n]f64) : f64 =
+  logsumexp (for i. x[i] * x[(i + 1) % n]) + (loop s = 0.0 for i < n do s * 0.5 + sin x[i]) + maximum (map (\\v -> v * v) x)
+def vecf [n] (x: [n]f64) : [n]f64 = softmax (for i. x[i] * x[n - 1 - i] + cos x[i])
+entry f_rosen [n] (x: [n]f64) : f64 = rosen x
+entry g_rosen [n] (x: [n]f64) : [n]f64 = grad rosen x
+entry h_rosen [n] (x: [n]f64) : [n][n]f64 = hessian rosen x
+entry f_mix [n] (x: [n]f64) : f64 = mix x
+entry g_mix [n] (x: [n]f64) : [n]f64 = grad mix x
+entry h_mix [n] (x: [n]f64) : [n][n]f64 = hessian mix x
+entry gg_mix [n] (x: [n]f64) (k: i64) : [n]f64 = grad (\\y -> (grad mix y)[k]) x
+entry hvp_mix [n] (x: [n]f64) (v: [n]f64) : [n]f64 = jvp (\\y -> grad mix y) x v
+entry jr_vec [n] (x: [n]f64) : [n][n]f64 = jacrev vecf x
+entry jf_vec [n] (x: [n]f64) : [n][n]f64 = jacfwd vecf x
+";
+    let prog = arden::Program::from_source("modes.ard", src).unwrap();
+    let call = |e: &str, args: &[Value]| prog.entry(e).unwrap().call(args).unwrap();
+    let vecv = |xs: &[f64]| Value::array(vec![xs.len()], ArrayData::F64(xs.to_vec()));
+    let nums = |v: &Value| {
+        let mut out = vec![];
+        floats(v, &mut out);
+        out
+    };
+    let close = |a: f64, b: f64, tol: f64| (a - b).abs() <= tol * (1.0 + a.abs().max(b.abs()));
+    let x = [0.3, -0.7, 1.1, 0.45];
+    let n = x.len();
+    // jacrev = jacfwd
+    let (jr, jf) = (nums(&call("jr_vec", &[vecv(&x)])), nums(&call("jf_vec", &[vecv(&x)])));
+    assert!(jr.iter().zip(&jf).all(|(a, b)| close(*a, *b, 1e-12)), "jacrev {jr:?} vs jacfwd {jf:?}");
+    for name in ["rosen", "mix"] {
+        let h = nums(&call(&format!("h_{name}"), &[vecv(&x)]));
+        let g = nums(&call(&format!("g_{name}"), &[vecv(&x)]));
+        let eps = 1e-5;
+        for i in 0..n {
+            let (mut xp, mut xm) = (x, x);
+            xp[i] += eps;
+            xm[i] -= eps;
+            // grad vs finite differences of f
+            let (fp, fm) = (nums(&call(&format!("f_{name}"), &[vecv(&xp)]))[0], nums(&call(&format!("f_{name}"), &[vecv(&xm)]))[0]);
+            assert!(close(g[i], (fp - fm) / (2.0 * eps), 1e-6), "{name}: grad[{i}] = {} vs FD {}", g[i], (fp - fm) / (2.0 * eps));
+            // hessian column vs finite differences of grad
+            let (gp, gm) = (nums(&call(&format!("g_{name}"), &[vecv(&xp)])), nums(&call(&format!("g_{name}"), &[vecv(&xm)])));
+            for j in 0..n {
+                let fd = (gp[j] - gm[j]) / (2.0 * eps);
+                assert!(close(h[j * n + i], fd, 1e-5), "{name}: H[{j}][{i}] = {} vs FD of grad {fd}", h[j * n + i]);
+                assert!(close(h[i * n + j], h[j * n + i], 1e-12), "{name}: H is not symmetric at ({i}, {j})");
+            }
+        }
+    }
+    // grad of a gradient component and jvp of grad are rows / products of the Hessian
+    let h = nums(&call("h_mix", &[vecv(&x)]));
+    for k in 0..n {
+        let row = nums(&call("gg_mix", &[vecv(&x), Value::I64(k as i64)]));
+        assert!((0..n).all(|j| close(row[j], h[k * n + j], 1e-12)), "grad (grad mix)[{k}] = {row:?}");
+    }
+    let v = [1.0, -2.0, 0.5, 0.25];
+    let hv = nums(&call("hvp_mix", &[vecv(&x), vecv(&v)]));
+    for i in 0..n {
+        let want: f64 = (0..n).map(|j| h[i * n + j] * v[j]).sum();
+        assert!(close(hv[i], want, 1e-12), "Hessian-vector product [{i}]: {} vs {want}", hv[i]);
+    }
 }
