@@ -152,9 +152,10 @@ struct IrArgs {
     /// The compiler stage whose output to print, e.g. `--stage ad`.
     ///
     /// `lower`: the core IR as lowered from the source (inlined, specialised,
-    /// with bounds checks; derivative operators still as `jvp` nodes).
-    /// `ad`: after automatic differentiation (every `jvp` expanded into
-    /// ordinary IR) — this is what runs.
+    /// with bounds checks; derivative operators still as `jvp` and `vjp`
+    /// nodes). `ad`: after automatic differentiation (every `jvp` and `vjp`
+    /// expanded into ordinary IR: reverse mode as a forward sweep storing
+    /// residuals, then a backward sweep) — this is what runs.
     #[arg(long, value_enum, default_value_t = Stage::Ad, value_name = "STAGE")]
     stage: Stage,
 }
