@@ -116,6 +116,19 @@ impl Jvp {
         }
     }
 
+    /// Emit `s` and, when either of its two float operands has a tangent,
+    /// the same construct over their tangents (zeros for a missing one).
+    fn binary(&mut self, b: &mut Builder, s: &Stmt, x: Atom, y: Atom, mk: impl FnOnce(Atom, Atom) -> Expr) {
+        b.push(s.clone());
+        if s.binds[0].ty.elem.is_float() && (self.tan(&x).is_some() || self.tan(&y).is_some()) {
+            let (tx, ty) = (b.type_of(&x), b.type_of(&y));
+            let dx = self.tan_or_zero(b, &x, &tx);
+            let dy = self.tan_or_zero(b, &y, &ty);
+            let tb = self.tangent_binder(b, &s.binds[0]);
+            b.push(Stmt { binds: vec![tb], expr: mk(dx, dy), loc: s.loc.clone() });
+        }
+    }
+
     fn stmt(&mut self, b: &mut Builder, s: &Stmt) -> Result<(), AdError> {
         let out_float = s.binds.first().is_some_and(|x| x.ty.elem.is_float());
         match &s.expr {
@@ -165,16 +178,7 @@ impl Jvp {
                 let loc = loc.clone();
                 self.unary(b, s, self.tan(arr), |t| Expr::Coerce { arr: t, loc })
             }
-            Expr::Concat(x, y) => {
-                b.push(s.clone());
-                if out_float && (self.tan(x).is_some() || self.tan(y).is_some()) {
-                    let (tx, ty) = (b.type_of(x), b.type_of(y));
-                    let dx = self.tan_or_zero(b, x, &tx);
-                    let dy = self.tan_or_zero(b, y, &ty);
-                    let tb = self.tangent_binder(b, &s.binds[0]);
-                    b.push(Stmt { binds: vec![tb], expr: Expr::Concat(dx, dy), loc: s.loc.clone() });
-                }
-            }
+            Expr::Concat(x, y) => self.binary(b, s, *x, *y, Expr::Concat),
             Expr::ArrayLit(xs) => {
                 b.push(s.clone());
                 if out_float && xs.iter().any(|x| self.tan(x).is_some()) {
@@ -185,25 +189,12 @@ impl Jvp {
                 }
             }
             Expr::Update { arr, idx, val, loc } => {
-                b.push(s.clone());
-                if out_float && (self.tan(arr).is_some() || self.tan(val).is_some()) {
-                    let (ta, tv) = (b.type_of(arr), b.type_of(val));
-                    let da = self.tan_or_zero(b, arr, &ta);
-                    let dv = self.tan_or_zero(b, val, &tv);
-                    let tb = self.tangent_binder(b, &s.binds[0]);
-                    b.push(Stmt { binds: vec![tb], expr: Expr::Update { arr: da, idx: *idx, val: dv, loc: loc.clone() }, loc: s.loc.clone() });
-                }
+                let (idx, loc) = (*idx, loc.clone());
+                self.binary(b, s, *arr, *val, |arr, val| Expr::Update { arr, idx, val, loc })
             }
             Expr::ScatterAdd { dest, idxs, vals, loc } => {
-                b.push(s.clone());
-                if out_float && (self.tan(dest).is_some() || self.tan(vals).is_some()) {
-                    let (td, tv) = (b.type_of(dest), b.type_of(vals));
-                    let dd = self.tan_or_zero(b, dest, &td);
-                    let dv = self.tan_or_zero(b, vals, &tv);
-                    let tb = self.tangent_binder(b, &s.binds[0]);
-                    let expr = Expr::ScatterAdd { dest: dd, idxs: *idxs, vals: dv, loc: loc.clone() };
-                    b.push(Stmt { binds: vec![tb], expr, loc: s.loc.clone() });
-                }
+                let (idxs, loc) = (*idxs, loc.clone());
+                self.binary(b, s, *dest, *vals, |dest, vals| Expr::ScatterAdd { dest, idxs, vals, loc })
             }
             Expr::Iota { .. } | Expr::ArgExt { .. } | Expr::Fail { .. } | Expr::StopGradient(_) => b.push(s.clone()),
             Expr::For { ivar, size, body } => self.for_loop(b, s, *ivar, size, body)?,

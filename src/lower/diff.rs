@@ -100,23 +100,10 @@ impl Lowerer<'_> {
     pub(super) fn jacfwd(&mut self, args: Vec<(Val, Span)>, span: &Span) -> Val {
         let (f, fs) = args[0].clone();
         let (x, xs) = args[1].clone();
-        let Some((xty, xl)) = self.primal_arg("jacfwd", &x, &xs) else { return Val::Error };
-        let Some(s) = float_vector_or_scalar(&xty) else {
-            let t = self.show(&xty);
-            return self.error(
-                Diagnostic::new(format!("`jacfwd` needs an f64/f32 scalar or vector point, but this has type {t}"), xs)
-                    .label(format!("type {t}"))
-                    .hint("flatten matrices first (`flatten m`), and pass one vector for several inputs"),
-            );
-        };
+        let Some((xty, xl, s)) = self.jacobian_point("jacfwd", &x, &xs) else { return Val::Error };
         let Some((lam, rty)) = self.function_lambda("jacfwd", &f, &fs, &xty, span) else { return Val::Error };
-        if float_vector_or_scalar(&rty).is_none() {
-            let t = self.show(&rty);
-            return self.error(
-                Diagnostic::new(format!("`jacfwd` needs a function returning an f64/f32 scalar or vector, but this one returns {t}"), fs)
-                    .label(format!("returns {t}"))
-                    .hint("return one vector, e.g. concatenate the outputs"),
-            );
+        if self.jacobian_result("jacfwd", &rty, &fs).is_none() {
+            return Val::Error;
         }
         self.jacobian_by_jvp(lam, xl, &xty, s, &rty, span)
     }
@@ -134,12 +121,7 @@ impl Lowerer<'_> {
         let ivar = self.fresh("dir");
         self.idx_range.insert(ivar, n.clone());
         self.begin_block();
-        let jvar = self.fresh("k");
-        self.begin_block();
-        let c = self.prim(Prim::Eq, vec![Atom::Var(jvar), Atom::Var(ivar)], Scalar::Bool, None);
-        let v = self.prim(Prim::Select, vec![c, super::emit::lit_of(s, 1.0), super::emit::lit_of(s, 0.0)], s, None);
-        let hot_body = self.end_block(vec![v]);
-        let onehot = self.emit1(IExpr::For { ivar: jvar, size: n.clone(), body: hot_body }, Type::array(s, vec![n.clone()]), "onehot", None);
+        let onehot = self.one_hot(&n, Atom::Var(ivar), s);
         let out = self.emit_jvp(lam, xl, vec![onehot], rty, span);
         let body = self.end_block(vec![out[1]]);
         let cols_ty = Type { elem: ry.elem, shape: [vec![n.clone()], ry.shape.clone()].concat() };
@@ -239,20 +221,38 @@ impl Lowerer<'_> {
         }
     }
 
+    /// The float scalar type of a Jacobian operator's function result (a
+    /// scalar or a vector), or a diagnostic.
+    fn jacobian_result(&mut self, op: &str, rty: &Ty, fs: &Span) -> Option<Scalar> {
+        let s = float_vector_or_scalar(rty);
+        if s.is_none() {
+            let t = self.show(rty);
+            self.error(
+                Diagnostic::new(format!("`{op}` needs a function returning an f64/f32 scalar or vector, but this one returns {t}"), fs.clone())
+                    .label(format!("returns {t}"))
+                    .hint("return one vector, e.g. concatenate the outputs"),
+            );
+        }
+        s
+    }
+
+    /// The one-hot vector of size `n` and scalar type `s` that is 1 at `at`.
+    fn one_hot(&mut self, n: &crate::ir::Size, at: Atom, s: Scalar) -> Atom {
+        let jvar = self.fresh("k");
+        self.begin_block();
+        let c = self.prim(Prim::Eq, vec![Atom::Var(jvar), at], Scalar::Bool, None);
+        let v = self.prim(Prim::Select, vec![c, super::emit::lit_of(s, 1.0), super::emit::lit_of(s, 0.0)], s, None);
+        let hot_body = self.end_block(vec![v]);
+        self.emit1(IExpr::For { ivar: jvar, size: n.clone(), body: hot_body }, Type::array(s, vec![n.clone()]), "onehot", None)
+    }
+
     /// `jacrev f x`: one `vjp` per component of the result (its rows).
     pub(super) fn jacrev(&mut self, args: Vec<(Val, Span)>, span: &Span) -> Val {
         let (f, fs) = args[0].clone();
         let (x, xs) = args[1].clone();
         let Some((xty, xl, _)) = self.jacobian_point("jacrev", &x, &xs) else { return Val::Error };
         let Some((lam, rty)) = self.function_lambda("jacrev", &f, &fs, &xty, span) else { return Val::Error };
-        let Some(rs) = float_vector_or_scalar(&rty) else {
-            let t = self.show(&rty);
-            return self.error(
-                Diagnostic::new(format!("`jacrev` needs a function returning an f64/f32 scalar or vector, but this one returns {t}"), fs)
-                    .label(format!("returns {t}"))
-                    .hint("return one vector, e.g. concatenate the outputs"),
-            );
-        };
+        let Some(rs) = self.jacobian_result("jacrev", &rty, &fs) else { return Val::Error };
         let Ty::Array(m, _) = &rty else {
             let out = self.emit_vjp(lam, xl, vec![super::emit::lit_of(rs, 1.0)], &rty, &xty, span);
             return Val::data(xty, out[1]);
@@ -261,12 +261,7 @@ impl Lowerer<'_> {
         let ivar = self.fresh("row");
         self.idx_range.insert(ivar, m.clone());
         self.begin_block();
-        let jvar = self.fresh("k");
-        self.begin_block();
-        let c = self.prim(Prim::Eq, vec![Atom::Var(jvar), Atom::Var(ivar)], Scalar::Bool, None);
-        let v = self.prim(Prim::Select, vec![c, super::emit::lit_of(rs, 1.0), super::emit::lit_of(rs, 0.0)], rs, None);
-        let hot_body = self.end_block(vec![v]);
-        let onehot = self.emit1(IExpr::For { ivar: jvar, size: m.clone(), body: hot_body }, Type::array(rs, vec![m.clone()]), "onehot", None);
+        let onehot = self.one_hot(&m, Atom::Var(ivar), rs);
         let out = self.emit_vjp(lam, xl, vec![onehot], &rty, &xty, span);
         let body = self.end_block(vec![out[1]]);
         let xt = xty.leaf_types().remove(0);

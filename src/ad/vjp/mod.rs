@@ -159,16 +159,11 @@ impl Cotangents for Rev {
     }
 
     fn add(&mut self, b: &mut Builder, a: &Atom, ct: Atom) {
-        let Atom::Var(v) = a else { return };
-        if !self.active.contains(v) {
-            return;
+        if let Atom::Var(v) = a {
+            if self.active.contains(v) {
+                add_into(&mut self.adj.dense, b, *v, ct);
+            }
         }
-        let ty = b.type_of(a);
-        let sum = match self.adj.dense.get(v) {
-            Some(cur) => b.add_values(&ty, *cur, ct),
-            None => ct,
-        };
-        self.adj.dense.insert(*v, sum);
     }
 
     fn add_at(&mut self, b: &mut Builder, arr: &Atom, idx: &[Atom], ct: Atom) {
@@ -561,6 +556,19 @@ impl Rev {
         Ok(())
     }
 
+    /// Transpose `blk` (its results have the cotangents `cts`) into `b`'s
+    /// current statements, then fold pending cells into whole cotangents.
+    fn sweep(&mut self, b: &mut Builder, blk: &mut Block, cts: &[Option<Atom>]) -> Result<(), AdError> {
+        for (k, c) in cts.iter().enumerate() {
+            if let Some(c) = c {
+                self.add(b, &blk.result[k], *c);
+            }
+        }
+        let swept = self.rev_stmts(b, &mut blk.stmts);
+        self.flush_all(b);
+        swept
+    }
+
     /// Transpose a recomputed block in a sequential scope whose accumulators
     /// start as `init`; the block's results get the cotangents `cts`.
     /// Returns the transpose (the copy's statements may have been changed
@@ -576,13 +584,7 @@ impl Rev {
         let outer = std::mem::replace(&mut self.adj, Adjoints { dense: init, cells: FxHashMap::default() });
         self.frames.push(Frame::Seq);
         b.begin();
-        for (k, c) in cts.iter().enumerate() {
-            if let Some(c) = c {
-                self.add(b, &copy.result[k], *c);
-            }
-        }
-        let swept = self.rev_stmts(b, &mut copy.stmts);
-        self.flush_all(b);
+        let swept = self.sweep(b, copy, cts);
         let outs: Vec<Atom> = threaded.iter().map(|v| self.adj.dense.get(v).copied().unwrap_or_else(|| b.zeros(&b.type_of(&Atom::Var(*v))))).collect();
         let rev = b.end();
         self.frames.pop();
@@ -591,6 +593,16 @@ impl Rev {
         Ok((rev, outs))
     }
 
+}
+
+/// Add `ct` to the cotangent of `v` kept in `map` (the first one is just
+/// recorded: no addition with zero).
+fn add_into(map: &mut FxHashMap<VarId, Atom>, b: &mut Builder, v: VarId, ct: Atom) {
+    let sum = match map.get(&v) {
+        Some(cur) => b.add_values(&b.type_of(&Atom::Var(v)), *cur, ct),
+        None => ct,
+    };
+    map.insert(v, sum);
 }
 
 /// An array literal of the cells (zeros elsewhere) over the axes `dims`.
@@ -630,15 +642,11 @@ impl Cotangents for Linear {
     }
 
     fn add(&mut self, b: &mut Builder, a: &Atom, ct: Atom) {
-        let Atom::Var(v) = a else { return };
-        if !self.lin.contains(v) {
-            return;
+        if let Atom::Var(v) = a {
+            if self.lin.contains(v) {
+                add_into(&mut self.adj, b, *v, ct);
+            }
         }
-        let sum = match self.adj.get(v) {
-            Some(cur) => b.prim(Prim::Add, vec![*cur, ct], b.type_of(&ct).elem),
-            None => ct,
-        };
-        self.adj.insert(*v, sum);
     }
 
     fn add_at(&mut self, _: &mut Builder, _: &Atom, _: &[Atom], _: Atom) {}

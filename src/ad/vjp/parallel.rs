@@ -346,13 +346,7 @@ impl Rev {
             local.extend(bound_vars_block(&copy));
             self.frames.push(Frame::Branch { outer_bound: local, records: vec![] });
             b.begin();
-            for (k, c) in cts.iter().enumerate() {
-                if let Some(c) = c {
-                    self.add(b, &copy.result[k], *c);
-                }
-            }
-            let swept = self.rev_stmts(b, &mut copy.stmts);
-            self.flush_all(b);
+            let swept = self.sweep(b, &mut copy, &cts);
             let Some(Frame::Branch { records, .. }) = self.frames.pop() else { unreachable!("pushed above") };
             let rev = b.end();
             let local = std::mem::replace(&mut self.adj, outer).dense;
