@@ -465,6 +465,12 @@ impl Rev {
     /// A renamed copy of `blk` (with `map` applied) whose types are known to
     /// `b` and whose variables are active where the originals were.
     fn recompute(&mut self, b: &mut Builder, blk: &Block, map: FxHashMap<VarId, Atom>) -> Block {
+        self.recompute_mapped(b, blk, map).0
+    }
+
+    /// [`Rev::recompute`], also returning the renaming (original variable
+    /// to its copy).
+    fn recompute_mapped(&mut self, b: &mut Builder, blk: &Block, map: FxHashMap<VarId, Atom>) -> (Block, FxHashMap<VarId, Atom>) {
         let (copy, map) = {
             let mut fresh = |v: VarId| {
                 let n = b.name(v);
@@ -482,7 +488,7 @@ impl Rev {
                 self.active.insert(*w);
             }
         }
-        copy
+        (copy, map)
     }
 
     /// The active float variables a statement reads from outside: their

@@ -74,7 +74,7 @@ impl Rev {
     /// A record: handed on to the enclosing parallel loop when its array
     /// comes from outside that loop too, else added to the cotangent here.
     pub(super) fn record(&mut self, b: &mut Builder, rec: Record) {
-        if self.from_outside(rec.arr).is_some() {
+        if self.from_outside(rec.arr).is_some() && !self.sized_inside(b, &rec) {
             self.frames.last_mut().expect("inside a loop").push(rec);
             return;
         }
@@ -104,6 +104,22 @@ impl Rev {
             ct = flatten_outer(b, ct);
         }
         self.accumulate(b, rec.arr, axes, flat, ct, rec.conditional);
+    }
+
+    /// Whether a record's values have a size bound inside the current loop
+    /// (pairs from a triangular inner loop): the loop's results must be
+    /// regular, so such a record is added up inside the iteration instead.
+    fn sized_inside(&self, b: &Builder, rec: &Record) -> bool {
+        let bound = match self.frames.last() {
+            Some(Frame::For { bound, .. }) => bound,
+            Some(Frame::Branch { outer_bound, .. }) => outer_bound,
+            _ => return false,
+        };
+        let mut atoms = vec![rec.ct];
+        if let Kind::Pairs { flat, .. } = rec.kind {
+            atoms.push(flat);
+        }
+        atoms.iter().any(|a| b.type_of(a).shape.iter().flat_map(Size::vars).any(|v| bound.contains(&v)))
     }
 
     /// A structured record whose parts are fixed indices followed by whole
@@ -138,7 +154,7 @@ impl Rev {
         if cts.iter().all(Option::is_none) {
             return Ok(vec![]);
         }
-        let Stmt { binds, expr, loc } = s;
+        let Stmt { binds, expr, .. } = s;
         let Expr::For { ivar, size, body } = expr else { unreachable!("checked by the caller") };
         let (ivar, size) = (*ivar, size.clone());
         let mut bound = bound_vars_block(body);
@@ -176,48 +192,22 @@ impl Rev {
         let mut map = FxHashMap::default();
         map.insert(ivar, Atom::Var(new_ivar));
         let mut hoisted = vec![];
+        let mut irregular = false;
         for &r in &residuals {
             for v in b.type_of(&Atom::Var(r)).shape.iter().flat_map(Size::vars) {
                 if bound.contains(&v) && !hoist(body, v, &mut bound, &mut hoisted) {
-                    return Err(AdError {
-                        message: "cannot differentiate this `for`: its body keeps arrays whose size changes from one iteration to the next".into(),
-                        loc: loc.clone(),
-                    });
+                    irregular = true;
                 }
             }
         }
-        residuals.retain(|v| bound.contains(v));
-        let remat = rematerializable(body, &residuals, ivar, &bound, 4);
-        residuals.retain(|v| !remat.iter().any(|k| body.stmts[*k].binds[0].var == *v));
-        let mut reads = vec![];
-        for r in residuals {
-            let ty = b.type_of(&Atom::Var(r));
-            let store = Binder { var: b.fresh(&format!("{}_saved", b.name(r))), ty: Type { elem: ty.elem, shape: [vec![size.clone()], ty.shape.clone()].concat() } };
-            b.set_type(store.var, store.ty.clone());
-            b.residuals.push(store.var);
-            binds.push(store.clone());
-            body.result.push(Atom::Var(r));
-            let rr = b.fresh(&b.name(r));
-            reads.push((rr, store.var, ty));
-            map.insert(r, Atom::Var(rr));
-        }
-        let mut prefix = vec![];
-        for (rr, store, ty) in reads {
-            let ty = Copier { map: map.clone(), fresh: None }.ty(&ty);
-            b.set_type(rr, ty.clone());
-            let read = Expr::Index { arr: Atom::Var(store), idx: vec![Atom::Var(new_ivar)], checks: vec![None] };
-            prefix.push(Stmt { binds: vec![Binder { var: rr, ty }], expr: read, loc: None });
-        }
-        let map = {
-            let mut fresh = |v: VarId| {
-                let n = b.name(v);
-                b.fresh(&n)
-            };
-            let mut cp = Copier { map, fresh: Some(&mut fresh) };
-            for k in remat {
-                prefix.push(cp.stmt(&body.stmts[k]));
-            }
-            cp.map
+        let (prefix, map) = if irregular {
+            // A value whose size changes between iterations cannot be
+            // stored in a regular array: recompute the body instead.
+            let whole = Block { stmts: body.stmts.clone(), result: vec![] };
+            let (copy, map) = self.recompute_mapped(b, &whole, map);
+            (copy.stmts, map)
+        } else {
+            self.store_residuals(b, binds, body, residuals, &bound, ivar, new_ivar, &size, map)
         };
         for st in &prefix {
             b.declare(st);
@@ -255,6 +245,56 @@ impl Rev {
             }
         }
         Ok(hoisted)
+    }
+
+    /// Store policy for a parallel `for`: the primal `for` also returns the
+    /// residuals the transposed body reads (except those recomputed in a
+    /// few steps); returns the transposed body's prefix that reads or
+    /// recomputes them, and the renaming of the body's variables.
+    #[allow(clippy::too_many_arguments)]
+    fn store_residuals(
+        &mut self,
+        b: &mut Builder,
+        binds: &mut Vec<Binder>,
+        body: &mut Block,
+        mut residuals: Vec<VarId>,
+        bound: &FxHashSet<VarId>,
+        ivar: VarId,
+        new_ivar: VarId,
+        size: &Size,
+        mut map: FxHashMap<VarId, Atom>,
+    ) -> (Vec<Stmt>, FxHashMap<VarId, Atom>) {
+        residuals.retain(|v| bound.contains(v));
+        let remat = rematerializable(body, &residuals, ivar, bound, 4);
+        residuals.retain(|v| !remat.iter().any(|k| body.stmts[*k].binds[0].var == *v));
+        let mut reads = vec![];
+        for r in residuals {
+            let ty = b.type_of(&Atom::Var(r));
+            let store = Binder { var: b.fresh(&format!("{}_saved", b.name(r))), ty: Type { elem: ty.elem, shape: [vec![size.clone()], ty.shape.clone()].concat() } };
+            b.set_type(store.var, store.ty.clone());
+            b.residuals.push(store.var);
+            binds.push(store.clone());
+            body.result.push(Atom::Var(r));
+            let rr = b.fresh(&b.name(r));
+            reads.push((rr, store.var, ty));
+            map.insert(r, Atom::Var(rr));
+        }
+        let mut prefix = vec![];
+        for (rr, store, ty) in reads {
+            let ty = Copier { map: map.clone(), fresh: None }.ty(&ty);
+            b.set_type(rr, ty.clone());
+            let read = Expr::Index { arr: Atom::Var(store), idx: vec![Atom::Var(new_ivar)], checks: vec![None] };
+            prefix.push(Stmt { binds: vec![Binder { var: rr, ty }], expr: read, loc: None });
+        }
+        let mut fresh = |v: VarId| {
+            let n = b.name(v);
+            b.fresh(&n)
+        };
+        let mut cp = Copier { map, fresh: Some(&mut fresh) };
+        for k in remat {
+            prefix.push(cp.stmt(&body.stmts[k]));
+        }
+        (prefix, cp.map)
     }
 
     /// The results of a transposed `for` body: cotangents of variables from
