@@ -200,7 +200,10 @@ impl Cotangents for Rev {
     fn add_rows(&mut self, b: &mut Builder, arr: &Atom, idxs: Atom, vals: Atom) {
         if let Atom::Var(v) = arr {
             if self.active.contains(v) {
-                self.accumulate(b, *v, 1, idxs, vals, false);
+                // a record (pairs) when `arr` is from outside a parallel
+                // loop: a window `x[i:i+3]` costs its length, not `x`'s
+                let conditional = self.from_outside(*v).unwrap_or(false);
+                self.record(b, Record { arr: *v, kind: Kind::Pairs { flat: idxs, axes: 1, bulk: 1 }, ct: vals, conditional });
             }
         }
     }
