@@ -10,9 +10,6 @@ use crate::syntax::ast::{BinOp, Expr, ExprKind, ForIndex, IndexArg, LoopKind, Pa
 use crate::types::Ty;
 use std::rc::Rc;
 
-/// Names of the reverse-mode operators of LANGUAGE.md §7, which this
-/// version of arden does not implement yet.
-
 impl Lowerer<'_> {
     pub(super) fn expr(&mut self, e: &Expr, env: &Env) -> Val {
         stacker::maybe_grow(256 * 1024, 4 * 1024 * 1024, || self.expr_inner(e, env))

@@ -159,10 +159,10 @@ impl Cotangents for Rev {
     }
 
     fn add(&mut self, b: &mut Builder, a: &Atom, ct: Atom) {
-        if let Atom::Var(v) = a {
-            if self.active.contains(v) {
-                add_into(&mut self.adj.dense, b, *v, ct);
-            }
+        if let Atom::Var(v) = a
+            && self.active.contains(v)
+        {
+            add_into(&mut self.adj.dense, b, *v, ct);
         }
     }
 
@@ -171,7 +171,7 @@ impl Cotangents for Rev {
         if !self.active.contains(v) {
             return;
         }
-        if let Some(conditional) = self.from_outside(*v) {
+        if let Some(conditional) = self.outside_loop(*v) {
             let parts = idx.iter().map(|a| Part::At(*a)).collect();
             self.frames.last_mut().expect("inside a loop").push(Record { arr: *v, kind: Kind::Structured(parts), ct, conditional });
             return;
@@ -198,13 +198,13 @@ impl Cotangents for Rev {
     }
 
     fn add_rows(&mut self, b: &mut Builder, arr: &Atom, idxs: Atom, vals: Atom) {
-        if let Atom::Var(v) = arr {
-            if self.active.contains(v) {
-                // a record (pairs) when `arr` is from outside a parallel
-                // loop: a window `x[i:i+3]` costs its length, not `x`'s
-                let conditional = self.from_outside(*v).unwrap_or(false);
-                self.record(b, Record { arr: *v, kind: Kind::Pairs { flat: idxs, axes: 1, bulk: 1 }, ct: vals, conditional });
-            }
+        if let Atom::Var(v) = arr
+            && self.active.contains(v)
+        {
+            // a record (pairs) when `arr` is from outside a parallel loop:
+            // a window `x[i:i+3]` then costs its length, not `x`'s
+            let conditional = self.outside_loop(*v).unwrap_or(false);
+            self.record(b, Record { arr: *v, kind: Kind::Pairs { flat: idxs, axes: 1, bulk: 1 }, ct: vals, conditional });
         }
     }
 }
@@ -395,10 +395,10 @@ impl Rev {
             }
         }
         for (a, t) in args.iter().zip(&dargs) {
-            if let Some(Atom::Var(t)) = t {
-                if let Some(c) = local.adj.remove(t) {
-                    self.add(b, a, c);
-                }
+            if let Some(Atom::Var(t)) = t
+                && let Some(c) = local.adj.remove(t)
+            {
+                self.add(b, a, c);
             }
         }
         Ok(())
@@ -651,10 +651,10 @@ impl Cotangents for Linear {
     }
 
     fn add(&mut self, b: &mut Builder, a: &Atom, ct: Atom) {
-        if let Atom::Var(v) = a {
-            if self.lin.contains(v) {
-                add_into(&mut self.adj, b, *v, ct);
-            }
+        if let Atom::Var(v) = a
+            && self.lin.contains(v)
+        {
+            add_into(&mut self.adj, b, *v, ct);
         }
     }
 

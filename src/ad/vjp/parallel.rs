@@ -63,7 +63,7 @@ enum Use {
 impl Rev {
     /// Whether `v` is bound outside the parallel loop (or its branch) being
     /// transposed, and if so whether a record for it is conditional.
-    pub(super) fn from_outside(&self, v: VarId) -> Option<bool> {
+    pub(super) fn outside_loop(&self, v: VarId) -> Option<bool> {
         match self.frames.last() {
             Some(Frame::For { bound, .. }) if !bound.contains(&v) => Some(false),
             Some(Frame::Branch { outer_bound, .. }) if !outer_bound.contains(&v) => Some(true),
@@ -74,7 +74,7 @@ impl Rev {
     /// A record: handed on to the enclosing parallel loop when its array
     /// comes from outside that loop too, else added to the cotangent here.
     pub(super) fn record(&mut self, b: &mut Builder, rec: Record) {
-        if self.from_outside(rec.arr).is_some() && !self.sized_inside(b, &rec) {
+        if self.outside_loop(rec.arr).is_some() && !self.sized_inside(b, &rec) {
             self.frames.last_mut().expect("inside a loop").push(rec);
             return;
         }
