@@ -121,7 +121,15 @@ fn gradients_cost_at_most_four_times_their_function() {
             "entry loss [n][k][m] (a: [n][k]f64) (b: [k][m]f64) : f64 =\n  sum (map (\\row -> sum (map (\\c -> c * c) row)) (matmul a b))",
         )
         .unwrap();
+        // a sequential recurrence per row, inside a parallel loop over rows:
+        // the rows' cotangents must not be threaded whole through each loop
+        let rows = arden::Program::from_source(
+            "rows.ard",
+            "entry f [n][m] (b: [n][m]f64) : f64 =\n  sum (for r. loop s = 0.0 for c < m do s * 0.5 + b[r, (c + r) % m] * f64 (c + 1))",
+        )
+        .unwrap();
         let workloads: Vec<(&str, &arden::Program, &str, Vec<Value>)> = vec![
+            ("loops in a parallel map 40x40", &rows, "f", vec![mat(vec(1600), 40, 40)]),
             ("logsumexp n=1000", &lse, "lse", vec![vec(1000)]),
             ("matmul loss 20x20", &loss, "loss", vec![mat(vec(400), 20, 20), mat(vec(400), 20, 20)]),
             (

@@ -151,6 +151,10 @@ struct Rev {
     adj: Adjoints,
     active: FxHashSet<VarId>,
     frames: Vec<Frame>,
+    /// Statements the innermost parallel `for` being transposed places
+    /// before itself (trip counts of loops in its body that it does not
+    /// change: sizes of what leaves its iterations).
+    hoist_out: Vec<Stmt>,
 }
 
 impl Cotangents for Rev {
@@ -291,6 +295,13 @@ impl Rev {
                 e
             })?;
             if let Some(rep) = replacement {
+                // what the replacement binds is bound inside the current loop
+                if let Some(Frame::For { bound, .. } | Frame::Branch { outer_bound: bound, .. }) = self.frames.last_mut() {
+                    for st in &rep {
+                        bound.extend(st.binds.iter().map(|x| x.var));
+                        bound.extend(bound_vars_block(&Block { stmts: vec![st.clone()], result: vec![] }));
+                    }
+                }
                 stmts.splice(k..k + 1, rep);
             }
         }

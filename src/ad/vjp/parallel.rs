@@ -168,7 +168,9 @@ impl Rev {
                 self.add(b, &body.result[k], row);
             }
         }
+        let outer_hoists = std::mem::take(&mut self.hoist_out);
         let swept = self.rev_stmts(b, &mut body.stmts);
+        let mut hoisted = std::mem::replace(&mut self.hoist_out, outer_hoists);
         let Some(Frame::For { records, .. }) = self.frames.pop() else { unreachable!("pushed above") };
         self.flush_all(b);
         let local = std::mem::replace(&mut self.adj, outer).dense;
@@ -191,7 +193,6 @@ impl Rev {
         b.set_type(new_ivar, Type::scalar(Scalar::I64));
         let mut map = FxHashMap::default();
         map.insert(ivar, Atom::Var(new_ivar));
-        let mut hoisted = vec![];
         let mut irregular = false;
         for &r in &residuals {
             for v in b.type_of(&Atom::Var(r)).shape.iter().flat_map(Size::vars) {
@@ -530,7 +531,7 @@ pub(super) fn hoist(body: &mut Block, v: VarId, bound: &mut FxHashSet<VarId>, ho
 
 /// The row-major positions over `shape` of a structured record's cells:
 /// a scalar for fixed indices, else an array over its whole axes.
-fn positions(b: &mut Builder, shape: &[Size], parts: &[Part], ct: Atom) -> Atom {
+pub(super) fn positions(b: &mut Builder, shape: &[Size], parts: &[Part], ct: Atom) -> Atom {
     let nb = parts.iter().filter(|p| matches!(p, Part::All(_))).count();
     let dims = b.type_of(&ct).shape[..nb].to_vec();
     positions_over(b, shape, parts, &dims, &mut vec![])

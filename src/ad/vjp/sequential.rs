@@ -4,7 +4,7 @@
 //! its saved state. Reductions with operators that have no parallel
 //! transpose here run as such loops.
 
-use super::parallel::{hoist, rematerializable};
+use super::parallel::{hoist, positions, rematerializable, Kind, Part, Record};
 use super::*;
 
 impl Rev {
@@ -21,10 +21,77 @@ impl Rev {
             return Ok(None);
         }
         let threaded = self.threaded(b, s);
-        if let Some(replacement) = self.rev_loop_stored(b, s, &cts, &threaded)? {
+        // Inside a parallel loop, arrays from outside it are not threaded
+        // whole through the iterations (a copy per parallel iteration):
+        // their cotangents leave each iteration as records, kept in [n]
+        // buffers by the transposed loop, when all they get is records.
+        if let Some(parallel) = self.parallel_bound() {
+            let (inside, outside): (Vec<VarId>, Vec<VarId>) = threaded.iter().partition(|v| parallel.contains(v));
+            if !outside.is_empty() {
+                if let Some(replacement) = self.rev_loop_stored(b, s, &cts, &inside, Some(&parallel))? {
+                    return Ok(Some(replacement));
+                }
+            }
+        }
+        if let Some(replacement) = self.rev_loop_stored(b, s, &cts, &threaded, None)? {
             return Ok(Some(replacement));
         }
         self.rev_loop_recomputed(b, s, &cts, &threaded)
+    }
+
+    /// The variables bound inside the parallel loop (or branch in it) being
+    /// transposed, if the current statement is directly in one.
+    fn parallel_bound(&self) -> Option<FxHashSet<VarId>> {
+        match self.frames.last() {
+            Some(Frame::For { bound, .. }) => Some(bound.clone()),
+            Some(Frame::Branch { outer_bound, .. }) => Some(outer_bound.clone()),
+            _ => None,
+        }
+    }
+
+    /// [`Rev::seq_scope`] for a loop body inside a parallel loop: arrays
+    /// from outside that loop (not in `outer`) get records instead of
+    /// threaded cotangents, returned as (position, value) pairs computed in
+    /// the body. `None` when one of them gets a whole-array cotangent, or a
+    /// record's size is bound in the iteration (`inner`).
+    #[allow(clippy::too_many_arguments)]
+    fn iteration_scope(
+        &mut self,
+        b: &mut Builder,
+        copy: &mut Block,
+        init: FxHashMap<VarId, Atom>,
+        cts: &[Option<Atom>],
+        threaded: &[VarId],
+        outer: FxHashSet<VarId>,
+        inner: &FxHashSet<VarId>,
+    ) -> Result<Option<(Vec<Stmt>, Vec<Atom>, Vec<Record>)>, AdError> {
+        let outer_adj = std::mem::replace(&mut self.adj, Adjoints { dense: init, cells: FxHashMap::default() });
+        self.frames.push(Frame::Branch { outer_bound: outer.clone(), records: vec![] });
+        b.begin();
+        let swept = self.sweep(b, copy, cts);
+        let outs: Vec<Atom> = threaded.iter().map(|v| self.adj.dense.get(v).copied().unwrap_or_else(|| b.zeros(&b.type_of(&Atom::Var(*v))))).collect();
+        let Some(Frame::Branch { records, .. }) = self.frames.pop() else { unreachable!("pushed above") };
+        let whole = self.adj.dense.keys().any(|v| !outer.contains(v));
+        let mut pairs = vec![];
+        for r in records {
+            let (flat, axes, bulk) = match &r.kind {
+                Kind::Pairs { flat, axes, bulk } => (*flat, *axes, *bulk),
+                Kind::Structured(parts) => {
+                    let aty = b.type_of(&Atom::Var(r.arr));
+                    let nb = parts.iter().filter(|p| matches!(p, Part::All(_))).count();
+                    (positions(b, &aty.shape, parts, r.ct), parts.len(), nb)
+                }
+            };
+            pairs.push(Record { kind: Kind::Pairs { flat, axes, bulk }, ..r });
+        }
+        let rev = b.end();
+        self.adj = outer_adj;
+        swept?;
+        let sized_inside = pairs.iter().any(|r| {
+            let Kind::Pairs { flat, .. } = r.kind else { return true };
+            [flat, r.ct].iter().any(|a| b.type_of(a).shape.iter().flat_map(Size::vars).any(|v| inner.contains(&v)))
+        });
+        Ok((!whole && !sized_inside).then_some((rev, outs, pairs)))
     }
 
     /// The trip count of the loop `s` (made to count its iterations if it
@@ -32,7 +99,26 @@ impl Rev {
     /// loop's results.
     fn trip_count(&mut self, b: &mut Builder, s: &mut Stmt, nparams: usize) -> (Atom, Vec<Binder>) {
         match &s.expr {
-            Expr::Loop { kind: LoopKind::Count { n, .. }, .. } => (b.prim(Prim::Max, vec![*n, lit(Scalar::I64, 0.0)], Scalar::I64), s.binds.clone()),
+            Expr::Loop { kind: LoopKind::Count { n, .. }, .. } => {
+                let count = Expr::Prim(Prim::Max, vec![*n, lit(Scalar::I64, 0.0)]);
+                let fixed = match (n, self.frames.last()) {
+                    (Atom::Var(v), Some(Frame::For { bound, .. })) => !bound.contains(v),
+                    (Atom::Lit(_), Some(Frame::For { .. })) => true,
+                    _ => false,
+                };
+                let c = if fixed {
+                    // computed before the parallel loop: what leaves its
+                    // iterations then has a size it does not bind
+                    let st = Stmt { binds: vec![Binder { var: b.fresh("trips"), ty: Type::scalar(Scalar::I64) }], expr: count, loc: None };
+                    b.declare(&st);
+                    let c = Atom::Var(st.binds[0].var);
+                    self.hoist_out.push(st);
+                    c
+                } else {
+                    b.emit(count, Type::scalar(Scalar::I64), "trips")
+                };
+                (c, s.binds.clone())
+            }
             _ => {
                 let c = counting_loop(b, s);
                 b.push(s.clone());
@@ -64,7 +150,7 @@ impl Rev {
     /// Emit the transposed loop and hand its results on: the initial
     /// state's cotangents, the threaded ones.
     #[allow(clippy::too_many_arguments)]
-    fn emit_reverse_loop(&mut self, b: &mut Builder, kind: &LoopKind, rparams: Vec<Binder>, rinit: Vec<Atom>, riv: VarId, n: Atom, body: Block, init: &[Atom], floats: &[usize], threaded: &[VarId]) {
+    fn emit_reverse_loop(&mut self, b: &mut Builder, kind: &LoopKind, rparams: Vec<Binder>, rinit: Vec<Atom>, riv: VarId, n: Atom, body: Block, init: &[Atom], floats: &[usize], threaded: &[VarId]) -> Vec<Atom> {
         let tys: Vec<Type> = rparams.iter().map(|p| p.ty.clone()).collect();
         // backwards through the iterations, whichever way the primal ran
         let down = !matches!(kind, LoopKind::Count { down: true, .. });
@@ -76,11 +162,20 @@ impl Rev {
         for (v, o) in threaded.iter().zip(&outs[floats.len()..]) {
             self.adj.dense.insert(*v, *o);
         }
+        outs[floats.len() + threaded.len()..].to_vec()
     }
 
     /// The store policy; `None` when a residual's size changes between
-    /// iterations.
-    fn rev_loop_stored(&mut self, b: &mut Builder, s: &mut Stmt, cts: &[Option<Atom>], threaded: &[VarId]) -> Result<Option<Vec<Stmt>>, AdError> {
+    /// iterations (or, with `records_for`, the bound variables of the
+    /// enclosing parallel loop, when records cannot be used).
+    fn rev_loop_stored(
+        &mut self,
+        b: &mut Builder,
+        s: &mut Stmt,
+        cts: &[Option<Atom>],
+        threaded: &[VarId],
+        records_for: Option<&FxHashSet<VarId>>,
+    ) -> Result<Option<Vec<Stmt>>, AdError> {
         let Expr::Loop { params, init, kind, body } = &s.expr else { unreachable!("checked by the caller") };
         let (params, init, kind, body) = (params.clone(), init.clone(), kind.clone(), body.clone());
         // the saving loop's body: a copy over fresh parameters
@@ -115,7 +210,28 @@ impl Rev {
         }
         let tinit = threaded.iter().copied().zip(rvars[floats.len()..].iter().map(|v| Atom::Var(*v))).collect();
         let all: Vec<VarId> = floats.iter().map(|&jf| new_params[jf].var).chain(threaded.iter().copied()).collect();
-        let (rev, outs) = self.seq_scope(b, &mut copy, tinit, &cts_body, &all)?;
+        let (rev, mut outs, records) = match records_for {
+            None => {
+                let (rev, outs) = self.seq_scope(b, &mut copy, tinit, &cts_body, &all)?;
+                (rev, outs, vec![])
+            }
+            Some(parallel) => {
+                let mut inner = bound_vars_block(&copy);
+                inner.extend(new_params.iter().map(|p| p.var));
+                inner.insert(iv);
+                let mut outer = parallel.clone();
+                outer.extend(inner.iter().copied());
+                match self.iteration_scope(b, &mut copy, tinit, &cts_body, &all, outer, &inner)? {
+                    Some(r) => r,
+                    None => return Ok(None),
+                }
+            }
+        };
+        let nouts = outs.len();
+        for r in &records {
+            let Kind::Pairs { flat, .. } = r.kind else { unreachable!("made pairs") };
+            outs.extend([flat, r.ct]);
+        }
         let rev_block = Block { stmts: rev, result: outs };
 
         // residuals: what the transposed body reads of the iteration
@@ -165,8 +281,19 @@ impl Rev {
         b.push(Stmt { binds: out_binds, expr, loc: None });
         let replacement = b.end();
 
-        // reverse: iterations backwards, reading what was saved
-        let (rparams, rinit) = self.reverse_params(b, &params, &floats, cts, threaded);
+        // reverse: iterations backwards, reading what was saved; records
+        // leaving an iteration are written into [n] buffers
+        let (mut rparams, mut rinit) = self.reverse_params(b, &params, &floats, cts, threaded);
+        let mut buffers = vec![];
+        for a in &rev_block.result[nouts..] {
+            let t = b.type_of(a);
+            let ty = Type { elem: t.elem, shape: [vec![nsize.clone()], t.shape].concat() };
+            rinit.push(b.zeros(&ty));
+            let p = Binder { var: b.fresh("pairs"), ty };
+            b.set_type(p.var, p.ty.clone());
+            buffers.push(p.clone());
+            rparams.push(p);
+        }
         let riv = b.fresh("i");
         b.set_type(riv, Type::scalar(Scalar::I64));
         b.begin();
@@ -191,9 +318,20 @@ impl Rev {
             m
         };
         let pre = b.end();
-        let rb = Copier { map, fresh: None }.block(&rev_block);
-        let rbody = Block { stmts: [pre, rb.stmts].concat(), result: rb.result };
-        self.emit_reverse_loop(b, &kind, rparams, rinit, riv, n, rbody, &init, &floats, threaded);
+        let mut rb = Copier { map, fresh: None }.block(&rev_block);
+        let written: Vec<Atom> = rb.result.split_off(nouts);
+        b.begin();
+        for (p, a) in buffers.iter().zip(written) {
+            let w = b.emit(Expr::Update { arr: Atom::Var(p.var), idx: j, val: a, loc: internal_loc() }, p.ty.clone(), "pairs");
+            rb.result.push(w);
+        }
+        let writes = b.end();
+        let rbody = Block { stmts: [pre, rb.stmts, writes].concat(), result: rb.result };
+        let filled = self.emit_reverse_loop(b, &kind, rparams, rinit, riv, n, rbody, &init, &floats, threaded);
+        for (r, pair) in records.into_iter().zip(filled.chunks(2)) {
+            let Kind::Pairs { axes, bulk, .. } = r.kind else { unreachable!("made pairs") };
+            self.record(b, Record { arr: r.arr, kind: Kind::Pairs { flat: pair[0], axes, bulk: bulk + 1 }, ct: pair[1], conditional: r.conditional });
+        }
         Ok(Some(replacement))
     }
 
