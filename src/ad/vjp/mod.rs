@@ -589,6 +589,27 @@ impl Rev {
         swept
     }
 
+    /// Enter a scope (`frame`) whose cotangents start as `init`, begin a
+    /// statement list and transpose `copy` into it; returns the enclosing
+    /// scope's cotangents (to restore), the outcome, and the final
+    /// cotangents of `threaded` (zeros where none).
+    fn open_scope(
+        &mut self,
+        b: &mut Builder,
+        copy: &mut Block,
+        init: FxHashMap<VarId, Atom>,
+        cts: &[Option<Atom>],
+        threaded: &[VarId],
+        frame: Frame,
+    ) -> (Adjoints, Result<(), AdError>, Vec<Atom>) {
+        let outer = std::mem::replace(&mut self.adj, Adjoints { dense: init, cells: FxHashMap::default() });
+        self.frames.push(frame);
+        b.begin();
+        let swept = self.sweep(b, copy, cts);
+        let outs = threaded.iter().map(|v| self.adj.dense.get(v).copied().unwrap_or_else(|| b.zeros(&b.type_of(&Atom::Var(*v))))).collect();
+        (outer, swept, outs)
+    }
+
     /// Transpose a recomputed block in a sequential scope whose accumulators
     /// start as `init`; the block's results get the cotangents `cts`.
     /// Returns the transpose (the copy's statements may have been changed
@@ -601,11 +622,7 @@ impl Rev {
         cts: &[Option<Atom>],
         threaded: &[VarId],
     ) -> Result<(Vec<Stmt>, Vec<Atom>), AdError> {
-        let outer = std::mem::replace(&mut self.adj, Adjoints { dense: init, cells: FxHashMap::default() });
-        self.frames.push(Frame::Seq);
-        b.begin();
-        let swept = self.sweep(b, copy, cts);
-        let outs: Vec<Atom> = threaded.iter().map(|v| self.adj.dense.get(v).copied().unwrap_or_else(|| b.zeros(&b.type_of(&Atom::Var(*v))))).collect();
+        let (outer, swept, outs) = self.open_scope(b, copy, init, cts, threaded, Frame::Seq);
         let rev = b.end();
         self.frames.pop();
         self.adj = outer;

@@ -400,12 +400,7 @@ impl Rev {
             let records: Vec<Record> = records
                 .into_iter()
                 .map(|r| match &r.kind {
-                    Kind::Structured(parts) if parts.iter().any(|p| matches!(p, Part::At(Atom::Var(v)) if inside.contains(v))) => {
-                        let aty = b.type_of(&Atom::Var(r.arr));
-                        let nb = parts.iter().filter(|p| matches!(p, Part::All(_))).count();
-                        let flat = positions(b, &aty.shape, parts, r.ct);
-                        Record { kind: Kind::Pairs { flat, axes: parts.len(), bulk: nb }, ..r }
-                    }
+                    Kind::Structured(parts) if parts.iter().any(|p| matches!(p, Part::At(Atom::Var(v)) if inside.contains(v))) => as_pairs(b, r),
                     _ => r,
                 })
                 .collect();
@@ -529,9 +524,18 @@ pub(super) fn hoist(body: &mut Block, v: VarId, bound: &mut FxHashSet<VarId>, ho
     true
 }
 
+/// A record as (position, value) pairs.
+pub(super) fn as_pairs(b: &mut Builder, r: Record) -> Record {
+    let Kind::Structured(parts) = &r.kind else { return r };
+    let aty = b.type_of(&Atom::Var(r.arr));
+    let nb = parts.iter().filter(|p| matches!(p, Part::All(_))).count();
+    let flat = positions(b, &aty.shape, parts, r.ct);
+    Record { kind: Kind::Pairs { flat, axes: parts.len(), bulk: nb }, ..r }
+}
+
 /// The row-major positions over `shape` of a structured record's cells:
 /// a scalar for fixed indices, else an array over its whole axes.
-pub(super) fn positions(b: &mut Builder, shape: &[Size], parts: &[Part], ct: Atom) -> Atom {
+fn positions(b: &mut Builder, shape: &[Size], parts: &[Part], ct: Atom) -> Atom {
     let nb = parts.iter().filter(|p| matches!(p, Part::All(_))).count();
     let dims = b.type_of(&ct).shape[..nb].to_vec();
     positions_over(b, shape, parts, &dims, &mut vec![])

@@ -4,7 +4,7 @@
 //! its saved state. Reductions with operators that have no parallel
 //! transpose here run as such loops.
 
-use super::parallel::{hoist, positions, rematerializable, Kind, Part, Record};
+use super::parallel::{as_pairs, hoist, rematerializable, Kind, Record};
 use super::*;
 
 impl Rev {
@@ -65,25 +65,11 @@ impl Rev {
         outer: FxHashSet<VarId>,
         inner: &FxHashSet<VarId>,
     ) -> Result<Option<(Vec<Stmt>, Vec<Atom>, Vec<Record>)>, AdError> {
-        let outer_adj = std::mem::replace(&mut self.adj, Adjoints { dense: init, cells: FxHashMap::default() });
-        self.frames.push(Frame::Branch { outer_bound: outer.clone(), records: vec![] });
-        b.begin();
-        let swept = self.sweep(b, copy, cts);
-        let outs: Vec<Atom> = threaded.iter().map(|v| self.adj.dense.get(v).copied().unwrap_or_else(|| b.zeros(&b.type_of(&Atom::Var(*v))))).collect();
+        let frame = Frame::Branch { outer_bound: outer.clone(), records: vec![] };
+        let (outer_adj, swept, outs) = self.open_scope(b, copy, init, cts, threaded, frame);
         let Some(Frame::Branch { records, .. }) = self.frames.pop() else { unreachable!("pushed above") };
         let whole = self.adj.dense.keys().any(|v| !outer.contains(v));
-        let mut pairs = vec![];
-        for r in records {
-            let (flat, axes, bulk) = match &r.kind {
-                Kind::Pairs { flat, axes, bulk } => (*flat, *axes, *bulk),
-                Kind::Structured(parts) => {
-                    let aty = b.type_of(&Atom::Var(r.arr));
-                    let nb = parts.iter().filter(|p| matches!(p, Part::All(_))).count();
-                    (positions(b, &aty.shape, parts, r.ct), parts.len(), nb)
-                }
-            };
-            pairs.push(Record { kind: Kind::Pairs { flat, axes, bulk }, ..r });
-        }
+        let pairs: Vec<Record> = records.into_iter().map(|r| as_pairs(b, r)).collect();
         let rev = b.end();
         self.adj = outer_adj;
         swept?;
