@@ -1,12 +1,15 @@
 //! `ad`: automatic differentiation on the core IR.
 //!
-//! `lower` turns the surface operators `jvp`, `jvp2` and `jacfwd` into
-//! `Expr::Jvp` nodes (a closed lambda with its primal and tangent inputs);
-//! this stage expands every such node, innermost first, into ordinary IR by
-//! the forward-mode transform of `jvp.rs`, which consults the rule table of
-//! `rules.rs`. Innermost first is what rules out perturbation confusion: an
-//! inner derivative is already plain IR when an outer one differentiates it,
-//! and every transform names its tangent variables itself.
+//! `lower` turns the surface operators into `Expr::Jvp` nodes (`jvp`,
+//! `jvp2`, `jacfwd`) and `Expr::Vjp` nodes (`grad`, `vjp`, `vjp2`, `jacrev`;
+//! `hessian` is a `Jvp` of a `Vjp`): a closed lambda with its inputs. This
+//! stage expands every such node, innermost first, into ordinary IR: by the
+//! forward-mode transform of `jvp.rs`, which consults the rule table of
+//! `rules.rs`, or by reverse mode in `vjp/` (linearize with the same rules,
+//! transpose with `transpose.rs`). Innermost first is what rules out
+//! perturbation confusion: an inner derivative is already plain IR when an
+//! outer one differentiates it, and every transform names its variables
+//! itself.
 
 mod build;
 mod jvp;

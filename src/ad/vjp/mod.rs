@@ -13,8 +13,10 @@
 //! used k times costs k additions and no primal work is repeated (paper
 //! 003's sharing problem). Residuals: a parallel `for` *stores* what its
 //! transposed body reads (extra results of the primal `for`), a sequential
-//! loop stores its state at every iteration and *recomputes* the body from
-//! it, an `if` recomputes the branch taken; docs/ARCHITECTURE.md explains why.
+//! loop stores its body's residuals at every iteration, both *recompute*
+//! what takes a step or two and fall back to recomputing when a residual's
+//! size varies between iterations; an `if` recomputes the branch taken.
+//! docs/ARCHITECTURE.md explains why.
 
 use super::build::{lit, size_of_atom, Builder};
 use super::jvp::elementwise;

@@ -1,8 +1,8 @@
-//! Transposing sequential loops: the primal loop saves its state at every
-//! iteration (a `while` loop first counts its iterations), and the
-//! transposed loop runs the iterations backwards, recomputing each body from
-//! its saved state. Reductions with operators that have no parallel
-//! transpose here run as such loops.
+//! Transposing sequential loops: the primal loop saves what the transposed
+//! body reads at every iteration (a `while` loop first counts its
+//! iterations), and the transposed loop runs the iterations backwards.
+//! Reductions with operators that have no parallel transpose here run as
+//! such loops.
 
 use super::parallel::{as_pairs, hoist, rematerializable, Kind, Record};
 use super::*;
