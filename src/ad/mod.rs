@@ -111,26 +111,25 @@ fn expand_function(f: &mut Function) -> Result<(), AdError> {
     Ok(())
 }
 
-/// Expand the `jvp` nodes of a block (and of every nested block).
+/// Expand the `jvp` and `vjp` nodes of a block (and of every nested block).
 fn expand_block(b: &mut Builder, block: Block) -> Result<Block, AdError> {
     let mut stmts = vec![];
     for mut s in block.stmts {
         match &mut s.expr {
-            Expr::Jvp { .. } => {
-                let Expr::Jvp { mut lam, primals, tangents } = s.expr else { unreachable!() };
+            Expr::Jvp { .. } | Expr::Vjp { .. } => {
+                // the inner derivatives first, then this one
+                let (mut lam, primals, others, reverse) = match s.expr {
+                    Expr::Jvp { lam, primals, tangents } => (lam, primals, tangents, false),
+                    Expr::Vjp { lam, primals, cotangents } => (lam, primals, cotangents, true),
+                    _ => unreachable!("matched above"),
+                };
                 lam.body = expand_block(b, lam.body)?;
                 b.begin();
-                let r = jvp::expand_jvp(b, &lam, &primals, &tangents, &s.binds, s.loc.as_ref());
-                let expanded = b.end();
-                r?;
-                stmts.extend(expanded);
-                continue;
-            }
-            Expr::Vjp { .. } => {
-                let Expr::Vjp { mut lam, primals, cotangents } = s.expr else { unreachable!() };
-                lam.body = expand_block(b, lam.body)?;
-                b.begin();
-                let r = vjp::expand_vjp(b, &lam, &primals, &cotangents, &s.binds, s.loc.as_ref());
+                let r = if reverse {
+                    vjp::expand_vjp(b, &lam, &primals, &others, &s.binds, s.loc.as_ref())
+                } else {
+                    jvp::expand_jvp(b, &lam, &primals, &others, &s.binds, s.loc.as_ref())
+                };
                 let expanded = b.end();
                 r?;
                 stmts.extend(expanded);
