@@ -299,10 +299,7 @@ impl Rev {
             if let Some(rep) = replacement {
                 // what the replacement binds is bound inside the current loop
                 if let Some(Frame::For { bound, .. } | Frame::Branch { outer_bound: bound, .. }) = self.frames.last_mut() {
-                    for st in &rep {
-                        bound.extend(st.binds.iter().map(|x| x.var));
-                        bound.extend(bound_vars_block(&Block { stmts: vec![st.clone()], result: vec![] }));
-                    }
+                    bound.extend(bound_vars_block(&Block { stmts: rep.clone(), result: vec![] }));
                 }
                 stmts.splice(k..k + 1, rep);
             }
