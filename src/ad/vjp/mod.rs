@@ -570,7 +570,7 @@ impl Rev {
         let tys: Vec<Type> = threaded.iter().map(|v| b.type_of(&Atom::Var(*v))).collect();
         let outs = b.emit_many(Expr::If { cond: *cond, then_b, else_b }, tys, "adj");
         for (v, o) in threaded.iter().zip(outs) {
-            self.adj.dense.insert(*v, o);
+            self.add(b, &Atom::Var(*v), o);
         }
         Ok(())
     }

@@ -142,11 +142,14 @@ impl Rev {
         let down = !matches!(kind, LoopKind::Count { down: true, .. });
         let expr = Expr::Loop { params: rparams, init: rinit, kind: LoopKind::Count { ivar: riv, n, down }, body };
         let outs = b.emit_many(expr, tys, "adj");
+        // Both are added, never written: a variable read in the body can
+        // also be (part of) the initial state, and then it gets both
+        // contributions (`loop w = y … do w * y`).
+        for (v, o) in threaded.iter().zip(&outs[floats.len()..]) {
+            self.add(b, &Atom::Var(*v), *o);
+        }
         for (k, &jf) in floats.iter().enumerate() {
             self.add(b, &init[jf], outs[k]);
-        }
-        for (v, o) in threaded.iter().zip(&outs[floats.len()..]) {
-            self.adj.dense.insert(*v, *o);
         }
         outs[floats.len() + threaded.len()..].to_vec()
     }
