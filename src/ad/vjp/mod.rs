@@ -297,14 +297,20 @@ impl Rev {
                 e
             })?;
             if let Some(rep) = replacement {
-                // what the replacement binds is bound inside the current loop
-                if let Some(Frame::For { bound, .. } | Frame::Branch { outer_bound: bound, .. }) = self.frames.last_mut() {
-                    bound.extend(bound_vars_block(&Block { stmts: rep.clone(), result: vec![] }));
-                }
+                self.note_bound(&rep);
                 stmts.splice(k..k + 1, rep);
             }
         }
         Ok(())
+    }
+
+    /// What a replacement of a primal statement binds is bound inside the
+    /// current parallel loop (or branch in it): records whose sizes mention
+    /// it cannot leave the iteration.
+    fn note_bound(&mut self, stmts: &[Stmt]) {
+        if let Some(Frame::For { bound, .. } | Frame::Branch { outer_bound: bound, .. }) = self.frames.last_mut() {
+            bound.extend(bound_vars_block(&Block { stmts: stmts.to_vec(), result: vec![] }));
+        }
     }
 
     fn rev_stmt(&mut self, b: &mut Builder, s: &mut Stmt) -> Result<Option<Vec<Stmt>>, AdError> {
@@ -346,6 +352,8 @@ impl Rev {
                 // A user operator (or a product/extremum scan) has no
                 // parallel transpose here: it runs as a sequential fold.
                 let (mut rep, mut lp) = fold_as_loop(b, s);
+                // its trip count is computed here, not before the loop
+                self.note_bound(&rep);
                 mark_active(std::slice::from_ref(&lp), &mut self.active);
                 match self.rev_loop(b, &mut lp)? {
                     Some(r) => rep.extend(r),

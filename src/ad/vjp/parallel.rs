@@ -224,6 +224,9 @@ impl Rev {
             .collect();
         let body = Block { stmts: [prefix, rb.stmts].concat(), result: rb.result };
         let outs = b.emit_many(Expr::For { ivar: new_ivar, size, body }, tys, "adj");
+        // what is hoisted before this loop is bound in the enclosing one:
+        // records sized by it stay there
+        self.note_bound(&hoisted);
         let mut it = outs.into_iter();
         for u in uses {
             let o = it.next().expect("one result per use");

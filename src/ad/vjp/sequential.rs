@@ -317,6 +317,9 @@ impl Rev {
         let writes = b.end();
         let rbody = Block { stmts: [pre, rb.stmts, writes].concat(), result: rb.result };
         let filled = self.emit_reverse_loop(b, &kind, rparams, rinit, riv, n, rbody, &init, &floats, threaded);
+        // a `while` loop's trip count is bound here: records sized by it
+        // are added up inside the enclosing iteration
+        self.note_bound(&replacement);
         for (r, pair) in records.into_iter().zip(filled.chunks(2)) {
             let Kind::Pairs { axes, bulk, .. } = r.kind else { unreachable!("made pairs") };
             self.record(b, Record { arr: r.arr, kind: Kind::Pairs { flat: pair[0], axes, bulk: bulk + 1 }, ct: pair[1], conditional: r.conditional });
