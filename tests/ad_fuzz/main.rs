@@ -102,7 +102,7 @@ fn source(c: &Case) -> String {
 fn random_case(seed: u64) -> Case {
     let mut g = Gen::new(seed);
     let ty = if g.rng.below(100) < 30 { Ty::VN } else { Ty::F };
-    let depth = 2 + g.rng.below(4);
+    let depth = 2 + g.rng.below(5);
     let body = g.expr(ty, &Env::params(), depth);
     let (n, k) = (2 + g.rng.below(3), 1 + g.rng.below(3));
     let mut r = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);

@@ -162,7 +162,7 @@ impl Gen {
 
     fn name(&mut self, prefix: &str) -> String {
         self.fresh += 1;
-        format!("{prefix}{}", self.fresh)
+        format!("{prefix}_{}", self.fresh)
     }
 
     fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
