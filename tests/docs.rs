@@ -16,7 +16,8 @@
 //! - Other blocks (```` ```text ````, grammar sketches) are not run.
 //!
 //! A second test checks that every built-in in the table of
-//! `src/lower/builtins.rs` is used by at least one checked program.
+//! `src/lower/builtins.rs` is applied to an argument in at least one checked
+//! program, and named in the text.
 
 mod common;
 use common::*;
@@ -216,13 +217,38 @@ fn builtin_names() -> Vec<String> {
     names
 }
 
-fn words(code: &str) -> BTreeSet<String> {
-    code.lines()
-        .filter(|l| !l.trim_start().starts_with("--"))
-        .flat_map(|l| l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '\'')))
-        .filter(|w| !w.is_empty())
-        .map(str::to_string)
-        .collect()
+/// The names applied to an argument in `code` (outside comments): a word
+/// followed by one space and the start of an argument. This tells `f64 n`
+/// (the conversion) from `(x: f64)` and `[n]f64` (the type).
+fn applied_names(code: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for line in code.lines() {
+        let line = line.split(" -- ").next().unwrap_or("");
+        if line.trim_start().starts_with("--") {
+            continue;
+        }
+        let b = line.as_bytes();
+        let is_word = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b'\'';
+        let mut i = 0;
+        while i < b.len() {
+            if is_word(b[i]) && (i == 0 || !is_word(b[i - 1])) {
+                let start = i;
+                while i < b.len() && is_word(b[i]) {
+                    i += 1;
+                }
+                let after = &b[i..];
+                let applied = after.len() >= 2
+                    && after[0] == b' '
+                    && (after[1].is_ascii_alphanumeric() || matches!(after[1], b'_' | b'(' | b'[' | b'\\'));
+                if applied {
+                    out.insert(line[start..i].to_string());
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 #[test]
@@ -232,7 +258,7 @@ fn every_builtin_has_a_checked_example() {
     for b in blocks(&doc) {
         let checked = b.lang == "arden" && b.text.contains("-- test:");
         if checked {
-            used.extend(words(&b.text));
+            used.extend(applied_names(&b.text));
         }
     }
     let missing: Vec<String> = builtin_names().into_iter().filter(|n| !used.contains(n)).collect();
