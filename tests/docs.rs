@@ -9,10 +9,11 @@
 //!   diagnostics containing each TEXT. A block with neither is an error, so
 //!   no example goes unchecked by accident.
 //! - In a fenced ```` ```sh ```` block, every line starting with `arden ` is
-//!   run with the `arden` binary from the repository root. The line after it
-//!   may state the outcome: `# → TEXT` (exit 0, stdout is TEXT) or
-//!   `# exit N: TEXT` (exit status N, stderr contains TEXT); with neither the
-//!   command must exit 0.
+//!   run with the `arden` binary from the repository root. The `# ` lines
+//!   right after it state the outcome: `# → TEXT` (stdout is TEXT),
+//!   `# stderr: TEXT` (stderr contains TEXT), `# exit N: TEXT` (exit status
+//!   N, stderr contains TEXT). Without an `# exit` line the command must
+//!   exit 0.
 //! - Other blocks (```` ```text ````, grammar sketches) are not run.
 //!
 //! A second test checks that every built-in in the table of
@@ -162,19 +163,28 @@ fn check_commands(b: &Block, failures: &mut Vec<String>) -> usize {
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         let code = out.status.code();
-        let next = lines.get(i + 1).map(|l| l.trim()).unwrap_or("");
-        if let Some(want) = next.strip_prefix("# → ") {
-            if code != Some(0) || stdout.trim() != want.trim() {
-                failures.push(format!("{here}: `{line}` exited {code:?} with\n{stdout}{stderr}\nexpected `{want}`"));
+        let shown = format!("`{line}` exited {code:?} with\n{stdout}{stderr}");
+        // The comment lines right after the command state its outcome.
+        let mut want_code = 0;
+        for note in lines[i + 1..].iter().map(|l| l.trim()).take_while(|l| l.starts_with("# ")) {
+            if let Some(want) = note.strip_prefix("# → ") {
+                if stdout.trim() != want.trim() {
+                    failures.push(format!("{here}: {shown}\nexpected stdout `{want}`"));
+                }
+            } else if let Some(spec) = note.strip_prefix("# exit ") {
+                let (n, want) = spec.split_once(':').unwrap_or((spec, ""));
+                want_code = n.trim().parse().unwrap_or_else(|_| panic!("{here}: bad `# exit N: TEXT` line"));
+                if !stderr.contains(want.trim()) {
+                    failures.push(format!("{here}: {shown}\nexpected `{}` on stderr", want.trim()));
+                }
+            } else if let Some(want) = note.strip_prefix("# stderr: ") {
+                if !stderr.contains(want.trim()) {
+                    failures.push(format!("{here}: {shown}\nexpected `{}` on stderr", want.trim()));
+                }
             }
-        } else if let Some(spec) = next.strip_prefix("# exit ") {
-            let (n, want) = spec.split_once(':').unwrap_or((spec, ""));
-            let n: i32 = n.trim().parse().unwrap_or_else(|_| panic!("{here}: bad `# exit N: TEXT` line"));
-            if code != Some(n) || !stderr.contains(want.trim()) {
-                failures.push(format!("{here}: `{line}` exited {code:?} with\n{stdout}{stderr}\nexpected exit {n} and `{}`", want.trim()));
-            }
-        } else if code != Some(0) {
-            failures.push(format!("{here}: `{line}` exited {code:?}:\n{stdout}{stderr}"));
+        }
+        if code != Some(want_code) {
+            failures.push(format!("{here}: {shown}\nexpected exit status {want_code}"));
         }
     }
     ran
