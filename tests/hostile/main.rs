@@ -9,7 +9,7 @@ mod lower;
 mod runtime;
 mod interp;
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -50,9 +50,25 @@ pub fn run_limited(args: &[&str], stdin: &[u8], limits: Limits) -> Outcome {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn arden");
-    if let Some(mut sin) = child.stdin.take() {
-        let _ = sin.write_all(stdin);
-    }
+    // stdin is fed and stdout/stderr drained on their own threads: a child
+    // writing more than a pipe buffer must not look like a hang
+    let feed = child.stdin.take().map(|mut sin| {
+        let bytes = stdin.to_vec();
+        std::thread::spawn(move || {
+            let _ = sin.write_all(&bytes);
+        })
+    });
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = vec![];
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out_reader = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let err_reader = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
     let deadline = start + Duration::from_secs(limits.seconds);
     let mut timed_out = false;
     loop {
@@ -66,11 +82,16 @@ pub fn run_limited(args: &[&str], stdin: &[u8], limits: Limits) -> Outcome {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let out = child.wait_with_output().expect("collect output");
+    let status = child.wait().expect("wait");
+    if let Some(f) = feed {
+        let _ = f.join();
+    }
+    let stdout = out_reader.join().unwrap_or_default();
+    let stderr = err_reader.join().unwrap_or_default();
     Outcome {
-        code: if timed_out { None } else { out.status.code() },
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        code: if timed_out { None } else { status.code() },
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
         elapsed: start.elapsed(),
         timed_out,
     }
