@@ -457,4 +457,51 @@ mod tests {
         let r = s.subst(&|_| v(5).mul(&Size::constant(2)));
         assert_eq!(r, v(5).mul(&Size::constant(2)).add(&Size::constant(1)));
     }
+
+    #[test]
+    fn checked_arithmetic_refuses_overflow() {
+        let big = Size::constant(i64::MAX);
+        assert_eq!(big.try_add(&Size::constant(1)), Err(SizeError::Overflow));
+        assert_eq!(Size::constant(i64::MIN).try_sub(&Size::constant(1)), Err(SizeError::Overflow));
+        assert_eq!(v(0).mul(&Size::constant(1 << 62)).try_mul(&Size::constant(4)), Err(SizeError::Overflow));
+        assert_eq!(Size::constant(i64::MIN).try_div(&Size::constant(-1)), Err(SizeError::Overflow));
+        assert_eq!(v(0).try_add(&v(1)).unwrap(), v(0).add(&v(1)));
+        let s = v(0).mul(&Size::constant(1 << 62));
+        assert!(s.mul(&Size::constant(4)).eval(&|_| Ok(1)).is_ok(), "wrapping mul keeps a value");
+        assert!(s.eval(&|_| Ok(4)).unwrap_err().contains("overflows"));
+        assert!(v(0).mul(&v(0)).eval(&|_| Ok(i64::MAX)).is_err());
+        // no panic for i64::MIN divided by -1
+        let _ = Size::constant(i64::MIN).mul(&v(0)).div(&Size::constant(-1));
+    }
+
+    #[test]
+    fn polynomials_over_the_budget_are_refused_quickly() {
+        let sum = (0..8).fold(Size::constant(0), |acc, i| acc.add(&v(i)));
+        let mut p = sum.clone();
+        let mut refused = false;
+        for _ in 0..7 {
+            match p.try_mul(&sum) {
+                Ok(q) => p = q,
+                Err(e) => {
+                    assert_eq!(e, SizeError::TooLarge);
+                    refused = true;
+                    break;
+                }
+            }
+        }
+        assert!(refused, "(a0+...+a7)^8 has 6435 terms");
+        // high degree with one term
+        let mut q = v(0);
+        let mut refused = false;
+        for _ in 0..10 {
+            match q.try_mul(&q) {
+                Ok(r) => q = r,
+                Err(_) => {
+                    refused = true;
+                    break;
+                }
+            }
+        }
+        assert!(refused);
+    }
 }

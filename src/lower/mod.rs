@@ -158,6 +158,46 @@ pub(crate) struct Lowerer<'a> {
     /// Sizes written in annotations, in normal form, with the text the user
     /// wrote (for messages).
     size_text: FxHashMap<Size, String>,
+    /// Where the lines of the user's source start (every emitted statement
+    /// gets a location: a rescan per statement made lowering quadratic).
+    lines: LineTable,
+}
+
+/// Start offset of every line, and whether the line is ASCII (then the
+/// column is a byte difference; otherwise characters are counted).
+pub(crate) struct LineTable {
+    starts: Vec<usize>,
+    ascii: Vec<bool>,
+}
+
+impl LineTable {
+    fn new(text: &str) -> LineTable {
+        let mut starts = vec![0];
+        let mut ascii = vec![];
+        let mut line_ascii = true;
+        for (i, b) in text.bytes().enumerate() {
+            line_ascii &= b.is_ascii();
+            if b == b'\n' {
+                starts.push(i + 1);
+                ascii.push(line_ascii);
+                line_ascii = true;
+            }
+        }
+        ascii.push(line_ascii);
+        LineTable { starts, ascii }
+    }
+
+    /// 1-based line and column (in characters) of a byte offset.
+    fn line_col(&self, text: &str, offset: usize) -> (usize, usize) {
+        let mut offset = offset.min(text.len());
+        while !text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let line = self.starts.partition_point(|&s| s <= offset) - 1;
+        let start = self.starts[line];
+        let col = if self.ascii[line] { offset - start } else { text[start..offset].chars().count() };
+        (line + 1, col + 1)
+    }
 }
 
 /// What a link of the call chain calls (named only when reported).
@@ -208,6 +248,7 @@ impl<'a> Lowerer<'a> {
             over_budget: false,
             chain: vec![],
             size_text: FxHashMap::default(),
+            lines: LineTable::new(&source.text),
         }
     }
 
@@ -261,7 +302,7 @@ impl<'a> Lowerer<'a> {
 
     fn loc(&self, span: &Span) -> Loc {
         let s = self.at(span);
-        let (line, col) = self.source.line_col(s.start);
+        let (line, col) = self.lines.line_col(&self.source.text, s.start);
         Loc { file: self.source.name.clone(), line, col }
     }
 
