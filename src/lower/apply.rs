@@ -175,17 +175,15 @@ impl Lowerer<'_> {
     fn depth_exceeded(&mut self, link: ChainLink) -> Val {
         let max = self.opts.max_inline_depth;
         let repeats = self.chain.iter().filter(|l| l.key == link.key).count();
-        let chain = self.chain_text(&link);
         if repeats >= 3 {
             // The same function keeps calling itself through a function value.
             let name = self.chain_name(&link.name);
             let d = Diagnostic::new(format!("calls nest too deeply while inlining: {name} keeps calling itself"), link.span.clone())
                 .label("this call never finishes unfolding")
-                .hint(format!(
-                    "a function value applied to itself is recursion, which arden does not allow; use `loop` (call chain: {chain})"
-                ));
+                .hint("a function value applied to itself is recursion, which arden does not allow; use `loop`");
             return self.budget_error(d);
         }
+        let chain = self.chain_text(&link);
         let at = self.chain.first().map(|l| l.span.clone()).unwrap_or_else(|| link.span.clone());
         let mut d = Diagnostic::new(format!("the chain of nested calls is deeper than {max} (call chain: {chain})"), at.clone())
             .label(format!("more than {max} calls nest inside this one"));

@@ -338,7 +338,11 @@ impl<'a> Lowerer<'a> {
                             .to_string()
                     }
                 };
-                self.error(Diagnostic::new(format!("{e} in {what}"), span.clone()).label("this size").hint(hint));
+                let label = match e {
+                    SizeError::Overflow => "this size does not fit in i64",
+                    SizeError::TooLarge => "this size multiplies out to too many terms",
+                };
+                self.error(Diagnostic::new(format!("{e} in {what}"), span.clone()).label(label).hint(hint));
                 None
             }
         }
