@@ -118,9 +118,10 @@ impl Lowerer<'_> {
         // after SUGGEST_MAX_ERRORS diagnostics (a file of typos stays linear).
         let suggest = name.chars().count() <= SUGGEST_MAX_LEN && self.diags.len() < SUGGEST_MAX_ERRORS;
         let best = if suggest {
-            let mut candidates = super::builtins::names().iter().map(|s| s.to_string()).collect::<Vec<_>>();
-            candidates.extend(env.names(SUGGEST_SCAN));
-            candidates.extend(self.decls.keys().take(SUGGEST_SCAN).map(|s| s.to_string()));
+            let near = |c: &str| near_in_length(name, c);
+            let mut candidates = super::builtins::names().iter().filter(|c| near(c)).map(|s| s.to_string()).collect::<Vec<_>>();
+            candidates.extend(env.names_where(SUGGEST_SCAN, &near));
+            candidates.extend(self.decls.keys().take(SUGGEST_SCAN).filter(|c| near(c)).map(|s| s.to_string()));
             closest(name, &candidates)
         } else {
             None
@@ -952,16 +953,21 @@ const SUGGEST_MAX_LEN: usize = 64;
 /// No suggestions once this many diagnostics are recorded.
 const SUGGEST_MAX_ERRORS: usize = 200;
 
+/// Whether `c` is short or long enough to be within the suggestion distance.
+fn near_in_length(name: &str, c: &str) -> bool {
+    let max_d = (name.len() / 3).max(1);
+    c.len().abs_diff(name.len()) <= max_d * 4 && c.chars().count().abs_diff(name.chars().count()) <= max_d
+}
+
 /// The candidate closest to `name` by edit distance, if close enough. Only
 /// candidates whose length is within the allowed distance are compared, and
 /// at most `SUGGEST_COMPARISONS` of them.
 fn closest(name: &str, candidates: &[String]) -> Option<String> {
-    let len = name.chars().count();
     let max_d = (name.len() / 3).max(1);
     let mut best: Option<(usize, &String)> = None;
     let mut compared = 0;
     for c in candidates {
-        if c.len().abs_diff(name.len()) > max_d * 4 || c.chars().count().abs_diff(len) > max_d {
+        if !near_in_length(name, c) {
             continue;
         }
         compared += 1;

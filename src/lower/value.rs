@@ -177,16 +177,25 @@ impl Env {
     /// Names in scope (for "did you mean" hints), at most `limit` of them,
     /// in no particular order.
     pub fn names(&self, limit: usize) -> Vec<String> {
+        self.names_where(limit, &|_| true)
+    }
+
+    /// Names in scope that `keep` accepts, reading at most `scan` names.
+    pub fn names_where(&self, scan: usize, keep: &dyn Fn(&str) -> bool) -> Vec<String> {
         let mut out = vec![];
+        let mut read = 0;
         let mut stack: Vec<&EnvNode> = self.root.as_deref().into_iter().collect();
         while let Some(n) = stack.pop() {
             match n {
                 EnvNode::Leaf { entries, .. } => {
                     for (name, _) in entries {
-                        if out.len() >= limit {
+                        if read >= scan {
                             return out;
                         }
-                        out.push(name.to_string());
+                        read += 1;
+                        if keep(name) {
+                            out.push(name.to_string());
+                        }
                     }
                 }
                 EnvNode::Branch { children, .. } => stack.extend(children.iter().map(|c| &**c)),
