@@ -389,7 +389,7 @@ impl Lowerer<'_> {
     /// A count or length that is a negative constant is a compile-time
     /// error (it would fail at run time); other counts are checked at run
     /// time.
-    fn count_not_negative(&mut self, n: &Size, span: &Span, what: &str) -> bool {
+    pub(super) fn count_not_negative(&mut self, n: &Size, span: &Span, what: &str) -> bool {
         match n.as_const() {
             Some(c) if c < 0 => {
                 self.error(

@@ -662,7 +662,11 @@ impl Lowerer<'_> {
             Some(b) => {
                 let v = self.expr(b, env);
                 let Some((a, _)) = self.int_operand(&v, &b.span, "the bound of a `for` index") else { return Val::Error };
-                self.size_of_atom(a).expect("i64 atom")
+                let n = self.size_of_atom(a).expect("i64 atom");
+                if !self.count_not_negative(&n, &b.span, "the bound of this `for` index") {
+                    return Val::Error;
+                }
+                n
             }
             // Already probing an outer index: this index's size does not
             // matter for that probe, so do not probe again (which would make

@@ -246,6 +246,7 @@ fn negative_constant_counts_and_slices_are_compile_errors() {
     assert!(errors("entry main (a: [3]f64) : f64 = sum a[2:1]").contains("out of bounds"));
     assert!(errors("entry main (a: [3]f64) : f64 = sum a[0:4]").contains("out of bounds"));
     compile("entry main (a: [3]f64) : f64 = sum a[0:3] + sum a[3:3]");
+    assert!(errors("entry main (x: f64) : f64 = sum (for (i < 0 - 2). x)").contains("bound of this `for` index is negative (-2)"));
 }
 
 #[test]
