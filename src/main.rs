@@ -51,6 +51,9 @@ enum Command {
     long_about = "Type- and size-check a program without running it.\n\n\
 Prints `FILE: ok (N entry points)` on success. On errors, prints every diagnostic with its \
 source location and exits with status 1.\n\n\
+Every call is inlined while checking; a program that inlines to more than \
+ARDEN_MAX_INLINE_STATEMENTS IR statements (default 1000000) or nests calls deeper than \
+ARDEN_MAX_INLINE_DEPTH (default 150) is refused with the call chain (environment variables).\n\n\
 Examples:\n  \
 arden check model.ard\n  \
 arden check model.ard --strict-bounds"

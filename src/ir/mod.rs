@@ -18,7 +18,7 @@ pub mod print;
 pub mod verify;
 pub mod walk;
 
-pub use size::{Size, SizeAtom};
+pub use size::{Size, SizeAtom, SizeError};
 
 /// A variable. Ids are unique within a `Function`.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]

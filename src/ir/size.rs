@@ -9,6 +9,39 @@ use super::{Atom, Lit, Prim, VarId};
 use std::collections::BTreeMap;
 use std::fmt;
 
+/// Most terms a size polynomial may have (counting the terms of divisions
+/// nested inside it) before the compiler refuses it. Hand-written sizes have
+/// a handful; this only stops blow-ups such as `(a0+...+a7)^8`.
+pub const MAX_SIZE_TERMS: usize = 1000;
+
+/// Most factors one term of a size polynomial may have (its degree).
+pub const MAX_SIZE_DEGREE: usize = 64;
+
+/// Why checked size arithmetic refused.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum SizeError {
+    /// A coefficient (or constant) does not fit in `i64`.
+    Overflow,
+    /// The polynomial is over [`MAX_SIZE_TERMS`] or [`MAX_SIZE_DEGREE`].
+    TooLarge,
+}
+
+impl fmt::Display for SizeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SizeError::Overflow => write!(f, "size arithmetic overflows i64"),
+            SizeError::TooLarge => write!(
+                f,
+                "size expression too large: more than {MAX_SIZE_TERMS} terms or a term of degree above {MAX_SIZE_DEGREE} once multiplied out"
+            ),
+        }
+    }
+}
+
+fn overflow() -> String {
+    "size arithmetic overflows i64 (a dimension, or a product of dimensions, is above 9223372036854775807)".to_string()
+}
+
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub enum SizeAtom {
     Var(VarId),
@@ -64,6 +97,8 @@ impl Size {
         }
     }
 
+    /// `self + other`. Coefficients wrap on overflow; the elaborator uses
+    /// [`Size::try_add`], which refuses instead.
     pub fn add(&self, other: &Size) -> Size {
         let mut terms = self.terms.clone();
         for (m, c) in &other.terms {
@@ -84,18 +119,109 @@ impl Size {
         self.add(&other.neg())
     }
 
+    /// `self * other` (coefficients wrap on overflow; see [`Size::try_mul`]).
+    /// Terms are accumulated in one map: linear in the number of products.
     pub fn mul(&self, other: &Size) -> Size {
-        let mut out = Size::default();
+        let mut out: BTreeMap<Vec<SizeAtom>, i64> = BTreeMap::new();
         for (m1, c1) in &self.terms {
             for (m2, c2) in &other.terms {
                 let mut m: Vec<SizeAtom> = m1.iter().chain(m2.iter()).cloned().collect();
                 m.sort();
-                let mut t = BTreeMap::new();
-                t.insert(m, c1.wrapping_mul(*c2));
-                out = out.add(&Size { terms: t });
+                let e = out.entry(m).or_insert(0);
+                *e = e.wrapping_add(c1.wrapping_mul(*c2));
             }
         }
-        out
+        out.retain(|_, c| *c != 0);
+        Size { terms: out }
+    }
+
+    /// `self + sign*other`, refusing overflow and sizes over the budget.
+    fn combine(&self, other: &Size, sign: i64) -> Result<Size, SizeError> {
+        let mut terms = self.terms.clone();
+        for (m, c) in &other.terms {
+            let c = c.checked_mul(sign).ok_or(SizeError::Overflow)?;
+            let e = terms.entry(m.clone()).or_insert(0);
+            *e = e.checked_add(c).ok_or(SizeError::Overflow)?;
+            if *e == 0 {
+                terms.remove(m);
+            }
+        }
+        let out = Size { terms };
+        out.check_budget()?;
+        Ok(out)
+    }
+
+    /// `self + other`, refusing coefficient overflow and polynomials over
+    /// the budget ([`MAX_SIZE_TERMS`], [`MAX_SIZE_DEGREE`]).
+    pub fn try_add(&self, other: &Size) -> Result<Size, SizeError> {
+        self.combine(other, 1)
+    }
+
+    /// `self - other`, checked like [`Size::try_add`].
+    pub fn try_sub(&self, other: &Size) -> Result<Size, SizeError> {
+        self.combine(other, -1)
+    }
+
+    /// `self * other`, checked like [`Size::try_add`]; stops as soon as the
+    /// product has too many terms, so a blow-up costs at most the budget.
+    pub fn try_mul(&self, other: &Size) -> Result<Size, SizeError> {
+        let mut out: BTreeMap<Vec<SizeAtom>, i64> = BTreeMap::new();
+        for (m1, c1) in &self.terms {
+            for (m2, c2) in &other.terms {
+                if m1.len() + m2.len() > MAX_SIZE_DEGREE {
+                    return Err(SizeError::TooLarge);
+                }
+                let mut m: Vec<SizeAtom> = m1.iter().chain(m2.iter()).cloned().collect();
+                m.sort();
+                let p = c1.checked_mul(*c2).ok_or(SizeError::Overflow)?;
+                let e = out.entry(m).or_insert(0);
+                *e = e.checked_add(p).ok_or(SizeError::Overflow)?;
+                if out.len() > MAX_SIZE_TERMS {
+                    return Err(SizeError::TooLarge);
+                }
+            }
+        }
+        out.retain(|_, c| *c != 0);
+        let out = Size { terms: out };
+        out.check_budget()?;
+        Ok(out)
+    }
+
+    /// Truncating division, checked like [`Size::try_add`] (only
+    /// `i64::MIN / -1` can overflow).
+    pub fn try_div(&self, other: &Size) -> Result<Size, SizeError> {
+        if other.as_const() == Some(-1) && self.terms.values().any(|c| *c == i64::MIN) {
+            return Err(SizeError::Overflow);
+        }
+        let out = self.div(other);
+        out.check_budget()?;
+        Ok(out)
+    }
+
+    /// Refuse polynomials with more than [`MAX_SIZE_TERMS`] terms (counting
+    /// the terms of divisions nested inside) or a term of more than
+    /// [`MAX_SIZE_DEGREE`] factors.
+    pub fn check_budget(&self) -> Result<(), SizeError> {
+        if self.weight() > MAX_SIZE_TERMS || self.terms.keys().any(|m| m.len() > MAX_SIZE_DEGREE) {
+            return Err(SizeError::TooLarge);
+        }
+        Ok(())
+    }
+
+    /// Number of terms, counting those of nested divisions.
+    fn weight(&self) -> usize {
+        self.terms
+            .keys()
+            .map(|m| {
+                1 + m
+                    .iter()
+                    .map(|a| match a {
+                        SizeAtom::Var(_) => 0,
+                        SizeAtom::Div(p, q) => p.weight() + q.weight(),
+                    })
+                    .sum::<usize>()
+            })
+            .sum()
     }
 
     /// Truncating division. Exact when the divisor is a constant dividing
@@ -109,8 +235,8 @@ impl Size {
                 if let Some(n) = self.as_const() {
                     return Size::constant(n.wrapping_div(d));
                 }
-                if self.terms.values().all(|c| c % d == 0) {
-                    return Size { terms: self.terms.iter().map(|(m, c)| (m.clone(), c / d)).collect() };
+                if self.terms.values().all(|c| c.wrapping_rem(d) == 0) {
+                    return Size { terms: self.terms.iter().map(|(m, c)| (m.clone(), c.wrapping_div(d))).collect() };
                 }
             }
         }
@@ -158,7 +284,8 @@ impl Size {
         out
     }
 
-    /// Evaluate with concrete values for the variables.
+    /// Evaluate with concrete values for the variables; an intermediate
+    /// result outside `i64` is an error, never a wrapped value.
     pub fn eval(&self, f: &dyn Fn(VarId) -> Result<i64, String>) -> Result<i64, String> {
         let mut total: i64 = 0;
         for (m, c) in &self.terms {
@@ -171,12 +298,12 @@ impl Size {
                         if d == 0 {
                             return Err("division by zero in a size".into());
                         }
-                        p.eval(f)?.wrapping_div(d)
+                        p.eval(f)?.checked_div(d).ok_or_else(overflow)?
                     }
                 };
-                prod = prod.wrapping_mul(v);
+                prod = prod.checked_mul(v).ok_or_else(overflow)?;
             }
-            total = total.wrapping_add(prod);
+            total = total.checked_add(prod).ok_or_else(overflow)?;
         }
         Ok(total)
     }
@@ -329,5 +456,52 @@ mod tests {
         let s = n.add(&Size::constant(1));
         let r = s.subst(&|_| v(5).mul(&Size::constant(2)));
         assert_eq!(r, v(5).mul(&Size::constant(2)).add(&Size::constant(1)));
+    }
+
+    #[test]
+    fn checked_arithmetic_refuses_overflow() {
+        let big = Size::constant(i64::MAX);
+        assert_eq!(big.try_add(&Size::constant(1)), Err(SizeError::Overflow));
+        assert_eq!(Size::constant(i64::MIN).try_sub(&Size::constant(1)), Err(SizeError::Overflow));
+        assert_eq!(v(0).mul(&Size::constant(1 << 62)).try_mul(&Size::constant(4)), Err(SizeError::Overflow));
+        assert_eq!(Size::constant(i64::MIN).try_div(&Size::constant(-1)), Err(SizeError::Overflow));
+        assert_eq!(v(0).try_add(&v(1)).unwrap(), v(0).add(&v(1)));
+        let s = v(0).mul(&Size::constant(1 << 62));
+        assert!(s.mul(&Size::constant(4)).eval(&|_| Ok(1)).is_ok(), "wrapping mul keeps a value");
+        assert!(s.eval(&|_| Ok(4)).unwrap_err().contains("overflows"));
+        assert!(v(0).mul(&v(0)).eval(&|_| Ok(i64::MAX)).is_err());
+        // no panic for i64::MIN divided by -1
+        let _ = Size::constant(i64::MIN).mul(&v(0)).div(&Size::constant(-1));
+    }
+
+    #[test]
+    fn polynomials_over_the_budget_are_refused_quickly() {
+        let sum = (0..8).fold(Size::constant(0), |acc, i| acc.add(&v(i)));
+        let mut p = sum.clone();
+        let mut refused = false;
+        for _ in 0..7 {
+            match p.try_mul(&sum) {
+                Ok(q) => p = q,
+                Err(e) => {
+                    assert_eq!(e, SizeError::TooLarge);
+                    refused = true;
+                    break;
+                }
+            }
+        }
+        assert!(refused, "(a0+...+a7)^8 has 6435 terms");
+        // high degree with one term
+        let mut q = v(0);
+        let mut refused = false;
+        for _ in 0..10 {
+            match q.try_mul(&q) {
+                Ok(r) => q = r,
+                Err(_) => {
+                    refused = true;
+                    break;
+                }
+            }
+        }
+        assert!(refused);
     }
 }

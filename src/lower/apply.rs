@@ -3,7 +3,7 @@
 //! (which infers size parameters), and lowering entry points.
 
 use super::value::{Env, FunKind, FunVal, Val};
-use super::{Lowerer, MAX_INLINE_DEPTH};
+use super::{ChainLink, ChainName, Lowerer};
 use crate::diag::Diagnostic;
 use crate::ir::{self, Atom, Binder, Scalar, Shape, Size};
 use crate::syntax::ast::{Decl, Param, Pat, SizeExpr, SizeOp, Span, TypeExpr};
@@ -35,7 +35,7 @@ impl Lowerer<'_> {
                 );
             }
         };
-        let arity = self.arity(&fun.kind);
+        let arity = self.arity_of(&fun.kind);
         let mut all: Vec<(Val, Span)> = fun.args.clone();
         all.extend(args);
         if all.len() < arity {
@@ -66,7 +66,7 @@ impl Lowerer<'_> {
         self.apply(result, span, rest, span)
     }
 
-    fn arity(&self, kind: &FunKind) -> usize {
+    pub(super) fn arity_of(&self, kind: &FunKind) -> usize {
         kind.arity(|index, prelude| self.decl(index, prelude).params.len())
     }
 
@@ -74,14 +74,18 @@ impl Lowerer<'_> {
         if args.iter().any(|(v, _)| v.contains_error()) {
             return Val::Error;
         }
-        if self.depth >= MAX_INLINE_DEPTH {
-            return self.error(
-                Diagnostic::new("calls nest too deeply while inlining", span.clone())
-                    .label("this call never finishes unfolding")
-                    .hint("a function value applied to itself is recursion, which arden does not allow; use `loop`"),
-            );
+        if self.over_budget {
+            return Val::Error;
+        }
+        let link = self.chain_link(kind, span);
+        if self.emitted > self.opts.max_inline_statements {
+            return self.statement_budget_exceeded(link);
+        }
+        if self.depth >= self.opts.max_inline_depth {
+            return self.depth_exceeded(link);
         }
         self.depth += 1;
+        self.chain.push(link);
         let out = match kind {
             FunKind::Decl { index, prelude } => self.call_decl(*index, *prelude, args, span),
             FunKind::Lambda { params, body, env, prelude } => {
@@ -100,7 +104,97 @@ impl Lowerer<'_> {
             }
         };
         self.depth -= 1;
+        self.chain.pop();
         out
+    }
+
+    /// What a call is, for the call chain of budget messages.
+    fn chain_link(&self, kind: &FunKind, span: &Span) -> ChainLink {
+        let (name, key) = match kind {
+            FunKind::Decl { index, prelude } => (ChainName::Decl(*index, *prelude), (u8::from(*prelude), *index, 0)),
+            FunKind::Lambda { body, prelude, .. } => (ChainName::Lambda, (2 + u8::from(*prelude), body.span.start, body.span.end)),
+            FunKind::Builtin(n) => (ChainName::Builtin(n), (4, n.as_ptr() as usize, n.len())),
+            FunKind::Op(op) => (ChainName::Op(op.symbol()), (5, 0, 0)),
+        };
+        ChainLink { name, key, span: self.at(span) }
+    }
+
+    fn chain_name(&self, n: &ChainName) -> String {
+        match n {
+            ChainName::Decl(index, prelude) => format!("`{}`", self.decl(*index, *prelude).name.name),
+            ChainName::Lambda => "a lambda".to_string(),
+            ChainName::Builtin(b) => format!("`{b}`"),
+            ChainName::Op(o) => format!("`({o})`"),
+        }
+    }
+
+    /// "`main` → `g3` → `g2` → … → `f`" (long chains are shortened).
+    fn chain_text(&self, last: &ChainLink) -> String {
+        let mut names: Vec<String> = self.chain.iter().map(|l| self.chain_name(&l.name)).collect();
+        names.push(self.chain_name(&last.name));
+        if names.len() > 12 {
+            let skipped = names.len() - 10;
+            let tail = names.split_off(names.len() - 5);
+            names.truncate(5);
+            format!("{} → … ({skipped} more) … → {}", names.join(" → "), tail.join(" → "))
+        } else {
+            names.join(" → ")
+        }
+    }
+
+    /// Report a budget error once, even while probing, and stop lowering.
+    fn budget_error(&mut self, d: Diagnostic) -> Val {
+        self.over_budget = true;
+        let mut d = d;
+        d.notes.retain(|(s, _)| s.end <= self.source.text.len());
+        self.diags.push(d);
+        Val::Error
+    }
+
+    fn statement_budget_exceeded(&mut self, link: ChainLink) -> Val {
+        let max = self.opts.max_inline_statements;
+        let chain = self.chain_text(&link);
+        // The outermost call of the chain is where the growth starts.
+        let at = self.chain.first().map(|l| l.span.clone()).unwrap_or_else(|| link.span.clone());
+        let mut d = Diagnostic::new(
+            format!("the program grows past {max} IR statements while inlining this call (call chain: {chain})"),
+            at.clone(),
+        )
+        .label("every call is inlined, and this one grows without bound");
+        if link.span != at {
+            d = d.note(link.span.clone(), "the budget ran out while inlining this call");
+        }
+        d = d.hint(format!(
+            "a function that calls another one twice doubles the code at every level: compute a shared result once \
+             (`let y = f x in y + y`) or repeat work with `loop`/`for` instead of nested calls; \
+             the budget is {max} statements (set ARDEN_MAX_INLINE_STATEMENTS to change it)"
+        ));
+        self.budget_error(d)
+    }
+
+    fn depth_exceeded(&mut self, link: ChainLink) -> Val {
+        let max = self.opts.max_inline_depth;
+        let repeats = self.chain.iter().filter(|l| l.key == link.key).count();
+        if repeats >= 3 {
+            // The same function keeps calling itself through a function value.
+            let name = self.chain_name(&link.name);
+            let d = Diagnostic::new(format!("calls nest too deeply while inlining: {name} keeps calling itself"), link.span.clone())
+                .label("this call never finishes unfolding")
+                .hint("a function value applied to itself is recursion, which arden does not allow; use `loop`");
+            return self.budget_error(d);
+        }
+        let chain = self.chain_text(&link);
+        let at = self.chain.first().map(|l| l.span.clone()).unwrap_or_else(|| link.span.clone());
+        let mut d = Diagnostic::new(format!("the chain of nested calls is deeper than {max} (call chain: {chain})"), at.clone())
+            .label(format!("more than {max} calls nest inside this one"));
+        if link.span != at {
+            d = d.note(link.span.clone(), format!("call number {} of the chain", max + 1));
+        }
+        d = d.hint(format!(
+            "this is not recursion, but every call is inlined and at most {max} may nest: call the helpers one after \
+             another (`let y = f1 x in f2 y`) instead of each from the previous one, or set ARDEN_MAX_INLINE_DEPTH"
+        ));
+        self.budget_error(d)
     }
 
     fn call_lambda(&mut self, params: &[Param], body: &crate::syntax::ast::Expr, env: &Env, args: Vec<(Val, Span)>) -> Val {
@@ -159,7 +253,7 @@ impl Lowerer<'_> {
         for (k, (p, (v, s))) in decl.params.iter().zip(args).enumerate() {
             let v = match &p.ty {
                 Some(te) => {
-                    let what = format!("argument {} of `{}` (parameter `{}`)", k + 1, decl.name.name, pat_name(&p.pat));
+                    let what = || format!("argument {} of `{}` (parameter `{}`)", k + 1, decl.name.name, pat_name(&p.pat));
                     let checked = self.check_annotation_with(v, te, &sizes, &env, &s, &what, Some(&decl.name.span));
                     ok &= !checked.is_error();
                     checked
@@ -177,7 +271,7 @@ impl Lowerer<'_> {
         let result = self.expr(&decl.body, &env);
         match &decl.ret {
             Some(te) if !result.contains_error() => {
-                let what = format!("the result of `{}`", decl.name.name);
+                let what = || format!("the result of `{}`", decl.name.name);
                 self.check_annotation_with(result, te, &sizes, &env, &decl.body.span, &what, None)
             }
             _ => result,
@@ -186,7 +280,7 @@ impl Lowerer<'_> {
 
     /// Check a value against a type annotation whose sizes are names in `env`.
     pub(super) fn check_annotation(&mut self, v: Val, te: &TypeExpr, env: &Env, span: &Span, what: &str) -> Val {
-        self.check_annotation_with(v, te, &FxHashMap::default(), env, span, what, None)
+        self.check_annotation_with(v, te, &FxHashMap::default(), env, span, &|| what.to_string(), None)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -197,13 +291,14 @@ impl Lowerer<'_> {
         sizes: &FxHashMap<String, Size>,
         env: &Env,
         span: &Span,
-        what: &str,
+        what: &dyn Fn() -> String,
         decl_span: Option<&Span>,
     ) -> Val {
         if v.contains_error() {
             return Val::Error;
         }
         if let TypeExpr::Fun(..) = te {
+            let what = what();
             if matches!(v, Val::Fun(_)) {
                 return v;
             }
@@ -213,6 +308,7 @@ impl Lowerer<'_> {
         let Some(want) = self.type_expr(te, &|n| sizes.get(n).cloned(), env) else { return Val::Error };
         let v = self.coerce_literals(v, &want);
         let Some(have) = self.val_ty(&v) else {
+            let what = what();
             let shown = self.show(&want);
             return self.error(
                 Diagnostic::new(format!("{what} must have type {shown}, but this is a function"), span.clone()).label("a function"),
@@ -221,13 +317,20 @@ impl Lowerer<'_> {
         if have.fits(&want) {
             return retype(v, &want);
         }
+        let what = what();
         let (a, b) = (self.show(&want), self.show(&have));
         let mut d = Diagnostic::new(format!("{what} has the wrong type: expected {a}, found {b}"), span.clone())
             .label(format!("this has type {b}"));
         if let Some(ds) = decl_span {
             d = d.note(ds.clone(), "declared here");
         }
-        let bindings: Vec<String> = sizes.iter().map(|(n, s)| format!("{n} = {}", self.show_size(s))).collect();
+        // `n = n` says nothing: only bindings that relate names are shown.
+        let bindings: Vec<String> = sizes
+            .iter()
+            .map(|(n, s)| (n, self.show_size(s)))
+            .filter(|(n, s)| *n != s)
+            .map(|(n, s)| format!("{n} = {s}"))
+            .collect();
         if matches!(want, Ty::Idx(_)) {
             d = d.hint("an `idx n` is only made by a `for`/`loop` index over `n` or by `argmax`/`argmin` of an array of size n; it cannot come from an arbitrary integer");
         } else if have.leaf_types().iter().map(|t| (t.elem, t.rank())).eq(want.leaf_types().iter().map(|t| (t.elem, t.rank()))) {
@@ -236,7 +339,10 @@ impl Lowerer<'_> {
             d = d.hint(if bindings.is_empty() {
                 "the sizes differ; if they are equal at run time, coerce with `e :> [n]t`".to_string()
             } else {
-                format!("the sizes differ (with {} from the other arguments)", bindings.join(", "))
+                format!(
+                    "the sizes differ (with {} from the other arguments); if they are equal at run time, coerce with `e :> [n]t`",
+                    bindings.join(", ")
+                )
             });
         }
         self.error(d)
@@ -292,16 +398,59 @@ impl Lowerer<'_> {
                     }
                 }
             }
-            SizeExpr::Bin(op, a, b, _) => {
-                let a = self.size_expr(a, sizes, env)?;
-                let b = self.size_expr(b, sizes, env)?;
-                Some(match op {
-                    SizeOp::Add => a.add(&b),
-                    SizeOp::Sub => a.sub(&b),
-                    SizeOp::Mul => a.mul(&b),
-                    SizeOp::Div => a.div(&b),
-                })
+            SizeExpr::Bin(op, a, b, span) => {
+                let x = self.size_expr(a, sizes, env)?;
+                let y = self.size_expr(b, sizes, env)?;
+                let r = match op {
+                    SizeOp::Add => x.try_add(&y),
+                    SizeOp::Sub => x.try_sub(&y),
+                    SizeOp::Mul => x.try_mul(&y),
+                    SizeOp::Div => x.try_div(&y),
+                };
+                let out = self.checked_size(r, span, "this type annotation")?;
+                self.remember_size_text(s, &out, sizes, env);
+                Some(out)
             }
+        }
+    }
+
+    /// Remember how the user wrote a compound size, for messages: the
+    /// source text, when every name in it stands for the size variable of
+    /// that name (so the text means the same where the message is shown).
+    fn remember_size_text(&mut self, s: &SizeExpr, value: &Size, sizes: &dyn Fn(&str) -> Option<Size>, env: &Env) {
+        if self.in_prelude() || value.as_const().is_some() || value.as_var().is_some() || self.size_text.contains_key(value) {
+            return;
+        }
+        fn names(s: &SizeExpr, out: &mut Vec<String>) {
+            match s {
+                SizeExpr::Lit(..) => {}
+                SizeExpr::Var(id) => out.push(id.name.clone()),
+                SizeExpr::Bin(_, a, b, _) => {
+                    names(a, out);
+                    names(b, out);
+                }
+            }
+        }
+        let mut ns = vec![];
+        names(s, &mut ns);
+        let faithful = ns.iter().all(|n| {
+            let v = sizes(n).or_else(|| match env.lookup(n) {
+                Some(Val::Data { leaves, .. }) if leaves.len() == 1 => self.size_of_atom(leaves[0]),
+                _ => None,
+            });
+            v.and_then(|v| v.as_var()).is_some_and(|v| self.size_var_name(v) == *n)
+        });
+        let span = match s {
+            SizeExpr::Bin(_, _, _, span) => span,
+            _ => return,
+        };
+        if !faithful {
+            return;
+        }
+        let Some(text) = balanced_text(&self.source.text, span.start, span.end) else { return };
+        let text: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        if !text.is_empty() && text.len() <= 200 {
+            self.size_text.insert(value.clone(), text);
         }
     }
 
@@ -450,7 +599,7 @@ impl Lowerer<'_> {
         let mut result = self.expr(&decl.body, &env);
         if let Some(te) = &decl.ret {
             if !result.contains_error() {
-                let what = format!("the result of `{}`", decl.name.name);
+                let what = || format!("the result of `{}`", decl.name.name);
                 result = self.check_annotation_with(result, te, &sizes, &env, &decl.body.span, &what, None);
             }
         }
@@ -472,6 +621,42 @@ impl Lowerer<'_> {
         let body = ir::Block { stmts, result: leaves };
         Some((size_params, params, param_shapes, body, shape_of(&rty)))
     }
+}
+
+/// The source text of a size expression: a span of a parenthesised operand
+/// stops inside the parentheses, so widen it over the unmatched ones.
+fn balanced_text(src: &str, start: usize, end: usize) -> Option<&str> {
+    let (mut start, mut end) = (start, end);
+    let text = src.get(start..end)?;
+    let (mut opens, mut closes) = (0usize, 0usize);
+    for c in text.chars() {
+        match c {
+            '(' => opens += 1,
+            ')' if opens > 0 => opens -= 1,
+            ')' => closes += 1,
+            _ => {}
+        }
+    }
+    let bytes = src.as_bytes();
+    while closes > 0 {
+        let c = *bytes.get(start.checked_sub(1)?)?;
+        match c {
+            b'(' => closes -= 1,
+            b' ' | b'\t' | b'\n' | b'\r' => {}
+            _ => return None,
+        }
+        start -= 1;
+    }
+    while opens > 0 {
+        let c = *bytes.get(end)?;
+        match c {
+            b')' => opens -= 1,
+            b' ' | b'\t' | b'\n' | b'\r' => {}
+            _ => return None,
+        }
+        end += 1;
+    }
+    src.get(start..end)
 }
 
 fn clone_kind(k: &FunKind) -> FunKind {

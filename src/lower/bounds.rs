@@ -37,13 +37,14 @@ impl Lowerer<'_> {
     fn proven_in_range(&self, value: &Size, idx_ty: &Ty, axis: &Size) -> bool {
         // An idx n used where the axis is provably at least n.
         if let Ty::Idx(n) = idx_ty {
-            if axis.sub(n).provably_nonneg(&|v| self.is_nonneg(v)) {
+            if axis.try_sub(n).is_ok_and(|d| d.provably_nonneg(&|v| self.is_nonneg(v))) {
                 return true;
             }
         }
         let Some((lo, hi)) = self.bounds(value) else { return false };
         let nonneg = |v| self.is_nonneg(v);
-        lo.provably_nonneg(&nonneg) && axis.sub(&Size::constant(1)).sub(&hi).provably_nonneg(&nonneg)
+        let room = axis.try_sub(&Size::constant(1)).and_then(|a| a.try_sub(&hi));
+        lo.provably_nonneg(&nonneg) && room.is_ok_and(|r| r.provably_nonneg(&nonneg))
     }
 
     fn is_nonneg(&self, v: crate::ir::VarId) -> bool {
@@ -51,7 +52,8 @@ impl Lowerer<'_> {
     }
 
     /// Symbolic lower and upper bounds of a polynomial whose idx variables
-    /// appear linearly; `None` when an idx variable appears non-linearly.
+    /// appear linearly; `None` when an idx variable appears non-linearly
+    /// or the arithmetic overflows (then nothing is proven).
     fn bounds(&self, value: &Size) -> Option<(Size, Size)> {
         let mut lo = Size::constant(0);
         let mut hi = Size::constant(0);
@@ -59,20 +61,23 @@ impl Lowerer<'_> {
             let coeff = Size::constant(c);
             match mono {
                 [SizeAtom::Var(v)] if self.idx_range.contains_key(v) => {
-                    let top = self.idx_range[v].sub(&Size::constant(1)).mul(&coeff);
+                    let top = self.idx_range[v].try_sub(&Size::constant(1)).and_then(|t| t.try_mul(&coeff)).ok()?;
                     if c > 0 {
-                        hi = hi.add(&top);
+                        hi = hi.try_add(&top).ok()?;
                     } else {
-                        lo = lo.add(&top);
+                        lo = lo.try_add(&top).ok()?;
                     }
                 }
                 _ => {
                     if mono.iter().any(|a| matches!(a, SizeAtom::Var(v) if self.idx_range.contains_key(v))) {
                         return None;
                     }
-                    let term = mono.iter().fold(coeff, |acc, a| acc.mul(&atom_size(a)));
-                    lo = lo.add(&term);
-                    hi = hi.add(&term);
+                    let mut term = coeff;
+                    for a in mono {
+                        term = term.try_mul(&atom_size(a)).ok()?;
+                    }
+                    lo = lo.try_add(&term).ok()?;
+                    hi = hi.try_add(&term).ok()?;
                 }
             }
         }

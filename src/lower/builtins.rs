@@ -131,6 +131,9 @@ pub(super) fn call(l: &mut Lowerer, name: &str, args: Vec<(Val, Span)>, span: &S
             let (v, s) = a(0);
             let Some((n, _)) = l.int_operand(&v, &s, "the argument of `iota`") else { return Val::Error };
             let size = l.size_of_atom(n).expect("i64");
+            if !l.count_not_negative(&size, &s, "the length given to `iota`") {
+                return Val::Error;
+            }
             let t = Ty::array(size, Ty::Scalar(Scalar::I64));
             let lt = t.leaf_types().remove(0);
             Val::data(t, l.emit1(IExpr::Iota { n }, lt, "iota", Some(l.loc(span))))
@@ -140,6 +143,9 @@ pub(super) fn call(l: &mut Lowerer, name: &str, args: Vec<(Val, Span)>, span: &S
             let Some((n, _)) = l.int_operand(&nv, &ns, "the count of `replicate`") else { return Val::Error };
             let Some((ety, leaves)) = l.data_arg(&x, &xs, "`replicate`") else { return Val::Error };
             let size = l.size_of_atom(n).expect("i64");
+            if !l.count_not_negative(&size, &ns, "the count of `replicate`") {
+                return Val::Error;
+            }
             let rty = Ty::array(size, ety);
             let loc = Some(l.loc(span));
             let out: Vec<Atom> =
@@ -155,6 +161,24 @@ pub(super) fn call(l: &mut Lowerer, name: &str, args: Vec<(Val, Span)>, span: &S
             let arrays: Vec<(Val, Span)> = args[1..].to_vec();
             if !l.same_length(name, &arrays) {
                 return Val::Error;
+            }
+            // The function gets one element of each array: a function that
+            // wants more arguments would leave functions in the result.
+            if let Val::Fun(fun) = &f {
+                let wants = l.arity_of(&fun.kind).saturating_sub(fun.args.len());
+                let given = arrays.len();
+                if wants > given {
+                    let what = if given == 1 { "one element".to_string() } else { format!("{given} elements, one from each array") };
+                    let plural = if wants == 1 { "" } else { "s" };
+                    return l.error(
+                        Diagnostic::new(format!("the function given to `{name}` takes {wants} argument{plural}, but `{name}` passes it {what}"), fs)
+                            .label(format!("takes {wants} argument{plural}"))
+                            .hint(match given {
+                                1 => "use `map2 f a b` to combine two arrays elementwise, or apply the extra arguments first: `map (f y) a`",
+                                _ => "apply the extra arguments first, or use the `map` variant that takes as many arrays as the function takes arguments",
+                            }),
+                    );
+                }
             }
             l.call_prelude(name, args, span)
         }
@@ -227,7 +251,12 @@ pub(super) fn call(l: &mut Lowerer, name: &str, args: Vec<(Val, Span)>, span: &S
             let elem = ty.strip(dims.len()).expect("dims").clone();
             let new_dims: Vec<Size> = match name {
                 "transpose" => [vec![dims[1].clone(), dims[0].clone()], dims[2..].to_vec()].concat(),
-                "flatten" => [vec![dims[0].mul(&dims[1])], dims[2..].to_vec()].concat(),
+                "flatten" => {
+                    let Some(n) = l.checked_size(dims[0].try_mul(&dims[1]), span, "the size of the result of `flatten`") else {
+                        return Val::Error;
+                    };
+                    [vec![n], dims[2..].to_vec()].concat()
+                }
                 _ => dims.clone(),
             };
             let rty = Ty::array_of(&new_dims, elem);
@@ -244,14 +273,24 @@ pub(super) fn call(l: &mut Lowerer, name: &str, args: Vec<(Val, Span)>, span: &S
             let Some(ty) = l.array_arg(&x, &xs, "`unflatten`") else { return Val::Error };
             let dims = ty.dims();
             let (ns_, ms_) = (l.size_of_atom(n).expect("i64"), l.size_of_atom(m).expect("i64"));
-            let prod = ns_.mul(&ms_);
-            if let (Some(p), Some(d)) = (prod.as_const(), dims[0].as_const()) {
-                if p != d {
-                    return l.error(
-                        Diagnostic::new(format!("`unflatten {} {}` needs an outer axis of {p} elements, but it has {d}", ns_.as_const().unwrap_or(0), ms_.as_const().unwrap_or(0)), span.clone())
-                            .label("sizes do not multiply out"),
-                    );
-                }
+            if !l.count_not_negative(&ns_, &ns, "the first size of `unflatten`") || !l.count_not_negative(&ms_, &ms, "the second size of `unflatten`") {
+                return Val::Error;
+            }
+            let Some(prod) = l.checked_size(ns_.try_mul(&ms_), span, "the sizes of `unflatten`") else { return Val::Error };
+            // LANGUAGE.md §3: sizes the checker cannot show equal are an
+            // error unless the programmer coerces with `:>`.
+            if prod != dims[0] {
+                let (p, d, t) = (l.show_size(&prod), l.show_size(&dims[0]), l.show(&ty));
+                let (sn, sm) = (l.snippet(&ns), l.snippet(&ms));
+                let elem = l.show(ty.strip(1).expect("array"));
+                return l.error(
+                    Diagnostic::new(format!("`unflatten {sn} {sm}` needs an outer axis of {p} elements, but the array has {d}"), xs.clone())
+                        .label(format!("type {t}"))
+                        .hint(format!(
+                            "the sizes must multiply out to the outer axis; if they are equal at run time, coerce: `unflatten {sn} {sm} (a :> [{}]{elem})`",
+                            paren_product(&sn, &sm)
+                        )),
+                );
             }
             let elem = ty.strip(1).expect("array").clone();
             let rty = Ty::array(ns_, Ty::array(ms_, elem));
@@ -270,7 +309,9 @@ pub(super) fn call(l: &mut Lowerer, name: &str, args: Vec<(Val, Span)>, span: &S
                         .hint("only the outer axis may differ in size"),
                 );
             }
-            let n = tx.dims()[0].add(&ty.dims()[0]);
+            let Some(n) = l.checked_size(tx.dims()[0].try_add(&ty.dims()[0]), span, "the size of the result of `concat`") else {
+                return Val::Error;
+            };
             let rty = Ty::array(n, ex);
             let (_, lx) = l.to_data(&x).expect("data");
             let (_, ly) = l.to_data(&y).expect("data");
@@ -338,7 +379,30 @@ pub(super) fn call(l: &mut Lowerer, name: &str, args: Vec<(Val, Span)>, span: &S
     }
 }
 
+/// `a*b` for a coercion hint, parenthesising compound operands.
+fn paren_product(a: &str, b: &str) -> String {
+    let wrap = |s: &str| if s.chars().all(|c| c.is_alphanumeric() || c == '_') { s.to_string() } else { format!("({s})") };
+    format!("{}*{}", wrap(a), wrap(b))
+}
+
 impl Lowerer<'_> {
+    /// A count or length that is a negative constant is a compile-time
+    /// error (it would fail at run time); other counts are checked at run
+    /// time.
+    pub(super) fn count_not_negative(&mut self, n: &Size, span: &Span, what: &str) -> bool {
+        match n.as_const() {
+            Some(c) if c < 0 => {
+                self.error(
+                    Diagnostic::new(format!("{what} is negative ({c})"), span.clone())
+                        .label("a size must be 0 or more")
+                        .hint("array sizes and counts cannot be negative"),
+                );
+                false
+            }
+            _ => true,
+        }
+    }
+
     fn call_prelude(&mut self, name: &str, args: Vec<(Val, Span)>, span: &Span) -> Val {
         let index = self.prelude_decls[name];
         self.call_decl(index, true, args, span)

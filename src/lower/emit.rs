@@ -26,6 +26,7 @@ impl Lowerer<'_> {
     }
 
     pub(super) fn push_stmt(&mut self, s: Stmt) {
+        self.emitted += 1;
         match self.blocks.last_mut() {
             Some(b) => b.push(s),
             None => self.blocks.push(vec![s]),
@@ -38,11 +39,13 @@ impl Lowerer<'_> {
         let sym = if out == Scalar::I64 && args.len() == 2 {
             let a = self.size_of_atom(args[0]);
             let b = self.size_of_atom(args[1]);
+            // Arithmetic that overflows or grows too large keeps no
+            // symbolic value: the result is then an opaque variable.
             match (op, a, b) {
-                (Prim::Add, Some(a), Some(b)) => Some(a.add(&b)),
-                (Prim::Sub, Some(a), Some(b)) => Some(a.sub(&b)),
-                (Prim::Mul, Some(a), Some(b)) => Some(a.mul(&b)),
-                (Prim::Div, Some(a), Some(b)) => Some(a.div(&b)),
+                (Prim::Add, Some(a), Some(b)) => a.try_add(&b).ok(),
+                (Prim::Sub, Some(a), Some(b)) => a.try_sub(&b).ok(),
+                (Prim::Mul, Some(a), Some(b)) => a.try_mul(&b).ok(),
+                (Prim::Div, Some(a), Some(b)) => a.try_div(&b).ok(),
                 _ => None,
             }
         } else {

@@ -12,6 +12,9 @@ use std::rc::Rc;
 
 impl Lowerer<'_> {
     pub(super) fn expr(&mut self, e: &Expr, env: &Env) -> Val {
+        if self.over_budget {
+            return Val::Error;
+        }
         stacker::maybe_grow(256 * 1024, 4 * 1024 * 1024, || self.expr_inner(e, env))
     }
 
@@ -110,10 +113,20 @@ impl Lowerer<'_> {
             return Val::Fun(Rc::new(FunVal { kind: FunKind::Builtin(b), args: vec![] }));
         }
         let mut d = Diagnostic::new(format!("unknown name `{name}`"), span.clone()).label("not defined here");
-        let mut candidates = env.names();
-        candidates.extend(self.decls.keys().map(|s| s.to_string()));
-        candidates.extend(super::builtins::names().iter().map(|s| s.to_string()));
-        if let Some(best) = closest(name, &candidates) {
+        // Suggestions cost at most SUGGEST_SCAN names read and
+        // SUGGEST_COMPARISONS edit distances per unknown name, and stop
+        // after SUGGEST_MAX_ERRORS diagnostics (a file of typos stays linear).
+        let suggest = name.chars().count() <= SUGGEST_MAX_LEN && self.diags.len() < SUGGEST_MAX_ERRORS;
+        let best = if suggest {
+            let near = |c: &str| near_in_length(name, c);
+            let mut candidates = super::builtins::names().iter().filter(|c| near(c)).map(|s| s.to_string()).collect::<Vec<_>>();
+            candidates.extend(env.names_where(SUGGEST_SCAN, &near));
+            candidates.extend(self.decls.keys().take(SUGGEST_SCAN).filter(|c| near(c)).map(|s| s.to_string()));
+            closest(name, &candidates)
+        } else {
+            None
+        };
+        if let Some(best) = best {
             d = d.hint(format!("did you mean `{best}`?"));
         } else {
             d = d.hint("names must be defined by `let`, a parameter, a declaration or the prelude");
@@ -608,8 +621,21 @@ impl Lowerer<'_> {
         let Some((ha, _)) = self.int_operand(&hi.0, &hi.1, "a slice bound") else { return Val::Error };
         let n = ty.dims()[0].clone();
         let (ls, hs) = (self.size_of_atom(la).expect("i64"), self.size_of_atom(ha).expect("i64"));
+        // Constant bounds outside a constant axis can only fail at run time.
+        if let (Some(l), Some(h), Some(len)) = (ls.as_const(), hs.as_const(), n.as_const()) {
+            if !(0 <= l && l <= h && h <= len) {
+                let t = self.show(&ty);
+                return self.error(
+                    Diagnostic::new(format!("the slice [{l}:{h}] is out of bounds for an array of {len} elements"), span.clone())
+                        .label(format!("type {t}"))
+                        .hint(format!("a slice `a[lo:hi]` needs 0 <= lo <= hi <= {len}")),
+                );
+            }
+        }
+        let Some(len) = self.checked_size(hs.try_sub(&ls), span, "the length of this slice") else { return Val::Error };
         let nonneg = |v| self.nonneg.contains(&v) || self.idx_range.contains_key(&v);
-        let proven = ls.provably_nonneg(&nonneg) && hs.sub(&ls).provably_nonneg(&nonneg) && n.sub(&hs).provably_nonneg(&nonneg);
+        let fits = |s: Result<Size, crate::ir::SizeError>| s.is_ok_and(|s| s.provably_nonneg(&nonneg));
+        let proven = ls.provably_nonneg(&nonneg) && fits(Ok(len.clone())) && fits(n.try_sub(&hs));
         let check = if proven {
             None
         } else {
@@ -620,7 +646,6 @@ impl Lowerer<'_> {
             }
             Some(loc)
         };
-        let len = hs.sub(&ls);
         let Ty::Array(_, elem) = ty.clone() else { unreachable!("slice of an array") };
         let rty = Ty::Array(len.clone(), elem);
         let loc = Some(self.loc(span));
@@ -637,7 +662,11 @@ impl Lowerer<'_> {
             Some(b) => {
                 let v = self.expr(b, env);
                 let Some((a, _)) = self.int_operand(&v, &b.span, "the bound of a `for` index") else { return Val::Error };
-                self.size_of_atom(a).expect("i64 atom")
+                let n = self.size_of_atom(a).expect("i64 atom");
+                if !self.count_not_negative(&n, &b.span, "the bound of this `for` index") {
+                    return Val::Error;
+                }
+                n
             }
             // Already probing an outer index: this index's size does not
             // matter for that probe, so do not probe again (which would make
@@ -666,10 +695,13 @@ impl Lowerer<'_> {
             return Val::Error;
         }
         if bv.contains_fun() {
+            // Inside a prelude function (`map f a`), the user wrote no
+            // `for`: say what their function did.
+            let label = if self.in_prelude() { "the function given here returns a function" } else { "this `for` body is a function" };
             return self.error(
                 Diagnostic::new("the elements of an array cannot be functions", body.span.clone())
-                    .label("this `for` body is a function")
-                    .hint("functions exist only at compile time; apply them inside the body instead"),
+                    .label(label)
+                    .hint("functions exist only at compile time; give the function all its arguments so it returns data"),
             );
         }
         let (bty, leaves) = self.to_data(&bv).expect("data");
@@ -916,10 +948,36 @@ fn negate_lit(l: Lit) -> Lit {
     }
 }
 
-/// The candidate closest to `name` by edit distance, if close enough.
+/// Most names read from each scope when looking for a suggestion.
+const SUGGEST_SCAN: usize = 4000;
+/// Most edit distances computed for one unknown name.
+const SUGGEST_COMPARISONS: usize = 1000;
+/// Longer unknown names get no suggestion.
+const SUGGEST_MAX_LEN: usize = 64;
+/// No suggestions once this many diagnostics are recorded.
+const SUGGEST_MAX_ERRORS: usize = 200;
+
+/// Whether `c` is short or long enough to be within the suggestion distance.
+fn near_in_length(name: &str, c: &str) -> bool {
+    let max_d = (name.len() / 3).max(1);
+    c.len().abs_diff(name.len()) <= max_d * 4 && c.chars().count().abs_diff(name.chars().count()) <= max_d
+}
+
+/// The candidate closest to `name` by edit distance, if close enough. Only
+/// candidates whose length is within the allowed distance are compared, and
+/// at most `SUGGEST_COMPARISONS` of them.
 fn closest(name: &str, candidates: &[String]) -> Option<String> {
+    let max_d = (name.len() / 3).max(1);
     let mut best: Option<(usize, &String)> = None;
+    let mut compared = 0;
     for c in candidates {
+        if !near_in_length(name, c) {
+            continue;
+        }
+        compared += 1;
+        if compared > SUGGEST_COMPARISONS {
+            break;
+        }
         let d = edit_distance(name, c);
         if d <= (name.len() / 3).max(1) && best.is_none_or(|(bd, _)| d < bd) {
             best = Some((d, c));

@@ -24,14 +24,41 @@ mod value;
 mod tests;
 
 use crate::diag::{Diagnostic, Source};
-use crate::ir::{Block, Loc, Module, Size, Stmt, VarId};
+use crate::ir::{Block, Loc, Module, Size, SizeError, Stmt, VarId};
 use crate::syntax::ast::{self, Span};
 use crate::types::{decls, Ty};
 use rustc_hash::{FxHashMap, FxHashSet};
 
-/// Options of the lowering stage.
-#[derive(Clone, Debug, Default)]
-pub struct LowerOptions {}
+/// Options of the lowering stage: the compile-time budgets (issue 8,
+/// item 10). `Default` reads `ARDEN_MAX_INLINE_STATEMENTS` and
+/// `ARDEN_MAX_INLINE_DEPTH` from the environment when they are set.
+#[derive(Clone, Debug)]
+pub struct LowerOptions {
+    /// Most IR statements the whole program (every entry point and every
+    /// `def` checked on its own) may produce while every call is inlined.
+    pub max_inline_statements: usize,
+    /// Most calls that may be nested while inlining.
+    pub max_inline_depth: usize,
+}
+
+/// Default of [`LowerOptions::max_inline_statements`]. The largest programs
+/// of the corpus and examples produce about 500 statements.
+pub const DEFAULT_MAX_INLINE_STATEMENTS: usize = 1_000_000;
+
+/// Default of [`LowerOptions::max_inline_depth`].
+pub const DEFAULT_MAX_INLINE_DEPTH: usize = 150;
+
+impl Default for LowerOptions {
+    fn default() -> Self {
+        let env = |name: &str, default: usize| {
+            std::env::var(name).ok().and_then(|v| v.trim().parse::<usize>().ok()).filter(|n| *n > 0).unwrap_or(default)
+        };
+        LowerOptions {
+            max_inline_statements: env("ARDEN_MAX_INLINE_STATEMENTS", DEFAULT_MAX_INLINE_STATEMENTS),
+            max_inline_depth: env("ARDEN_MAX_INLINE_DEPTH", DEFAULT_MAX_INLINE_DEPTH),
+        }
+    }
+}
 
 /// Result of lowering: the IR, plus every bounds check that could not be
 /// proven (location and a description), for `check --strict-bounds`.
@@ -40,17 +67,13 @@ pub struct Lowered {
     pub unproven_checks: Vec<(Loc, String)>,
 }
 
-/// How deep calls may nest while inlining; deeper means a function value
-/// applied to itself (recursion through values), which arden rejects.
-const MAX_INLINE_DEPTH: usize = 150;
-
 /// The prelude: built-ins that are easiest to state in arden itself. Their
 /// arguments are checked by `builtins.rs` before the body is inlined, so
 /// errors point at the user's call, never in here.
 const PRELUDE: &str = include_str!("prelude.ard");
 
 /// Type-check and lower a parsed program: one IR function per entry.
-pub fn lower(program: &ast::Program, source: &Source, _opts: &LowerOptions) -> Result<Lowered, Vec<Diagnostic>> {
+pub fn lower(program: &ast::Program, source: &Source, opts: &LowerOptions) -> Result<Lowered, Vec<Diagnostic>> {
     let prelude_src = Source::new("<prelude>", PRELUDE);
     let (prelude, pdiags) = crate::syntax::parse(&prelude_src);
     assert!(pdiags.is_empty(), "the prelude must parse: {pdiags:?}");
@@ -61,6 +84,7 @@ pub fn lower(program: &ast::Program, source: &Source, _opts: &LowerOptions) -> R
     }
     let (recursion, on_cycle) = decls::check_recursion(program);
     let mut l = Lowerer::new(program, &prelude, source);
+    l.opts = opts.clone();
     l.diags = recursion;
     // Recursive declarations are reported once; calls to them are not checked again.
     l.broken.extend(on_cycle.iter().copied());
@@ -68,12 +92,12 @@ pub fn lower(program: &ast::Program, source: &Source, _opts: &LowerOptions) -> R
     // Defs first: one that fails on its own is marked broken, and calls to
     // it are not checked again (one mistake, one message).
     for (i, d) in program.decls.iter().enumerate() {
-        if !d.is_entry && !l.broken.contains(&i) {
+        if !d.is_entry && !l.broken.contains(&i) && !l.over_budget {
             l.check_def(i);
         }
     }
     for (i, d) in program.decls.iter().enumerate() {
-        if d.is_entry && !l.broken.contains(&i) {
+        if d.is_entry && !l.broken.contains(&i) && !l.over_budget {
             if let Some(f) = l.lower_entry(i) {
                 module.functions.push(f);
             }
@@ -123,6 +147,77 @@ pub(crate) struct Lowerer<'a> {
     size_names: FxHashMap<VarId, String>,
     /// User declarations whose own check failed.
     broken: FxHashSet<usize>,
+    /// Budgets.
+    opts: LowerOptions,
+    /// IR statements emitted so far, for the whole program.
+    emitted: usize,
+    /// A budget ran out: elaboration unwinds and nothing else is lowered.
+    over_budget: bool,
+    /// The calls being inlined, outermost first (for budget messages).
+    chain: Vec<ChainLink>,
+    /// Sizes written in annotations, in normal form, with the text the user
+    /// wrote (for messages).
+    size_text: FxHashMap<Size, String>,
+    /// Where the lines of the user's source start (every emitted statement
+    /// gets a location: a rescan per statement made lowering quadratic).
+    lines: LineTable,
+}
+
+/// Start offset of every line, and whether the line is ASCII (then the
+/// column is a byte difference; otherwise characters are counted).
+pub(crate) struct LineTable {
+    starts: Vec<usize>,
+    ascii: Vec<bool>,
+}
+
+impl LineTable {
+    fn new(text: &str) -> LineTable {
+        let mut starts = vec![0];
+        let mut ascii = vec![];
+        let mut line_ascii = true;
+        for (i, b) in text.bytes().enumerate() {
+            line_ascii &= b.is_ascii();
+            if b == b'\n' {
+                starts.push(i + 1);
+                ascii.push(line_ascii);
+                line_ascii = true;
+            }
+        }
+        ascii.push(line_ascii);
+        LineTable { starts, ascii }
+    }
+
+    /// 1-based line and column (in characters) of a byte offset.
+    fn line_col(&self, text: &str, offset: usize) -> (usize, usize) {
+        let mut offset = offset.min(text.len());
+        while !text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let line = self.starts.partition_point(|&s| s <= offset) - 1;
+        let start = self.starts[line];
+        let col = if self.ascii[line] { offset - start } else { text[start..offset].chars().count() };
+        (line + 1, col + 1)
+    }
+}
+
+/// What a link of the call chain calls (named only when reported).
+#[derive(Clone, Debug)]
+pub(crate) enum ChainName {
+    Decl(usize, bool),
+    Lambda,
+    Builtin(&'static str),
+    Op(&'static str),
+}
+
+/// One call being inlined: what is called and where (in user code).
+#[derive(Clone, Debug)]
+pub(crate) struct ChainLink {
+    /// `f`, `map`, `a lambda`, ...
+    name: ChainName,
+    /// Identity of the function (declaration or lambda body), to tell
+    /// self-application from a long chain of different functions.
+    key: (u8, usize, usize),
+    span: Span,
 }
 
 impl<'a> Lowerer<'a> {
@@ -148,6 +243,12 @@ impl<'a> Lowerer<'a> {
             quiet_errors: 0,
             size_names: FxHashMap::default(),
             broken: FxHashSet::default(),
+            opts: LowerOptions::default(),
+            emitted: 0,
+            over_budget: false,
+            chain: vec![],
+            size_text: FxHashMap::default(),
+            lines: LineTable::new(&source.text),
         }
     }
 
@@ -159,6 +260,8 @@ impl<'a> Lowerer<'a> {
         self.blocks.clear();
         self.size_names.clear();
         self.depth = 0;
+        self.chain.clear();
+        self.size_text.clear();
     }
 
     /// Deduplicated diagnostics (a body inlined twice reports once), in source order.
@@ -199,7 +302,7 @@ impl<'a> Lowerer<'a> {
 
     fn loc(&self, span: &Span) -> Loc {
         let s = self.at(span);
-        let (line, col) = self.source.line_col(s.start);
+        let (line, col) = self.lines.line_col(&self.source.text, s.start);
         Loc { file: self.source.name.clone(), line, col }
     }
 
@@ -211,11 +314,38 @@ impl<'a> Lowerer<'a> {
 
     /// Render a type with the names of size variables.
     fn show(&self, ty: &Ty) -> String {
-        ty.display(&|v| self.size_var_name(v))
+        ty.display_sizes(&|s| self.show_size(s))
     }
 
+    /// A size as the user wrote it when it came from an annotation
+    /// (`d*(d-1)/2`), else its normal form (`(d*d - d)/2`).
     fn show_size(&self, s: &Size) -> String {
+        if let Some(text) = self.size_text.get(s) {
+            return text.clone();
+        }
         s.display_with(&|v| self.size_var_name(v))
+    }
+
+    /// Turn a refused size computation into an error at `span`.
+    fn checked_size(&mut self, r: Result<Size, SizeError>, span: &Span, what: &str) -> Option<Size> {
+        match r {
+            Ok(s) => Some(s),
+            Err(e) => {
+                let hint = match e {
+                    SizeError::Overflow => "sizes are i64 values; no array can have this many elements".to_string(),
+                    SizeError::TooLarge => {
+                        "write the size with fewer terms (name a product with a size parameter), or coerce with `:>` to a simpler size"
+                            .to_string()
+                    }
+                };
+                let label = match e {
+                    SizeError::Overflow => "this size does not fit in i64",
+                    SizeError::TooLarge => "this size multiplies out to too many terms",
+                };
+                self.error(Diagnostic::new(format!("{e} in {what}"), span.clone()).label(label).hint(hint));
+                None
+            }
+        }
     }
 
     fn size_var_name(&self, v: VarId) -> String {

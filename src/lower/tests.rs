@@ -168,3 +168,149 @@ fn jvp_nodes_are_expanded_by_the_ad_stage() {
     let want = (0.5f64.sin() * 0.5, 0.5f64.cos() * 0.5 + 0.5f64.sin());
     assert_eq!(v, Value::Tuple(vec![Value::F64(want.0), Value::F64(want.1)]));
 }
+
+// ---- issue 8: budgets, checked sizes, built-in size checks, messages ----
+
+#[test]
+fn line_table_agrees_with_source() {
+    let text = "def f x =\n  x + 1\n\u{e9}t\u{e9} \u{2192} y\n\nlast";
+    let src = crate::diag::Source::new("t.ard", text);
+    let table = super::LineTable::new(text);
+    for off in 0..=text.len() + 2 {
+        assert_eq!(table.line_col(text, off), src.line_col(off), "offset {off}");
+    }
+}
+
+#[test]
+fn long_call_chain_is_not_called_recursion() {
+    let mut src = String::from("def f0 (x: f64) : f64 = x\n");
+    for i in 1..=200 {
+        src.push_str(&format!("def f{i} (x: f64) : f64 = f{} x\n", i - 1));
+    }
+    src.push_str("entry main (x: f64) : f64 = f200 x\n");
+    let e = errors(&src);
+    assert!(e.contains("deeper than 150"), "{e}");
+    assert!(e.contains("not recursion"), "{e}");
+    assert!(e.contains("`f150` → `f149`"), "{e}");
+    assert!(!e.contains("applied to itself is recursion"), "{e}");
+    // 150 nested calls are fine
+    let mut ok = String::from("def f0 (x: f64) : f64 = x\n");
+    for i in 1..=140 {
+        ok.push_str(&format!("def f{i} (x: f64) : f64 = f{} x\n", i - 1));
+    }
+    ok.push_str("entry main (x: f64) : f64 = f140 x\n");
+    compile(&ok);
+}
+
+#[test]
+fn self_application_is_still_called_recursion() {
+    let e = errors("entry f (x: f64) : f64 = let w = \\g -> g g in w w x");
+    assert!(e.contains("keeps calling itself") && e.contains("recursion"), "{e}");
+}
+
+#[test]
+fn doubling_calls_hit_the_statement_budget() {
+    let mut src = String::from("def f0 (x: f64) : f64 = sin x\n");
+    for i in 1..=30 {
+        src.push_str(&format!("def f{i} (x: f64) : f64 = f{0} x + f{0} x\n", i - 1));
+    }
+    src.push_str("entry main (x: f64) : f64 = f30 x\n");
+    let t = std::time::Instant::now();
+    let e = errors(&src);
+    assert!(e.contains("IR statements") && e.contains("call chain") && e.contains("let y = f x in y + y"), "{e}");
+    assert!(e.contains("ARDEN_MAX_INLINE_STATEMENTS"), "{e}");
+    assert_eq!(e.matches("error").count(), 1, "one message: {e}");
+    assert!(t.elapsed().as_secs() < 60, "took {:?}", t.elapsed());
+}
+
+#[test]
+fn unflatten_sizes_must_multiply_out() {
+    let e = errors("entry main [n] (a: [n]f64) : [2][n]f64 = unflatten 2 n a");
+    assert!(e.contains("needs an outer axis of 2*n elements, but the array has n"), "{e}");
+    assert!(e.contains(":>"), "{e}");
+    // with a coercion it compiles, and is checked at run time
+    let p = compile("entry main [n] (a: [n]f64) : [2][n]f64 = unflatten 2 n (a :> [2*n]f64)");
+    let err = p.entry("main").unwrap().call(&[vec_f64(&[1., 2.])]).unwrap_err();
+    assert!(err.to_string().contains("coercion"), "{err}");
+    compile("entry main [n][m] (a: [n*m]f64) (b: [n]f64) (c: [m]f64) : [n][m]f64 = unflatten n m a");
+    let e = errors("entry main (a: [6]f64) : [2][2]f64 = unflatten 2 2 a");
+    assert!(e.contains("outer axis of 4 elements, but the array has 6"), "{e}");
+    let e = errors("entry main (a: [6]f64) : [2][3]f64 = unflatten (0 - 2) (0 - 3) a");
+    assert!(e.contains("negative"), "{e}");
+}
+
+#[test]
+fn negative_constant_counts_and_slices_are_compile_errors() {
+    assert!(errors("entry main (x: f64) : f64 = sum (replicate (0 - 1) x)").contains("count of `replicate` is negative (-1)"));
+    assert!(errors("entry main (x: f64) : i64 = sum (iota (0 - 4))").contains("length given to `iota` is negative (-4)"));
+    assert!(errors("entry main (a: [3]f64) : f64 = sum a[2:1]").contains("out of bounds"));
+    assert!(errors("entry main (a: [3]f64) : f64 = sum a[0:4]").contains("out of bounds"));
+    compile("entry main (a: [3]f64) : f64 = sum a[0:3] + sum a[3:3]");
+    assert!(errors("entry main (x: f64) : f64 = sum (for (i < 0 - 2). x)").contains("bound of this `for` index is negative (-2)"));
+}
+
+#[test]
+fn size_arithmetic_overflow_is_an_error() {
+    let e = errors("entry main [n] (a: [n]f64) : [n*4611686018427387904*4]f64 = a");
+    assert!(e.contains("overflows i64"), "{e}");
+    let e = errors("entry main (a: [2][4611686018427387904]f64) : f64 = sum (flatten a)");
+    assert!(e.contains("overflows i64") && e.contains("flatten"), "{e}");
+    let e = errors("entry main (a: [9223372036854775807]f64) (b: [1]f64) : f64 = sum (concat a b)");
+    assert!(e.contains("overflows i64") && e.contains("concat"), "{e}");
+    // ordinary i64 arithmetic that overflows is not a size: it still compiles
+    compile("entry main (x: i64) : i64 = x * 4611686018427387904 * 4");
+}
+
+#[test]
+fn size_polynomials_have_a_budget() {
+    let vars: Vec<String> = (0..8).map(|i| format!("a{i}")).collect();
+    let sum = format!("({})", vars.join("+"));
+    let size = vec![sum; 8].join("*");
+    let params: String = vars.iter().map(|v| format!("(x{v}: [{v}]f64) ")).collect();
+    let src = format!("entry main [{}] {params}: [{size}]f64 = replicate 3 1.0", vars.join("]["));
+    let t = std::time::Instant::now();
+    let e = errors(&src);
+    assert!(e.contains("size expression too large"), "{e}");
+    assert!(t.elapsed().as_secs() < 10, "took {:?}", t.elapsed());
+    // sizes computed from i64 values at run time that blow up stay opaque
+    compile(
+        "entry main (k: i64) : f64 =\n  let a = k + 1 in let b = a * a in let c = b * b in let d = c * c in let e = d * d in let f = e * e in let g = f * f in let h = g * g in sum (replicate h 1.0)",
+    );
+}
+
+#[test]
+fn messages_say_what_the_user_wrote() {
+    // a size shown as written, not as its normal form `(d*d - d)/2`
+    let e = errors("def tri [d] (x: [d]f64) : [d*(d-1)/2]f64 = replicate (d*(d-1)/2) 0.0\nentry main [d] (x: [d]f64) : [d]f64 = tri x");
+    assert!(e.contains("[d*(d-1)/2]f64") && !e.contains("d*d - d"), "{e}");
+    // no trivial `n = n` binding in hints
+    let e = errors("def g [n] (a: [n]f64) (b: [n]f64) : [n]f64 = a\nentry main [n] (a: [n]f64) (b: [n]f64) : [n+1]f64 = g a b");
+    assert!(!e.contains("n = n"), "{e}");
+    // map's function given too few arguments
+    let e = errors("entry main (a: [3]f64) : [3]f64 = map (\\x y -> x + y) a");
+    assert!(e.contains("the function given to `map` takes 2 arguments") && !e.contains("`for` body"), "{e}");
+    let e = errors("entry main (a: [3]f64) : [3]f64 = map (\\x -> \\y -> x + y) a");
+    assert!(e.contains("returns a function") && !e.contains("`for` body"), "{e}");
+    // a user's own `for` still says `for`
+    let e = errors("entry main (a: [3]f64) : f64 = let b = for (i < 3). (\\y -> a[i] + y) in 0.0");
+    assert!(e.contains("`for` body"), "{e}");
+}
+
+#[test]
+fn suggestions_and_scopes_scale() {
+    // 20,000 names in scope and 300 unknown names: fast, and a close name is still suggested
+    let mut src = String::from("entry main (x: f64) : f64 =\n");
+    for i in 0..20000 {
+        src.push_str(&format!("  let v{i} = x in\n"));
+    }
+    for i in 0..300 {
+        src.push_str(&format!("  let w{i} = zzq{i} in\n"));
+    }
+    src.push_str("  v19999 + countt\n");
+    let t = std::time::Instant::now();
+    let e = errors(&src);
+    assert!(t.elapsed().as_secs() < 20, "took {:?}", t.elapsed());
+    assert!(e.contains("unknown name `zzq0`"), "{e}");
+    let e = errors("def count (x: f64) : f64 = x\nentry main (x: f64) : f64 = cuont x");
+    assert!(e.contains("did you mean `count`?"), "{e}");
+}

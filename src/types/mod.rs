@@ -156,14 +156,20 @@ impl Ty {
 
     /// Render as in source, naming size variables with `name`.
     pub fn display(&self, name: &dyn Fn(VarId) -> String) -> String {
+        self.display_sizes(&|n| n.display_with(name))
+    }
+
+    /// Render as in source, with `size` rendering every size (so a size
+    /// can be shown as the user wrote it rather than in normal form).
+    pub fn display_sizes(&self, size: &dyn Fn(&Size) -> String) -> String {
         match self {
             Ty::Scalar(s) => s.name().to_string(),
             Ty::Idx(n) => {
-                let s = n.display_with(name);
+                let s = size(n);
                 if n.as_const().is_some() || n.as_var().is_some() { format!("idx {s}") } else { format!("idx ({s})") }
             }
-            Ty::Array(n, t) => format!("[{}]{}", n.display_with(name), t.display(name)),
-            Ty::Tuple(ts) => format!("({})", ts.iter().map(|t| t.display(name)).collect::<Vec<_>>().join(", ")),
+            Ty::Array(n, t) => format!("[{}]{}", size(n), t.display_sizes(size)),
+            Ty::Tuple(ts) => format!("({})", ts.iter().map(|t| t.display_sizes(size)).collect::<Vec<_>>().join(", ")),
         }
     }
 }
