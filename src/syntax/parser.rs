@@ -6,9 +6,9 @@
 //! Deep nesting is bounded ([`MAX_DEPTH`]) and the stack is grown on demand.
 //!
 //! Precedence, lowest first: `|>`; `:>`; `||`; `&&`; comparisons
-//! (non-associative); `+ -`; `* / %`; unary `-` `!`; `**` (right associative,
-//! binds tighter than unary minus: `-2 ** 2` is `-(2 ** 2)`); application;
-//! postfix `a[i]` and `t.0`. `let`, `if`, `\`, `for`, `loop` extend as far
+//! (non-associative); `+ -`; `* / %`; `**` (right associative); unary `-` `!`
+//! (tighter than `**`: `-x ** 2.0` is `(-x) ** 2.0`, as LANGUAGE.md §5 says);
+//! application; postfix `a[i]` and `t.0`. `let`, `if`, `\`, `for`, `loop` extend as far
 //! right as possible and may start any operand; a lambda may also be the last
 //! argument of an application (`f \x -> e`).
 
@@ -686,32 +686,34 @@ impl<'a> Parser<'a> {
     }
 
     fn mul(&mut self) -> PResult<Expr> {
-        self.left_assoc(&[T::Star, T::Slash, T::Percent], Self::neg)
+        self.left_assoc(&[T::Star, T::Slash, T::Percent], Self::pow)
+    }
+
+    /// `a ** b`, right associative; its operands are unary expressions, so
+    /// `-x ** 2.0` is `(-x) ** 2.0` (LANGUAGE.md §5).
+    fn pow(&mut self) -> PResult<Expr> {
+        let base = self.neg()?;
+        if self.at(T::StarStar) {
+            let t = self.bump();
+            self.operand_check(&t)?;
+            let rhs = self.nested(|p| p.pow())?;
+            let span = base.span.start..rhs.span.end;
+            return Ok(mk(ExprKind::Bin(BinOp::Pow, Box::new(base), Box::new(rhs)), span));
+        }
+        Ok(base)
     }
 
     fn neg(&mut self) -> PResult<Expr> {
         let op = match self.peek() {
             T::Minus => UnOp::Neg,
             T::Bang => UnOp::Not,
-            _ => return self.pow(),
+            _ => return self.app(),
         };
         let t = self.bump();
         self.operand_check(&t)?;
         let inner = self.nested(|p| p.neg())?;
         let span = t.span.start..inner.span.end;
         Ok(mk(ExprKind::Un(op, Box::new(inner)), span))
-    }
-
-    fn pow(&mut self) -> PResult<Expr> {
-        let base = self.app()?;
-        if self.at(T::StarStar) {
-            let t = self.bump();
-            self.operand_check(&t)?;
-            let rhs = self.nested(|p| p.neg())?;
-            let span = base.span.start..rhs.span.end;
-            return Ok(mk(ExprKind::Bin(BinOp::Pow, Box::new(base), Box::new(rhs)), span));
-        }
-        Ok(base)
     }
 
     fn app(&mut self) -> PResult<Expr> {
@@ -1248,8 +1250,15 @@ mod tests {
         assert_eq!(ex("a - b - c"), "(- (- a b) c)");
         assert_eq!(ex("a % b / c * d"), "(* (/ (% a b) c) d)");
         assert_eq!(ex("a ** b ** c"), "(** a (** b c))");
-        assert_eq!(ex("-2 ** 2"), "(neg (** 2 2))");
+        // LANGUAGE.md §5: unary minus binds tighter than `**`.
+        assert_eq!(ex("-2 ** 2"), "(** (neg 2) 2)");
+        assert_eq!(ex("-x ** 2.0"), "(** (neg x) 2.0)");
+        assert_eq!(ex("!a ** b"), "(** (not a) b)");
         assert_eq!(ex("2 ** -1"), "(** 2 (neg 1))");
+        assert_eq!(ex("2 ** -x ** 2"), "(** 2 (** (neg x) 2))");
+        assert_eq!(ex("a * -b ** c"), "(* a (** (neg b) c))");
+        assert_eq!(ex("-f x ** 2"), "(** (neg (app f x)) 2)");
+        assert_eq!(ex("a - -b ** 2 * c"), "(- a (* (** (neg b) 2) c))");
         assert_eq!(ex("-f x"), "(neg (app f x))");
         assert_eq!(ex("!a && b"), "(&& (not a) b)");
         assert_eq!(ex("a * -b"), "(* a (neg b))");
