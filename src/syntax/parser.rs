@@ -20,15 +20,122 @@ use crate::syntax::lexer::{NumLit, Token, TokenKind, decode_number, lex};
 /// gives up with a diagnostic.
 pub const MAX_DEPTH: usize = 500;
 
+/// The largest source text accepted (8 MiB). Compile-time memory grows
+/// linearly with the source, by a few hundred bytes per source byte for long
+/// flat expressions; this keeps the worst case within a few gigabytes. The
+/// largest real programs are a few hundred kilobytes.
+pub const MAX_SOURCE_BYTES: usize = 8 << 20;
+
+/// The most operators in one size expression between brackets (`[n+m+…]`).
+pub const MAX_SIZE_OPERATORS: usize = 500;
+
+/// The diagnostic for a source over [`MAX_SOURCE_BYTES`], of `len` bytes
+/// when known (`None` for a stream that goes on).
+pub fn source_too_large(len: Option<u64>) -> Diagnostic {
+    let size = match len {
+        Some(n) => format!("{n} bytes"),
+        None => format!("more than {MAX_SOURCE_BYTES} bytes"),
+    };
+    Diagnostic::new(format!("source file is too large: {size} (the limit is {MAX_SOURCE_BYTES} bytes, 8 MiB)"), 0..0)
+        .label("the file starts here")
+        .hint("split the program into smaller files, or generate smaller expressions bound with `let`")
+}
+
 /// Parse a whole source file: all declarations that parsed, and every lexical
-/// and syntax error (sorted by position).
+/// and syntax error (sorted by position). A source over [`MAX_SOURCE_BYTES`]
+/// is not parsed: one diagnostic says so.
 pub fn parse(source: &Source) -> (Program, Vec<Diagnostic>) {
+    if source.text.len() > MAX_SOURCE_BYTES {
+        return (Program { decls: vec![] }, vec![source_too_large(Some(source.text.len() as u64))]);
+    }
     let (toks, lex_diags) = lex(&source.text);
     let mut p = Parser { text: &source.text, toks, pos: 0, diags: lex_diags, depth: 0 };
     let prog = p.program();
     let mut diags = p.diags;
     diags.sort_by_key(|d| d.span.start);
     (prog, diags)
+}
+
+/// Parse for checking: every diagnostic of [`parse`], and only the
+/// declarations that can be checked further despite them. A declaration is
+/// left out when it did not parse, when a diagnostic falls inside it (or in
+/// the text after it, before the next declaration), or when it uses, directly
+/// or through others, a declaration left out. The rest are well-formed and
+/// independent of every error, so their own errors (types, sizes) can be
+/// reported along with the syntax errors without follow-on noise.
+pub fn parse_checkable(source: &Source) -> (Program, Vec<Diagnostic>) {
+    let (mut prog, diags) = parse(source);
+    if diags.is_empty() {
+        return (prog, diags);
+    }
+    // Region of declaration i: from its keyword to the next `def`/`entry`.
+    let (toks, _) = lex(&source.text);
+    let decl_toks: Vec<usize> = (0..toks.len()).filter(|&j| matches!(toks[j].kind, T::Def | T::Entry)).collect();
+    let decl_starts: Vec<usize> = decl_toks.iter().map(|&j| toks[j].span.start).collect();
+    let region_end = |start: usize| {
+        let k = decl_starts.partition_point(|&s| s <= start);
+        decl_starts.get(k).copied().unwrap_or(usize::MAX)
+    };
+    let mut diag_starts: Vec<usize> = diags.iter().map(|d| d.span.start).collect();
+    diag_starts.sort_unstable();
+    let has_diag_in = |lo: usize, hi: usize| {
+        let k = diag_starts.partition_point(|&s| s < lo);
+        diag_starts.get(k).is_some_and(|&s| s < hi)
+    };
+    // Names of the declarations that did not parse, or only with errors.
+    let parsed: std::collections::HashSet<usize> = prog.decls.iter().map(|d| d.span.start).collect();
+    let mut bad: Vec<String> = vec![];
+    for &j in &decl_toks {
+        if !parsed.contains(&toks[j].span.start)
+            && let Some(t) = toks.get(j + 1)
+            && t.kind == T::Ident
+        {
+            bad.push(source.text[t.span.clone()].to_string());
+        }
+    }
+    let mut keep: Vec<bool> = prog.decls.iter().map(|d| !has_diag_in(d.span.start, region_end(d.span.start))).collect();
+    for (d, k) in prog.decls.iter().zip(&keep) {
+        if !k {
+            bad.push(d.name.name.clone());
+        }
+    }
+    // Leave out, transitively, every declaration that uses a bad name.
+    let mut users: std::collections::HashMap<String, Vec<usize>> = std::collections::HashMap::new();
+    for (i, d) in prog.decls.iter().enumerate() {
+        let mut bound: Vec<String> = d.size_params.iter().map(|s| s.name.clone()).collect();
+        for p in &d.params {
+            pat_names(&p.pat, &mut bound);
+        }
+        let mut free = vec![];
+        crate::types::decls::free_vars(&d.body, &mut bound, &mut free);
+        free.sort();
+        free.dedup();
+        for n in free {
+            users.entry(n).or_default().push(i);
+        }
+    }
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+    while let Some(name) = bad.pop() {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        for &i in users.get(&name).map(Vec::as_slice).unwrap_or(&[]) {
+            if keep[i] {
+                keep[i] = false;
+                bad.push(prog.decls[i].name.name.clone());
+            }
+        }
+    }
+    let mut k = keep.into_iter();
+    prog.decls.retain(|_| k.next().unwrap_or(false));
+    (prog, diags)
+}
+
+fn pat_names(p: &Pat, out: &mut Vec<String>) {
+    match p {
+        Pat::Var(id) => out.push(id.name.clone()),
+        Pat::Tuple(ps, _) => ps.iter().for_each(|p| pat_names(p, out)),
+    }
 }
 
 /// Parse a single expression (the whole input must be one expression).
@@ -500,7 +607,12 @@ impl<'a> Parser<'a> {
 
     fn size_expr(&mut self) -> PResult<SizeExpr> {
         let mut lhs = self.size_term()?;
+        let mut ops = 0;
         loop {
+            ops += 1;
+            if ops > MAX_SIZE_OPERATORS && matches!(self.peek(), T::Plus | T::Minus) {
+                return self.size_too_long();
+            }
             let op = match self.peek() {
                 T::Plus => SizeOp::Add,
                 T::Minus => SizeOp::Sub,
@@ -524,7 +636,12 @@ impl<'a> Parser<'a> {
 
     fn size_term(&mut self) -> PResult<SizeExpr> {
         let mut lhs = self.size_atom("expected a size (a size variable, an integer or `(...)`)")?;
+        let mut ops = 0;
         loop {
+            ops += 1;
+            if ops > MAX_SIZE_OPERATORS && matches!(self.peek(), T::Star | T::Slash) {
+                return self.size_too_long();
+            }
             let op = match self.peek() {
                 T::Star => SizeOp::Mul,
                 T::Slash => SizeOp::Div,
@@ -536,6 +653,15 @@ impl<'a> Parser<'a> {
             lhs = SizeExpr::Bin(op, Box::new(lhs), Box::new(rhs), span);
         }
         Ok(lhs)
+    }
+
+    fn size_too_long<X>(&mut self) -> PResult<X> {
+        self.diags.push(
+            Diagnostic::new("size expression is too long", self.tok().span.clone())
+                .label(format!("more than {MAX_SIZE_OPERATORS} operators in a row"))
+                .hint("a size is a short formula such as `[n*m + 1]`; pass a long one in as a size parameter instead"),
+        );
+        Err(())
     }
 
     fn size_atom(&mut self, msg: &str) -> PResult<SizeExpr> {
