@@ -93,6 +93,22 @@ pub fn parse_checkable(source: &Source) -> (Program, Vec<Diagnostic>) {
             bad.push(source.text[t.span.clone()].to_string());
         }
     }
+    // A top-level `let x = ...` (an error) was meant to declare `x`.
+    let mut spans: Vec<Span> = prog.decls.iter().map(|d| d.span.clone()).collect();
+    spans.sort_by_key(|s| s.start);
+    let in_decl = |at: usize| {
+        let k = spans.partition_point(|s| s.start <= at);
+        k > 0 && at < spans[k - 1].end
+    };
+    for j in 0..toks.len() {
+        if toks[j].kind == T::Let
+            && !in_decl(toks[j].span.start)
+            && let Some(t) = toks.get(j + 1)
+            && t.kind == T::Ident
+        {
+            bad.push(source.text[t.span.clone()].to_string());
+        }
+    }
     let mut keep: Vec<bool> = prog.decls.iter().map(|d| !has_diag_in(d.span.start, region_end(d.span.start))).collect();
     for (d, k) in prog.decls.iter().zip(&keep) {
         if !k {
