@@ -142,6 +142,11 @@ fn clamp_span(text: &str, span: &Span) -> Span {
 /// flood the terminal.
 pub const MAX_RENDERED_DIAGNOSTICS: usize = 50;
 
+/// Source lines longer than this (in bytes) are not shown whole: the
+/// snippet is a window of the line around the culprit, with `…` marking the
+/// cut ends, so a one-line megabyte file does not print a megabyte per error.
+pub const MAX_SHOWN_LINE: usize = 240;
+
 /// Render diagnostics as plain text (no colours), one after the other; after
 /// [`MAX_RENDERED_DIAGNOSTICS`] of them, only a count of the others.
 pub fn render(source: &Source, diags: &[Diagnostic]) -> String {
@@ -149,6 +154,14 @@ pub fn render(source: &Source, diags: &[Diagnostic]) -> String {
     let config = term::Config::default();
     let mut out = String::new();
     for d in diags.iter().take(MAX_RENDERED_DIAGNOSTICS) {
+        let long_line = std::iter::once(&d.span).chain(d.notes.iter().map(|(s, _)| s)).any(|s| {
+            let (l, _) = source.line_col(s.start);
+            source.line_len(l) > MAX_SHOWN_LINE
+        });
+        if long_line {
+            render_clipped(source, d, &config, &mut out);
+            continue;
+        }
         let mut labels = vec![Label::primary((), clamp_span(&source.text, &d.span)).with_message(d.label.clone())];
         for (s, t) in &d.notes {
             labels.push(Label::secondary((), clamp_span(&source.text, s)).with_message(t.clone()));
@@ -168,6 +181,91 @@ pub fn render(source: &Source, diags: &[Diagnostic]) -> String {
         ));
     }
     out
+}
+
+impl Source {
+    /// Length in bytes of 1-based line `line` (without its newline).
+    fn line_len(&self, line: usize) -> usize {
+        let start = self.line_starts[line - 1];
+        let end = self.line_starts.get(line).map_or(self.text.len(), |&e| e - 1);
+        end.saturating_sub(start)
+    }
+}
+
+/// One window of one source line, shown as if it were the whole file, with
+/// the true line and column numbers.
+struct Window<'s> {
+    name: &'s str,
+    text: String,
+    line: usize,
+    /// 1-based column, in the real line, of the first character after the
+    /// leading `…` (or of the first character when nothing is cut).
+    first_col: usize,
+    /// Bytes of the leading `…` (0 or 3).
+    lead: usize,
+}
+
+impl<'a> codespan_reporting::files::Files<'a> for Window<'a> {
+    type FileId = ();
+    type Name = &'a str;
+    type Source = &'a str;
+    fn name(&'a self, (): ()) -> Result<&'a str, codespan_reporting::files::Error> {
+        Ok(self.name)
+    }
+    fn source(&'a self, (): ()) -> Result<&'a str, codespan_reporting::files::Error> {
+        Ok(&self.text)
+    }
+    fn line_index(&'a self, (): (), _: usize) -> Result<usize, codespan_reporting::files::Error> {
+        Ok(0)
+    }
+    fn line_number(&'a self, (): (), _: usize) -> Result<usize, codespan_reporting::files::Error> {
+        Ok(self.line)
+    }
+    fn column_number(&'a self, (): (), _: usize, byte_index: usize) -> Result<usize, codespan_reporting::files::Error> {
+        let at = clamp_to_char_boundary(&self.text, byte_index.max(self.lead));
+        Ok(self.first_col + self.text[self.lead..at].chars().count())
+    }
+    fn line_range(&'a self, (): (), _: usize) -> Result<Span, codespan_reporting::files::Error> {
+        Ok(0..self.text.len())
+    }
+}
+
+/// Render `d`, whose place is on a very long line, with a window of that line
+/// around its primary span; notes elsewhere are listed by location.
+fn render_clipped(source: &Source, d: &Diagnostic, config: &term::Config, out: &mut String) {
+    let text = &source.text;
+    let span = clamp_span(text, &d.span);
+    let (line, col) = source.line_col(span.start);
+    let line_start = source.line_starts[line - 1];
+    let line_end = line_start + source.line_len(line);
+    let win_start = clamp_to_char_boundary(text, span.start.saturating_sub(MAX_SHOWN_LINE / 3).max(line_start));
+    let win_end = clamp_to_char_boundary(text, (span.start + 2 * MAX_SHOWN_LINE / 3).min(line_end));
+    let lead = if win_start > line_start { "…" } else { "" };
+    let tail = if win_end < line_end { "…" } else { "" };
+    let window = Window {
+        name: &source.name,
+        text: format!("{lead}{}{tail}", &text[win_start..win_end]),
+        line,
+        first_col: col - text[win_start..span.start].chars().count(),
+        lead: lead.len(),
+    };
+    let shift = |s: &Span| -> Option<Span> {
+        (s.start >= win_start && s.start <= win_end)
+            .then(|| s.start - win_start + lead.len()..s.end.clamp(s.start, win_end) - win_start + lead.len())
+    };
+    let mut labels = vec![Label::primary((), shift(&span).unwrap_or(lead.len()..lead.len())).with_message(d.label.clone())];
+    let mut notes = vec![];
+    for (s, t) in &d.notes {
+        match shift(&clamp_span(text, s)) {
+            Some(w) => labels.push(Label::secondary((), w).with_message(t.clone())),
+            None => notes.push(format!("note: {}: {t}", source.location(s.start))),
+        }
+    }
+    if let Some(h) = &d.hint {
+        notes.push(format!("hint: {h}"));
+    }
+    let cs = CsDiag::error().with_message(d.message.clone()).with_labels(labels).with_notes(notes);
+    let _ = term::emit_to_string(out, config, &window, &cs);
 }
 
 #[cfg(test)]
@@ -209,6 +307,33 @@ mod tests {
         assert_eq!(s.line_col(0), (1, 1));
         // Only at the start.
         assert_eq!(Source::new("t", "a\u{feff}").text, "a\u{feff}");
+    }
+
+    #[test]
+    fn long_lines_are_shown_in_a_window() {
+        let text = format!("def f = {}y + x\nnext", "x + ".repeat(100_000));
+        let s = Source::new("t.ard", text.clone());
+        let at = text.find('y').unwrap();
+        let d = Diagnostic::new("unknown name `y`", at..at + 1).label("here").note(0..3, "in this").hint("h");
+        let out = render(&s, &[d]);
+        assert!(out.len() < 2000, "{out}");
+        assert!(out.contains("t.ard:1:400009"), "{out}");
+        assert!(out.contains("…x + x + ") && out.contains("y + x"), "{out}");
+        assert!(out.contains("note: t.ard:1:1: in this"), "{out}");
+        assert!(out.contains("= hint: h"), "{out}");
+        // The caret is under the `y`.
+        let lines: Vec<&str> = out.lines().collect();
+        let src = lines.iter().position(|l| l.contains("y + x")).unwrap();
+        let chars_before = |l: &str, c: char| l[..l.find(c).unwrap()].chars().count();
+        assert_eq!(chars_before(lines[src + 1], '^'), chars_before(lines[src], 'y'), "{out}");
+        // At the start of a long line: no leading `…`.
+        let d = Diagnostic::new("bad", 4..7).label("here");
+        let out = render(&s, &[d]);
+        assert!(out.contains("t.ard:1:5") && out.contains("│ def f = x") && out.contains("^^^ here"), "{out}");
+        // Short lines are shown whole.
+        let s = Source::new("t.ard", "def f = y\n");
+        let out = render(&s, &[Diagnostic::new("bad", 8..9)]);
+        assert!(out.contains("1 │ def f = y\n"), "{out}");
     }
 
     #[test]

@@ -233,6 +233,21 @@ impl Drop for Expr {
     }
 }
 
+impl Expr {
+    /// Whether the tree has more than `limit` levels (this node is level 1);
+    /// found without recursion.
+    pub fn is_deeper_than(&self, limit: usize) -> bool {
+        let mut stack = vec![(self, 1usize)];
+        while let Some((e, d)) = stack.pop() {
+            if d > limit {
+                return true;
+            }
+            e.kind.for_each_child(&mut |c| stack.push((c, d + 1)));
+        }
+        false
+    }
+}
+
 impl ExprKind {
     /// Whether this node has no child expressions.
     fn is_leaf(&self) -> bool {
@@ -243,6 +258,56 @@ impl ExprKind {
     }
 
     /// Call `f` on every direct child expression.
+    pub fn for_each_child<'a>(&'a self, f: &mut dyn FnMut(&'a Expr)) {
+        match self {
+            ExprKind::Int(..) | ExprKind::Float(..) | ExprKind::Bool(_) | ExprKind::Var(_) | ExprKind::OpSection(_) => {}
+            ExprKind::Tuple(es) | ExprKind::Array(es) => es.iter().for_each(f),
+            ExprKind::Index(a, args) => {
+                f(a);
+                for arg in args {
+                    match arg {
+                        IndexArg::Single(e) => f(e),
+                        IndexArg::Slice(lo, hi) => {
+                            f(lo);
+                            f(hi);
+                        }
+                    }
+                }
+            }
+            ExprKind::Proj(e, _, _) | ExprKind::Un(_, e) | ExprKind::Lambda(_, e) | ExprKind::Coerce(e, _) => f(e),
+            ExprKind::App(h, args) => {
+                f(h);
+                args.iter().for_each(f);
+            }
+            ExprKind::Bin(_, a, b) | ExprKind::Let(_, _, a, b) => {
+                f(a);
+                f(b);
+            }
+            ExprKind::If(c, a, b) => {
+                f(c);
+                f(a);
+                f(b);
+            }
+            ExprKind::For(idxs, body) => {
+                for ix in idxs {
+                    if let Some(b) = &ix.bound {
+                        f(b);
+                    }
+                }
+                f(body);
+            }
+            ExprKind::Loop { init, kind, body, .. } => {
+                f(init);
+                match kind {
+                    LoopKind::For(_, n) => f(n),
+                    LoopKind::While(c) => f(c),
+                }
+                f(body);
+            }
+        }
+    }
+
+    /// Call `f` on every direct child expression, mutably.
     pub fn for_each_child_mut(&mut self, f: &mut dyn FnMut(&mut Expr)) {
         match self {
             ExprKind::Int(..) | ExprKind::Float(..) | ExprKind::Bool(_) | ExprKind::Var(_) | ExprKind::OpSection(_) => {}

@@ -20,11 +20,18 @@ use crate::syntax::lexer::{NumLit, Token, TokenKind, decode_number, lex};
 /// gives up with a diagnostic.
 pub const MAX_DEPTH: usize = 500;
 
-/// The largest source text accepted (8 MiB). Compile-time memory grows
-/// linearly with the source, by a few hundred bytes per source byte for long
-/// flat expressions; this keeps the worst case within a few gigabytes. The
-/// largest real programs are a few hundred kilobytes.
-pub const MAX_SOURCE_BYTES: usize = 8 << 20;
+/// The largest source text accepted (4 MiB). Compile-time memory grows
+/// linearly with the source, by at most a few hundred bytes per source byte;
+/// this keeps the worst case under 2 GB. The largest real programs are a few
+/// hundred kilobytes.
+pub const MAX_SOURCE_BYTES: usize = 4 << 20;
+
+/// The deepest expression tree accepted, counting every level: a chain
+/// `x + x + … + x` of n operators is n levels deep, as is a chain of n
+/// `let`s. Every later stage walks the tree recursively (on a stack grown on
+/// the heap), at a cost of up to a few kilobytes per level, so the depth is
+/// bounded independently of the source size.
+pub const MAX_EXPR_DEPTH: usize = 250_000;
 
 /// The most operators in one size expression between brackets (`[n+m+…]`).
 pub const MAX_SIZE_OPERATORS: usize = 500;
@@ -36,7 +43,7 @@ pub fn source_too_large(len: Option<u64>) -> Diagnostic {
         Some(n) => format!("{n} bytes"),
         None => format!("more than {MAX_SOURCE_BYTES} bytes"),
     };
-    Diagnostic::new(format!("source file is too large: {size} (the limit is {MAX_SOURCE_BYTES} bytes, 8 MiB)"), 0..0)
+    Diagnostic::new(format!("source file is too large: {size} (the limit is {MAX_SOURCE_BYTES} bytes, 4 MiB)"), 0..0)
         .label("the file starts here")
         .hint("split the program into smaller files, or generate smaller expressions bound with `let`")
 }
@@ -367,6 +374,15 @@ impl<'a> Parser<'a> {
                 T::Eof => break,
                 T::Def | T::Entry => {
                     match self.decl() {
+                        Ok(d) if d.body.is_deeper_than(MAX_EXPR_DEPTH) => {
+                            let at = d.body.span.start;
+                            self.diags.push(
+                                Diagnostic::new(format!("the body of `{}` is too deeply nested", d.name.name), at..at)
+                                    .label(format!("more than {MAX_EXPR_DEPTH} levels of operations below the body"))
+                                    .hint("every operator in a chain like `x + x + … + x` adds a level, as does every `let` in a row; bind parts of a long chain with `let`, or put the values in an array and use `sum`"),
+                            );
+                            self.recover();
+                        }
                         Ok(d) => {
                             let name = d.name.name.clone();
                             decls.push(d);
