@@ -409,3 +409,48 @@ pub enum ExprKind {
     /// `e :> t`
     Coerce(Box<Expr>, TypeExpr),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `x + x + … + x`, left nested, `n` operators deep.
+    fn chain(n: usize) -> Expr {
+        let mut e = Expr { kind: ExprKind::Var("x".into()), span: 0..1 };
+        for i in 0..n {
+            let rhs = Expr { kind: ExprKind::Var("x".into()), span: i..i + 1 };
+            e = Expr { kind: ExprKind::Bin(BinOp::Add, Box::new(e), Box::new(rhs)), span: 0..i + 1 };
+        }
+        e
+    }
+
+    #[test]
+    fn deep_trees_drop_clone_and_compare_on_a_small_stack() {
+        // 1,000,000 levels on a 256 kB stack: a recursive drop, clone or
+        // comparison would overflow it many times over.
+        std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(|| {
+                let e = chain(1_000_000);
+                assert!(e.is_deeper_than(1_000_000));
+                assert!(!e.is_deeper_than(1_000_001));
+                let c = e.clone();
+                assert!(c == e);
+                drop(c);
+                let lets = (0..1_000_000).fold(Expr { kind: ExprKind::Int(0, None), span: 0..1 }, |body, i| Expr {
+                    kind: ExprKind::Let(
+                        Pat::Var(Ident { name: format!("a{i}"), span: 0..1 }),
+                        None,
+                        Box::new(Expr { kind: ExprKind::Float(1.0, None), span: 0..1 }),
+                        Box::new(body),
+                    ),
+                    span: 0..1,
+                });
+                drop(lets);
+                drop(e);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+}

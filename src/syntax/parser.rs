@@ -1874,6 +1874,67 @@ def g = if x = 1 then 2 else 3
     }
 
     #[test]
+    fn expression_depth_limit() {
+        // A flat chain is as deep as it is long.
+        let src = format!("def f = x{}\ndef g = 1", " + x".repeat(MAX_EXPR_DEPTH - 1));
+        prog_ok(&src);
+        let src = format!("def f = x{}\ndef g = 1", " + x".repeat(MAX_EXPR_DEPTH));
+        let (p, d) = prog(&src);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(d[0].message.contains("the body of `f` is too deeply nested"), "{}", d[0].message);
+        assert_eq!(d[0].span, 8..8);
+        // The next declaration is still parsed.
+        assert_eq!(p.decls.iter().map(|d| d.name.name.as_str()).collect::<Vec<_>>(), vec!["g"]);
+    }
+
+    #[test]
+    fn size_expression_length_limit() {
+        let ok = format!("def f (x: [{}]f64) = x", vec!["n"; MAX_SIZE_OPERATORS + 1].join("+"));
+        prog_ok(&ok);
+        let ok = format!("def f (x: [{}]f64) = x", vec!["n"; MAX_SIZE_OPERATORS + 1].join("*"));
+        prog_ok(&ok);
+        for op in ["+", "-", "*", "/"] {
+            let bad = format!("def f (x: [{}]f64) = x", vec!["n"; MAX_SIZE_OPERATORS + 2].join(op));
+            let (_, d) = prog(&bad);
+            assert!(d.iter().any(|d| d.message == "size expression is too long"), "{op}: {d:?}");
+        }
+    }
+
+    #[test]
+    fn source_size_limit() {
+        let big = format!("def f = 1\n{}", " ".repeat(MAX_SOURCE_BYTES));
+        let (p, d) = parse(&Source::new("t", big));
+        assert!(p.decls.is_empty());
+        assert_eq!(d.len(), 1);
+        assert!(d[0].message.contains(&format!("{} bytes (the limit is {MAX_SOURCE_BYTES} bytes", MAX_SOURCE_BYTES + 10)), "{}", d[0].message);
+        let (p, d) = parse(&Source::new("t", format!("def f = 1{}", " ".repeat(MAX_SOURCE_BYTES - 9))));
+        assert!(d.is_empty() && p.decls.len() == 1);
+    }
+
+    #[test]
+    fn checkable_declarations() {
+        let names = |src: &str| {
+            let (p, d) = parse_checkable(&Source::new("t", src));
+            (p.decls.iter().map(|d| d.name.name.clone()).collect::<Vec<_>>(), d.len())
+        };
+        // No errors: everything.
+        assert_eq!(names("def a = 1\ndef b = a"), (vec!["a".to_string(), "b".to_string()], 0));
+        // `b` did not parse; `c` uses it, `d` uses `c`; `e` is independent.
+        let (kept, n) = names("def a = 1\ndef b = 1 +\ndef c = b\ndef d x = c + x\nentry e (x: f64) : f64 = x + a");
+        assert_eq!((kept, n), (vec!["a".to_string(), "e".to_string()], 1));
+        // A parameter or a local of the same name is not a use.
+        let (kept, _) = names("def b = (\ndef c (b: f64) = b\ndef d = let b = 1 in b");
+        assert_eq!(kept, vec!["c".to_string(), "d".to_string()]);
+        // An error inside a parsed declaration (unknown character, chained
+        // comparison, stray token after the body) leaves it out too.
+        let (kept, n) = names("def a = 1 $ 2\ndef b = 1 < 2 < 3\ndef c = 1 )\ndef d = 4");
+        assert_eq!((kept, n), (vec!["d".to_string()], 3));
+        // A top-level `let x` was meant as a declaration of `x`.
+        let (kept, _) = names("let k = 2.0\ndef a = k\ndef b = 1");
+        assert_eq!(kept, vec!["b".to_string()]);
+    }
+
+    #[test]
     fn deep_nesting() {
         // Fine at moderate depth.
         let src = format!("def f = {}x{}", "(".repeat(200), ")".repeat(200));

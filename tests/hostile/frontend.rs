@@ -55,7 +55,7 @@ fn long_postfix_chain_is_refused_not_crashed() {
 fn deep_parentheses_are_refused() {
     let src = format!("entry f (x: f64) : f64 = {}x{}\n", "(".repeat(200_000), ")".repeat(200_000));
     assert_user_error(&check("deep_parens.ard", src.as_bytes()), "nested too deeply", true);
-    let src = format!("entry f (x: f64) : f64 = {}x\n", "-".repeat(200_000));
+    let src = format!("entry f (x: f64) : f64 = {}x\n", "- ".repeat(200_000));
     assert_user_error(&check("deep_neg.ard", src.as_bytes()), "nested too deeply", true);
 }
 
