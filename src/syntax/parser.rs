@@ -423,11 +423,25 @@ impl<'a> Parser<'a> {
         Program { decls }
     }
 
-    /// Skip to the next `def`/`entry` (or the end of input).
+    /// Skip to the next `def`/`entry` (or the end of input), or to a `let`
+    /// at the start of a line (most likely a mistaken top-level `let`, which
+    /// then gets its own message).
     fn recover(&mut self) {
-        while !matches!(self.peek(), T::Eof | T::Def | T::Entry) {
-            self.bump();
+        loop {
+            match self.peek() {
+                T::Eof | T::Def | T::Entry => return,
+                T::Let if self.at_line_start() => return,
+                _ => {
+                    self.bump();
+                }
+            }
         }
+    }
+
+    /// Whether the current token is the first thing on its line.
+    fn at_line_start(&self) -> bool {
+        let start = self.tok().span.start;
+        start == 0 || self.text.as_bytes().get(start - 1) == Some(&b'\n')
     }
 
     fn decl(&mut self) -> PResult<Decl> {
