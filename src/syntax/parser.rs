@@ -20,11 +20,12 @@ use crate::syntax::lexer::{NumLit, Token, TokenKind, decode_number, lex};
 /// gives up with a diagnostic.
 pub const MAX_DEPTH: usize = 500;
 
-/// The largest source text accepted (4 MiB). Compile-time memory grows
-/// linearly with the source, by at most a few hundred bytes per source byte;
-/// this keeps the worst case under 2 GB. The largest real programs are a few
-/// hundred kilobytes.
-pub const MAX_SOURCE_BYTES: usize = 4 << 20;
+/// The largest source text accepted (2 MiB). Compile-time memory grows
+/// linearly with the source: about 140 bytes per source byte to parse the
+/// worst case (`x+x+…`), and up to about 500 bytes per source byte to lower
+/// and differentiate it and keep both IRs; this keeps the worst case near
+/// 1 GB. The largest real programs are a few hundred kilobytes.
+pub const MAX_SOURCE_BYTES: usize = 2 << 20;
 
 /// The deepest expression tree accepted, counting every level: a chain
 /// `x + x + … + x` of n operators is n levels deep, as is a chain of n
@@ -43,7 +44,7 @@ pub fn source_too_large(len: Option<u64>) -> Diagnostic {
         Some(n) => format!("{n} bytes"),
         None => format!("more than {MAX_SOURCE_BYTES} bytes"),
     };
-    Diagnostic::new(format!("source file is too large: {size} (the limit is {MAX_SOURCE_BYTES} bytes, 4 MiB)"), 0..0)
+    Diagnostic::new(format!("source file is too large: {size} (the limit is {MAX_SOURCE_BYTES} bytes, {} MiB)", MAX_SOURCE_BYTES >> 20), 0..0)
         .label("the file starts here")
         .hint("split the program into smaller files, or generate smaller expressions bound with `let`")
 }

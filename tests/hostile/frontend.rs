@@ -67,7 +67,7 @@ fn long_size_expression_is_refused() {
 
 #[test]
 fn source_over_the_size_limit_is_refused() {
-    // 5 MB of comments: over MAX_SOURCE_BYTES (4 MiB), refused before lexing.
+    // 5 MB of comments: over MAX_SOURCE_BYTES (2 MiB), refused before lexing.
     let mut src = String::from("entry f (x: f64) : f64 = x\n");
     while src.len() < 5_000_000 {
         src.push_str("-- a comment line to make the file large\n");
@@ -75,7 +75,7 @@ fn source_over_the_size_limit_is_refused() {
     let o = check("too_large.ard", src.as_bytes());
     assert_user_error(&o, "source file is too large", true);
     assert!(o.stderr.contains(&format!("{} bytes", src.len())), "{}", o.stderr);
-    assert!(o.stderr.contains("the limit is 4194304 bytes"), "{}", o.stderr);
+    assert!(o.stderr.contains("the limit is 2097152 bytes, 2 MiB"), "{}", o.stderr);
     assert!(o.elapsed.as_secs() < 5, "took {:?}", o.elapsed);
 }
 
@@ -84,7 +84,7 @@ fn endless_source_stream_is_refused() {
     // Reading stops after the limit, whatever the file.
     let o = run_limited(&["check", "/dev/zero"], b"", Limits { memory_mb: 512, seconds: 30 });
     assert_user_error(&o, "source file is too large", false);
-    assert!(o.stderr.contains("more than 4194304 bytes"), "{}", o.stderr);
+    assert!(o.stderr.contains("more than 2097152 bytes"), "{}", o.stderr);
 }
 
 #[test]
