@@ -884,6 +884,21 @@ impl<'a> Parser<'a> {
         };
         let t = self.bump();
         self.operand_check(&t)?;
+        // The most negative integers are written as the negation of a
+        // literal one past the largest: `-9223372036854775808`, `-2147483648i32`.
+        if op == UnOp::Neg && self.at(T::Number) && !starts_arg(self.peek_at(1)) && !matches!(self.peek_at(1), T::Dot) {
+            let suffix = match self.slice(&self.tok().span) {
+                "9223372036854775808" => Some(None),
+                "9223372036854775808i64" => Some(Some(IntSuffix::I64)),
+                "2147483648i32" => Some(Some(IntSuffix::I32)),
+                _ => None,
+            };
+            if let Some(suffix) = suffix {
+                let lit = self.bump();
+                let v = if suffix == Some(IntSuffix::I32) { i32::MIN as i64 } else { i64::MIN };
+                return Ok(mk(ExprKind::Int(v, suffix), t.span.start..lit.span.end));
+            }
+        }
         let inner = self.nested(|p| p.neg())?;
         let span = t.span.start..inner.span.end;
         Ok(mk(ExprKind::Un(op, Box::new(inner)), span))
@@ -1842,8 +1857,11 @@ def g = if x = 1 then 2 else 3
             msgs,
             [
                 "unexpected `)` after the body of `a`",
+                // Recovery stops at a `let` that starts a line.
+                "`let` is not allowed at the top level",
                 "expected `]` or `,` in the array literal",
                 "unexpected `)` after the body of `d`",
+                "`let` is not allowed at the top level",
                 "expected `:` or `)` after the parameter",
                 "unknown type `float`",
                 "expected `then` after the condition",
@@ -1851,7 +1869,7 @@ def g = if x = 1 then 2 else 3
             "{d:#?}"
         );
         assert_eq!(p.decls.iter().map(|d| d.name.name.as_str()).collect::<Vec<_>>(), ["a", "d"]);
-        assert!(d[5].hint.as_ref().unwrap().contains("=="));
+        assert!(d[7].hint.as_ref().unwrap().contains("=="));
     }
 
     #[test]
@@ -1886,6 +1904,23 @@ def g = if x = 1 then 2 else 3
         assert!(d[0].message.contains("unknown character"));
         assert!(d[1].hint.as_ref().unwrap().contains("**"));
         assert_eq!(p.decls.len(), 2);
+    }
+
+    #[test]
+    fn most_negative_integer_literals() {
+        let int = |src: &str| match ex_raw(src) {
+            (Some(Expr { kind: ExprKind::Int(v, s), .. }), d) if d.is_empty() => Some((v, s)),
+            _ => None,
+        };
+        assert_eq!(int("-9223372036854775808"), Some((i64::MIN, None)));
+        assert_eq!(int("-9223372036854775808i64"), Some((i64::MIN, Some(IntSuffix::I64))));
+        assert_eq!(int("-2147483648i32"), Some((i32::MIN as i64, Some(IntSuffix::I32))));
+        assert_eq!(ex("-9223372036854775808 + 1"), "(+ -9223372036854775808 1)");
+        // Only right after a minus, and not as the head of an application.
+        assert!(!ex_raw("9223372036854775808").1.is_empty());
+        assert!(!ex_raw("- -9223372036854775809").1.is_empty());
+        assert!(!ex_raw("-2147483649i32").1.is_empty());
+        assert!(!ex_raw("-9223372036854775808 x").1.is_empty());
     }
 
     #[test]
