@@ -102,7 +102,8 @@ pub fn read_source(path: &std::path::Path, name: &str) -> std::io::Result<Result
     file.take(max as u64 + 1).read_to_end(&mut bytes)?;
     if bytes.len() > max {
         let first_line = bytes.iter().take(200).take_while(|&&b| b != b'\n').copied().collect::<Vec<u8>>();
-        let shown = Source::new(name, String::from_utf8_lossy(&first_line).into_owned());
+        let cut = if bytes.get(first_line.len()).is_some_and(|&b| b != b'\n') { "…" } else { "" };
+        let shown = Source::new(name, format!("{}{cut}", String::from_utf8_lossy(&first_line)));
         let len = meta.is_file().then(|| meta.len().max(bytes.len() as u64));
         return Ok(Err((shown, crate::syntax::parser::source_too_large(len))));
     }

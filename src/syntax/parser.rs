@@ -46,7 +46,7 @@ pub fn source_too_large(len: Option<u64>) -> Diagnostic {
     };
     Diagnostic::new(format!("source file is too large: {size} (the limit is {MAX_SOURCE_BYTES} bytes, {} MiB)", MAX_SOURCE_BYTES >> 20), 0..0)
         .label("the file starts here")
-        .hint("split the program into smaller files, or generate smaller expressions bound with `let`")
+        .hint("pass large data as arguments (`--arg @data.json` or `@data.npy`) rather than writing it into the source")
 }
 
 /// Parse a whole source file: all declarations that parsed, and every lexical
