@@ -57,9 +57,11 @@ impl Program {
     /// Read and compile a `.ard` file.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Program, Error> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::Io { path: path.display().to_string(), message: e.to_string() })?;
-        Program::from_source(&path.display().to_string(), &text)
+        let name = path.display().to_string();
+        // Bounded read; too large or not UTF-8 is a located compile error.
+        let source = diag::read_source(path, &name).map_err(|e| Error::Io { path: name.clone(), message: e.to_string() })?;
+        let source = source.map_err(|(s, d)| Error::Compile { rendered: diag::render(&s, std::slice::from_ref(&d)), diagnostics: vec![d] })?;
+        Program::from_source(&name, &source.text)
     }
 
     /// Compile source text; `name` is the file name shown in messages.
@@ -125,8 +127,14 @@ impl Program {
 
 /// Parse and lower, collecting every diagnostic of both stages.
 fn check_source(source: &Source) -> (Vec<Diagnostic>, Option<lower::Lowered>) {
-    let (ast, mut diags) = crate::syntax::parse(source);
+    let (ast, mut diags) = crate::syntax::parse_checkable(source);
     if !diags.is_empty() {
+        // Still check the declarations that are independent of the syntax errors.
+        if !ast.decls.is_empty()
+            && let Err(ds) = lower::lower(&ast, source, &LowerOptions::default())
+        {
+            diags.extend(ds);
+        }
         return (diags, None);
     }
     match lower::lower(&ast, source, &LowerOptions::default()) {

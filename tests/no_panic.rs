@@ -110,3 +110,31 @@ fn random_and_mutated_sources_never_panic() {
         assert!(failures.is_empty(), "{}", failures.join("\n-----\n"));
     });
 }
+
+/// A syntax error in one more, unrelated declaration hides none of a
+/// program's diagnostics (issue 8, item 15): for every wrong program of
+/// `tests/errors/`, with a broken declaration added before and after it, all
+/// of its diagnostics are still reported, plus the new one.
+#[test]
+fn an_unrelated_syntax_error_hides_no_other_diagnostic() {
+    with_big_stack(|| {
+        let mut failures = vec![];
+        for path in ard_files("tests/errors") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let messages = |src: &str| match arden::Program::from_source("e.ard", src) {
+                Err(arden::Error::Compile { diagnostics, .. }) => diagnostics.into_iter().map(|d| (d.message, d.label)).collect::<Vec<_>>(),
+                Ok(_) => vec![],
+                Err(e) => vec![(e.to_string(), String::new())],
+            };
+            let want = messages(&text);
+            for (prefix, suffix) in [("def zz_broken (x: f64) : f64 = x ) x\n", ""), ("", "\ndef zz_broken = 1 +\n")] {
+                let got = messages(&format!("{prefix}{text}{suffix}"));
+                let missing: Vec<_> = want.iter().filter(|w| !got.contains(w)).collect();
+                if !missing.is_empty() || got.len() != want.len() + 1 {
+                    failures.push(format!("{}: with a broken declaration added, missing {missing:?}; got {got:?}", path.display()));
+                }
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    });
+}

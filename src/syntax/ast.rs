@@ -180,10 +180,182 @@ pub enum LoopKind {
     While(Box<Expr>),
 }
 
-#[derive(Clone, Debug, PartialEq)]
+/// An expression node.
+///
+/// Long operator chains (`x + x + ... + x`) and `let` chains make trees as
+/// deep as the source is long, so nothing about an `Expr` may recurse on the
+/// native stack without bound: `Drop` is iterative, and `Clone`, `PartialEq`
+/// and `Debug` grow the stack on the heap as needed (`stacker`).
 pub struct Expr {
     pub kind: ExprKind,
     pub span: Span,
+}
+
+/// Red zone and segment size of the stack growth in the recursive impls.
+const RED_ZONE: usize = 64 * 1024;
+const SEGMENT: usize = 1024 * 1024;
+
+impl Clone for Expr {
+    fn clone(&self) -> Self {
+        stacker::maybe_grow(RED_ZONE, SEGMENT, || Expr { kind: self.kind.clone(), span: self.span.clone() })
+    }
+}
+
+impl PartialEq for Expr {
+    fn eq(&self, other: &Self) -> bool {
+        stacker::maybe_grow(RED_ZONE, SEGMENT, || self.span == other.span && self.kind == other.kind)
+    }
+}
+
+impl std::fmt::Debug for Expr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        stacker::maybe_grow(RED_ZONE, SEGMENT, || f.debug_struct("Expr").field("kind", &self.kind).field("span", &self.span).finish())
+    }
+}
+
+impl Drop for Expr {
+    /// Iterative: the children of every node are detached (their kinds moved
+    /// to an explicit stack, leaving leaves behind) before the node itself is
+    /// dropped, so no drop recurses more than one level.
+    fn drop(&mut self) {
+        if self.kind.is_leaf() {
+            return;
+        }
+        let mut stack = vec![std::mem::replace(&mut self.kind, ExprKind::Bool(false))];
+        while let Some(mut kind) = stack.pop() {
+            kind.for_each_child_mut(&mut |child: &mut Expr| {
+                if !child.kind.is_leaf() {
+                    stack.push(std::mem::replace(&mut child.kind, ExprKind::Bool(false)));
+                }
+            });
+            // `kind` now owns only leaves: dropping it recurses one level.
+        }
+    }
+}
+
+impl Expr {
+    /// Whether the tree has more than `limit` levels (this node is level 1);
+    /// found without recursion.
+    pub fn is_deeper_than(&self, limit: usize) -> bool {
+        let mut stack = vec![(self, 1usize)];
+        while let Some((e, d)) = stack.pop() {
+            if d > limit {
+                return true;
+            }
+            e.kind.for_each_child(&mut |c| stack.push((c, d + 1)));
+        }
+        false
+    }
+}
+
+impl ExprKind {
+    /// Whether this node has no child expressions.
+    fn is_leaf(&self) -> bool {
+        matches!(
+            self,
+            ExprKind::Int(..) | ExprKind::Float(..) | ExprKind::Bool(_) | ExprKind::Var(_) | ExprKind::OpSection(_)
+        )
+    }
+
+    /// Call `f` on every direct child expression.
+    pub fn for_each_child<'a>(&'a self, f: &mut dyn FnMut(&'a Expr)) {
+        match self {
+            ExprKind::Int(..) | ExprKind::Float(..) | ExprKind::Bool(_) | ExprKind::Var(_) | ExprKind::OpSection(_) => {}
+            ExprKind::Tuple(es) | ExprKind::Array(es) => es.iter().for_each(f),
+            ExprKind::Index(a, args) => {
+                f(a);
+                for arg in args {
+                    match arg {
+                        IndexArg::Single(e) => f(e),
+                        IndexArg::Slice(lo, hi) => {
+                            f(lo);
+                            f(hi);
+                        }
+                    }
+                }
+            }
+            ExprKind::Proj(e, _, _) | ExprKind::Un(_, e) | ExprKind::Lambda(_, e) | ExprKind::Coerce(e, _) => f(e),
+            ExprKind::App(h, args) => {
+                f(h);
+                args.iter().for_each(f);
+            }
+            ExprKind::Bin(_, a, b) | ExprKind::Let(_, _, a, b) => {
+                f(a);
+                f(b);
+            }
+            ExprKind::If(c, a, b) => {
+                f(c);
+                f(a);
+                f(b);
+            }
+            ExprKind::For(idxs, body) => {
+                for ix in idxs {
+                    if let Some(b) = &ix.bound {
+                        f(b);
+                    }
+                }
+                f(body);
+            }
+            ExprKind::Loop { init, kind, body, .. } => {
+                f(init);
+                match kind {
+                    LoopKind::For(_, n) => f(n),
+                    LoopKind::While(c) => f(c),
+                }
+                f(body);
+            }
+        }
+    }
+
+    /// Call `f` on every direct child expression, mutably.
+    pub fn for_each_child_mut(&mut self, f: &mut dyn FnMut(&mut Expr)) {
+        match self {
+            ExprKind::Int(..) | ExprKind::Float(..) | ExprKind::Bool(_) | ExprKind::Var(_) | ExprKind::OpSection(_) => {}
+            ExprKind::Tuple(es) | ExprKind::Array(es) => es.iter_mut().for_each(f),
+            ExprKind::Index(a, args) => {
+                f(a);
+                for arg in args {
+                    match arg {
+                        IndexArg::Single(e) => f(e),
+                        IndexArg::Slice(lo, hi) => {
+                            f(lo);
+                            f(hi);
+                        }
+                    }
+                }
+            }
+            ExprKind::Proj(e, _, _) | ExprKind::Un(_, e) | ExprKind::Lambda(_, e) | ExprKind::Coerce(e, _) => f(e),
+            ExprKind::App(h, args) => {
+                f(h);
+                args.iter_mut().for_each(f);
+            }
+            ExprKind::Bin(_, a, b) | ExprKind::Let(_, _, a, b) => {
+                f(a);
+                f(b);
+            }
+            ExprKind::If(c, a, b) => {
+                f(c);
+                f(a);
+                f(b);
+            }
+            ExprKind::For(idxs, body) => {
+                for ix in idxs {
+                    if let Some(b) = &mut ix.bound {
+                        f(b);
+                    }
+                }
+                f(body);
+            }
+            ExprKind::Loop { init, kind, body, .. } => {
+                f(init);
+                match kind {
+                    LoopKind::For(_, n) => f(n),
+                    LoopKind::While(c) => f(c),
+                }
+                f(body);
+            }
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -236,4 +408,49 @@ pub enum ExprKind {
     },
     /// `e :> t`
     Coerce(Box<Expr>, TypeExpr),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `x + x + … + x`, left nested, `n` operators deep.
+    fn chain(n: usize) -> Expr {
+        let mut e = Expr { kind: ExprKind::Var("x".into()), span: 0..1 };
+        for i in 0..n {
+            let rhs = Expr { kind: ExprKind::Var("x".into()), span: i..i + 1 };
+            e = Expr { kind: ExprKind::Bin(BinOp::Add, Box::new(e), Box::new(rhs)), span: 0..i + 1 };
+        }
+        e
+    }
+
+    #[test]
+    fn deep_trees_drop_clone_and_compare_on_a_small_stack() {
+        // 200,000 levels on a 256 kB stack: a recursive drop, clone or
+        // comparison would overflow it many times over.
+        std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(|| {
+                let e = chain(200_000);
+                assert!(e.is_deeper_than(200_000));
+                assert!(!e.is_deeper_than(200_001));
+                let c = e.clone();
+                assert!(c == e);
+                drop(c);
+                let lets = (0..200_000).fold(Expr { kind: ExprKind::Int(0, None), span: 0..1 }, |body, i| Expr {
+                    kind: ExprKind::Let(
+                        Pat::Var(Ident { name: format!("a{i}"), span: 0..1 }),
+                        None,
+                        Box::new(Expr { kind: ExprKind::Float(1.0, None), span: 0..1 }),
+                        Box::new(body),
+                    ),
+                    span: 0..1,
+                });
+                drop(lets);
+                drop(e);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
 }

@@ -181,12 +181,12 @@ pub fn lex(text: &str) -> (Vec<Token>, Vec<Diagnostic>) {
                     && last.message.starts_with("unknown character")
                 {
                     last.span.end = span.end;
-                    last.message = format!("unknown characters `{}`", text[last.span.clone()].escape_debug());
+                    last.message = format!("unknown characters {}", show_chars(&text[last.span.clone()]));
                     continue;
                 }
                 let first = bad.chars().next().unwrap_or('?');
                 diags.push(
-                    Diagnostic::new(format!("unknown character `{}`", bad.escape_debug()), span)
+                    Diagnostic::new(format!("unknown character {}", show_chars(bad)), span)
                         .label("not part of arden's syntax")
                         .hint(unknown_char_hint(first)),
                 );
@@ -195,6 +195,25 @@ pub fn lex(text: &str) -> (Vec<Token>, Vec<Diagnostic>) {
     }
     toks.push(Token { kind: TokenKind::Eof, span: text.len()..text.len() });
     (toks, diags)
+}
+
+/// Characters as the user wrote them, in backquotes: `"`, `∑∑`. Characters
+/// that would not show (controls, invisible formatting and spacing
+/// characters) are named by code point instead: U+200B.
+fn show_chars(s: &str) -> String {
+    let invisible = |c: char| {
+        c.is_control()
+            || (c.is_whitespace() && c != ' ')
+            || matches!(c, '\u{00ad}' | '\u{034f}' | '\u{061c}' | '\u{115f}' | '\u{1160}' | '\u{17b4}' | '\u{17b5}'
+                | '\u{180b}'..='\u{180f}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{206f}'
+                | '\u{3164}' | '\u{fe00}'..='\u{fe0f}' | '\u{feff}' | '\u{ffa0}' | '\u{fff0}'..='\u{fffb}'
+                | '\u{e0000}'..='\u{e0fff}')
+    };
+    if s.chars().any(invisible) {
+        s.chars().map(|c| format!("U+{:04X}", c as u32)).collect::<Vec<_>>().join(" ")
+    } else {
+        format!("`{s}`")
+    }
 }
 
 fn unknown_char_hint(c: char) -> &'static str {
@@ -260,6 +279,15 @@ pub fn decode_number(text: &str, span: Span) -> Result<NumLit, Box<(NumLit, Diag
     };
     if let Some(fs) = float_suffix {
         return match body.parse::<f64>() {
+            Ok(v) if v.is_infinite() || (fs == Some(FloatSuffix::F32) && (v as f32).is_infinite()) => {
+                let (ty, max) = if fs == Some(FloatSuffix::F32) { ("f32", "3.4028235e38") } else { ("f64", "1.7976931348623157e308") };
+                Err(Box::new((
+                    placeholder,
+                    Diagnostic::new("float literal is out of range", span)
+                        .label(format!("too large for {ty}: it would be infinity"))
+                        .hint(format!("the largest {ty} is {max}")),
+                )))
+            }
             Ok(v) => Ok(NumLit::Float(v, fs)),
             Err(_) => Err(Box::new((placeholder, Diagnostic::new("malformed float literal", span).label("cannot read this number")))),
         };
@@ -355,6 +383,13 @@ mod tests {
         assert!(d("3000000000i32").is_err());
         assert_eq!(d("9223372036854775807"), Ok(NumLit::Int(i64::MAX, None)));
         assert!(d("1.5i32").is_err());
+        // Out of range floats are errors, not infinity.
+        assert!(d("1e400").is_err());
+        assert!(d("1e309f64").is_err());
+        assert!(d("1e39f32").is_err());
+        assert_eq!(d("1e38f32"), Ok(NumLit::Float(1e38, Some(FloatSuffix::F32))));
+        assert_eq!(d("1.7976931348623157e308"), Ok(NumLit::Float(f64::MAX, None)));
+        assert_eq!(d("1e-400"), Ok(NumLit::Float(0.0, None)));
         assert!(d("3abc").is_err());
         assert!(d("1e").is_err());
     }
@@ -367,6 +402,14 @@ mod tests {
         assert_eq!(d[0].span, 2..3);
         assert!(d[1].message.contains("∑∑"), "{}", d[1].message);
         assert!(d[0].hint.is_some());
+        // Printed as written, not with Rust escapes.
+        let (_, d) = lex("x \"a\" y\\");
+        assert_eq!(d[0].message, "unknown character `\"`");
+        let (_, d) = lex("a \u{200b} b \u{1}");
+        assert_eq!(d[0].message, "unknown character U+200B");
+        assert_eq!(d[1].message, "unknown character U+0001");
+        let (_, d) = lex("a é\u{feff}");
+        assert_eq!(d[0].message, "unknown characters U+00E9 U+FEFF");
         let (_, d) = lex("a | b & c ; ^");
         assert_eq!(d.len(), 4);
         assert!(d[0].hint.as_ref().unwrap().contains("||"));

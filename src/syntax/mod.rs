@@ -3,4 +3,4 @@ pub mod ast;
 pub mod lexer;
 pub mod parser;
 
-pub use parser::parse;
+pub use parser::{MAX_SOURCE_BYTES, parse, parse_checkable};

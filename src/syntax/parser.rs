@@ -6,9 +6,9 @@
 //! Deep nesting is bounded ([`MAX_DEPTH`]) and the stack is grown on demand.
 //!
 //! Precedence, lowest first: `|>`; `:>`; `||`; `&&`; comparisons
-//! (non-associative); `+ -`; `* / %`; unary `-` `!`; `**` (right associative,
-//! binds tighter than unary minus: `-2 ** 2` is `-(2 ** 2)`); application;
-//! postfix `a[i]` and `t.0`. `let`, `if`, `\`, `for`, `loop` extend as far
+//! (non-associative); `+ -`; `* / %`; `**` (right associative); unary `-` `!`
+//! (tighter than `**`: `-x ** 2.0` is `(-x) ** 2.0`, as LANGUAGE.md §5 says);
+//! application; postfix `a[i]` and `t.0`. `let`, `if`, `\`, `for`, `loop` extend as far
 //! right as possible and may start any operand; a lambda may also be the last
 //! argument of an application (`f \x -> e`).
 
@@ -20,15 +20,146 @@ use crate::syntax::lexer::{NumLit, Token, TokenKind, decode_number, lex};
 /// gives up with a diagnostic.
 pub const MAX_DEPTH: usize = 500;
 
+/// The largest source text accepted (2 MiB). Compile-time memory grows
+/// linearly with the source: about 140 bytes per source byte to parse the
+/// worst case (`x+x+…`), and up to about 500 bytes per source byte to lower
+/// and differentiate it and keep both IRs; this keeps the worst case near
+/// 1 GB. The largest real programs are a few hundred kilobytes.
+pub const MAX_SOURCE_BYTES: usize = 2 << 20;
+
+/// The deepest expression tree accepted, counting every level: a chain
+/// `x + x + … + x` of n operators is n levels deep, as is a chain of n
+/// `let`s. Every later stage walks the tree recursively (on a stack grown on
+/// the heap), at a cost of up to a few kilobytes per level, so the depth is
+/// bounded independently of the source size.
+pub const MAX_EXPR_DEPTH: usize = 250_000;
+
+/// The most operators in one size expression between brackets (`[n+m+…]`).
+pub const MAX_SIZE_OPERATORS: usize = 500;
+
+/// The diagnostic for a source over [`MAX_SOURCE_BYTES`], of `len` bytes
+/// when known (`None` for a stream that goes on).
+pub fn source_too_large(len: Option<u64>) -> Diagnostic {
+    let size = match len {
+        Some(n) => format!("{n} bytes"),
+        None => format!("more than {MAX_SOURCE_BYTES} bytes"),
+    };
+    Diagnostic::new(format!("source file is too large: {size} (the limit is {MAX_SOURCE_BYTES} bytes, {} MiB)", MAX_SOURCE_BYTES >> 20), 0..0)
+        .label("the file starts here")
+        .hint("pass large data as arguments (`--arg @data.json` or `@data.npy`) rather than writing it into the source")
+}
+
 /// Parse a whole source file: all declarations that parsed, and every lexical
-/// and syntax error (sorted by position).
+/// and syntax error (sorted by position). A source over [`MAX_SOURCE_BYTES`]
+/// is not parsed: one diagnostic says so.
 pub fn parse(source: &Source) -> (Program, Vec<Diagnostic>) {
+    if source.text.len() > MAX_SOURCE_BYTES {
+        return (Program { decls: vec![] }, vec![source_too_large(Some(source.text.len() as u64))]);
+    }
     let (toks, lex_diags) = lex(&source.text);
     let mut p = Parser { text: &source.text, toks, pos: 0, diags: lex_diags, depth: 0 };
     let prog = p.program();
     let mut diags = p.diags;
     diags.sort_by_key(|d| d.span.start);
     (prog, diags)
+}
+
+/// Parse for checking: every diagnostic of [`parse`], and only the
+/// declarations that can be checked further despite them. A declaration is
+/// left out when it did not parse, when a diagnostic falls inside it (or in
+/// the text after it, before the next declaration), or when it uses, directly
+/// or through others, a declaration left out. The rest are well-formed and
+/// independent of every error, so their own errors (types, sizes) can be
+/// reported along with the syntax errors without follow-on noise.
+pub fn parse_checkable(source: &Source) -> (Program, Vec<Diagnostic>) {
+    let (mut prog, diags) = parse(source);
+    if diags.is_empty() {
+        return (prog, diags);
+    }
+    // Region of declaration i: from its keyword to the next `def`/`entry`.
+    let (toks, _) = lex(&source.text);
+    let decl_toks: Vec<usize> = (0..toks.len()).filter(|&j| matches!(toks[j].kind, T::Def | T::Entry)).collect();
+    let decl_starts: Vec<usize> = decl_toks.iter().map(|&j| toks[j].span.start).collect();
+    let region_end = |start: usize| {
+        let k = decl_starts.partition_point(|&s| s <= start);
+        decl_starts.get(k).copied().unwrap_or(usize::MAX)
+    };
+    let mut diag_starts: Vec<usize> = diags.iter().map(|d| d.span.start).collect();
+    diag_starts.sort_unstable();
+    let has_diag_in = |lo: usize, hi: usize| {
+        let k = diag_starts.partition_point(|&s| s < lo);
+        diag_starts.get(k).is_some_and(|&s| s < hi)
+    };
+    // Names of the declarations that did not parse, or only with errors.
+    let parsed: std::collections::HashSet<usize> = prog.decls.iter().map(|d| d.span.start).collect();
+    let mut bad: Vec<String> = vec![];
+    for &j in &decl_toks {
+        if !parsed.contains(&toks[j].span.start)
+            && let Some(t) = toks.get(j + 1)
+            && t.kind == T::Ident
+        {
+            bad.push(source.text[t.span.clone()].to_string());
+        }
+    }
+    // A top-level `let x = ...` (an error) was meant to declare `x`.
+    let mut spans: Vec<Span> = prog.decls.iter().map(|d| d.span.clone()).collect();
+    spans.sort_by_key(|s| s.start);
+    let in_decl = |at: usize| {
+        let k = spans.partition_point(|s| s.start <= at);
+        k > 0 && at < spans[k - 1].end
+    };
+    for j in 0..toks.len() {
+        if toks[j].kind == T::Let
+            && !in_decl(toks[j].span.start)
+            && let Some(t) = toks.get(j + 1)
+            && t.kind == T::Ident
+        {
+            bad.push(source.text[t.span.clone()].to_string());
+        }
+    }
+    let mut keep: Vec<bool> = prog.decls.iter().map(|d| !has_diag_in(d.span.start, region_end(d.span.start))).collect();
+    for (d, k) in prog.decls.iter().zip(&keep) {
+        if !k {
+            bad.push(d.name.name.clone());
+        }
+    }
+    // Leave out, transitively, every declaration that uses a bad name.
+    let mut users: std::collections::HashMap<String, Vec<usize>> = std::collections::HashMap::new();
+    for (i, d) in prog.decls.iter().enumerate() {
+        let mut bound: Vec<String> = d.size_params.iter().map(|s| s.name.clone()).collect();
+        for p in &d.params {
+            pat_names(&p.pat, &mut bound);
+        }
+        let mut free = vec![];
+        crate::types::decls::free_vars(&d.body, &mut bound, &mut free);
+        free.sort();
+        free.dedup();
+        for n in free {
+            users.entry(n).or_default().push(i);
+        }
+    }
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+    while let Some(name) = bad.pop() {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        for &i in users.get(&name).map(Vec::as_slice).unwrap_or(&[]) {
+            if keep[i] {
+                keep[i] = false;
+                bad.push(prog.decls[i].name.name.clone());
+            }
+        }
+    }
+    let mut k = keep.into_iter();
+    prog.decls.retain(|_| k.next().unwrap_or(false));
+    (prog, diags)
+}
+
+fn pat_names(p: &Pat, out: &mut Vec<String>) {
+    match p {
+        Pat::Var(id) => out.push(id.name.clone()),
+        Pat::Tuple(ps, _) => ps.iter().for_each(|p| pat_names(p, out)),
+    }
 }
 
 /// Parse a single expression (the whole input must be one expression).
@@ -244,6 +375,15 @@ impl<'a> Parser<'a> {
                 T::Eof => break,
                 T::Def | T::Entry => {
                     match self.decl() {
+                        Ok(d) if d.body.is_deeper_than(MAX_EXPR_DEPTH) => {
+                            let at = d.body.span.start;
+                            self.diags.push(
+                                Diagnostic::new(format!("the body of `{}` is too deeply nested", d.name.name), at..at)
+                                    .label(format!("more than {MAX_EXPR_DEPTH} levels of operations below the body"))
+                                    .hint("every operator in a chain like `x + x + … + x` adds a level, as does every `let` in a row; bind parts of a long chain with `let`, or put the values in an array and use `sum`"),
+                            );
+                            self.recover();
+                        }
                         Ok(d) => {
                             let name = d.name.name.clone();
                             decls.push(d);
@@ -284,11 +424,25 @@ impl<'a> Parser<'a> {
         Program { decls }
     }
 
-    /// Skip to the next `def`/`entry` (or the end of input).
+    /// Skip to the next `def`/`entry` (or the end of input), or to a `let`
+    /// at the start of a line (most likely a mistaken top-level `let`, which
+    /// then gets its own message).
     fn recover(&mut self) {
-        while !matches!(self.peek(), T::Eof | T::Def | T::Entry) {
-            self.bump();
+        loop {
+            match self.peek() {
+                T::Eof | T::Def | T::Entry => return,
+                T::Let if self.at_line_start() => return,
+                _ => {
+                    self.bump();
+                }
+            }
         }
+    }
+
+    /// Whether the current token is the first thing on its line.
+    fn at_line_start(&self) -> bool {
+        let start = self.tok().span.start;
+        start == 0 || self.text.as_bytes().get(start - 1) == Some(&b'\n')
     }
 
     fn decl(&mut self) -> PResult<Decl> {
@@ -500,7 +654,12 @@ impl<'a> Parser<'a> {
 
     fn size_expr(&mut self) -> PResult<SizeExpr> {
         let mut lhs = self.size_term()?;
+        let mut ops = 0;
         loop {
+            ops += 1;
+            if ops > MAX_SIZE_OPERATORS && matches!(self.peek(), T::Plus | T::Minus) {
+                return self.size_too_long();
+            }
             let op = match self.peek() {
                 T::Plus => SizeOp::Add,
                 T::Minus => SizeOp::Sub,
@@ -524,7 +683,12 @@ impl<'a> Parser<'a> {
 
     fn size_term(&mut self) -> PResult<SizeExpr> {
         let mut lhs = self.size_atom("expected a size (a size variable, an integer or `(...)`)")?;
+        let mut ops = 0;
         loop {
+            ops += 1;
+            if ops > MAX_SIZE_OPERATORS && matches!(self.peek(), T::Star | T::Slash) {
+                return self.size_too_long();
+            }
             let op = match self.peek() {
                 T::Star => SizeOp::Mul,
                 T::Slash => SizeOp::Div,
@@ -536,6 +700,15 @@ impl<'a> Parser<'a> {
             lhs = SizeExpr::Bin(op, Box::new(lhs), Box::new(rhs), span);
         }
         Ok(lhs)
+    }
+
+    fn size_too_long<X>(&mut self) -> PResult<X> {
+        self.diags.push(
+            Diagnostic::new("size expression is too long", self.tok().span.clone())
+                .label(format!("more than {MAX_SIZE_OPERATORS} operators in a row"))
+                .hint("a size is a short formula such as `[n*m + 1]`; pass a long one in as a size parameter instead"),
+        );
+        Err(())
     }
 
     fn size_atom(&mut self, msg: &str) -> PResult<SizeExpr> {
@@ -686,32 +859,49 @@ impl<'a> Parser<'a> {
     }
 
     fn mul(&mut self) -> PResult<Expr> {
-        self.left_assoc(&[T::Star, T::Slash, T::Percent], Self::neg)
+        self.left_assoc(&[T::Star, T::Slash, T::Percent], Self::pow)
+    }
+
+    /// `a ** b`, right associative; its operands are unary expressions, so
+    /// `-x ** 2.0` is `(-x) ** 2.0` (LANGUAGE.md §5).
+    fn pow(&mut self) -> PResult<Expr> {
+        let base = self.neg()?;
+        if self.at(T::StarStar) {
+            let t = self.bump();
+            self.operand_check(&t)?;
+            let rhs = self.nested(|p| p.pow())?;
+            let span = base.span.start..rhs.span.end;
+            return Ok(mk(ExprKind::Bin(BinOp::Pow, Box::new(base), Box::new(rhs)), span));
+        }
+        Ok(base)
     }
 
     fn neg(&mut self) -> PResult<Expr> {
         let op = match self.peek() {
             T::Minus => UnOp::Neg,
             T::Bang => UnOp::Not,
-            _ => return self.pow(),
+            _ => return self.app(),
         };
         let t = self.bump();
         self.operand_check(&t)?;
+        // The most negative integers are written as the negation of a
+        // literal one past the largest: `-9223372036854775808`, `-2147483648i32`.
+        if op == UnOp::Neg && self.at(T::Number) && !starts_arg(self.peek_at(1)) && !matches!(self.peek_at(1), T::Dot) {
+            let suffix = match self.slice(&self.tok().span) {
+                "9223372036854775808" => Some(None),
+                "9223372036854775808i64" => Some(Some(IntSuffix::I64)),
+                "2147483648i32" => Some(Some(IntSuffix::I32)),
+                _ => None,
+            };
+            if let Some(suffix) = suffix {
+                let lit = self.bump();
+                let v = if suffix == Some(IntSuffix::I32) { i32::MIN as i64 } else { i64::MIN };
+                return Ok(mk(ExprKind::Int(v, suffix), t.span.start..lit.span.end));
+            }
+        }
         let inner = self.nested(|p| p.neg())?;
         let span = t.span.start..inner.span.end;
         Ok(mk(ExprKind::Un(op, Box::new(inner)), span))
-    }
-
-    fn pow(&mut self) -> PResult<Expr> {
-        let base = self.app()?;
-        if self.at(T::StarStar) {
-            let t = self.bump();
-            self.operand_check(&t)?;
-            let rhs = self.nested(|p| p.neg())?;
-            let span = base.span.start..rhs.span.end;
-            return Ok(mk(ExprKind::Bin(BinOp::Pow, Box::new(base), Box::new(rhs)), span));
-        }
-        Ok(base)
     }
 
     fn app(&mut self) -> PResult<Expr> {
@@ -1248,8 +1438,15 @@ mod tests {
         assert_eq!(ex("a - b - c"), "(- (- a b) c)");
         assert_eq!(ex("a % b / c * d"), "(* (/ (% a b) c) d)");
         assert_eq!(ex("a ** b ** c"), "(** a (** b c))");
-        assert_eq!(ex("-2 ** 2"), "(neg (** 2 2))");
+        // LANGUAGE.md §5: unary minus binds tighter than `**`.
+        assert_eq!(ex("-2 ** 2"), "(** (neg 2) 2)");
+        assert_eq!(ex("-x ** 2.0"), "(** (neg x) 2.0)");
+        assert_eq!(ex("!a ** b"), "(** (not a) b)");
         assert_eq!(ex("2 ** -1"), "(** 2 (neg 1))");
+        assert_eq!(ex("2 ** -x ** 2"), "(** 2 (** (neg x) 2))");
+        assert_eq!(ex("a * -b ** c"), "(* a (** (neg b) c))");
+        assert_eq!(ex("-f x ** 2"), "(** (neg (app f x)) 2)");
+        assert_eq!(ex("a - -b ** 2 * c"), "(- a (* (** (neg b) 2) c))");
         assert_eq!(ex("-f x"), "(neg (app f x))");
         assert_eq!(ex("!a && b"), "(&& (not a) b)");
         assert_eq!(ex("a * -b"), "(* a (neg b))");
@@ -1660,8 +1857,11 @@ def g = if x = 1 then 2 else 3
             msgs,
             [
                 "unexpected `)` after the body of `a`",
+                // Recovery stops at a `let` that starts a line.
+                "`let` is not allowed at the top level",
                 "expected `]` or `,` in the array literal",
                 "unexpected `)` after the body of `d`",
+                "`let` is not allowed at the top level",
                 "expected `:` or `)` after the parameter",
                 "unknown type `float`",
                 "expected `then` after the condition",
@@ -1669,7 +1869,7 @@ def g = if x = 1 then 2 else 3
             "{d:#?}"
         );
         assert_eq!(p.decls.iter().map(|d| d.name.name.as_str()).collect::<Vec<_>>(), ["a", "d"]);
-        assert!(d[5].hint.as_ref().unwrap().contains("=="));
+        assert!(d[7].hint.as_ref().unwrap().contains("=="));
     }
 
     #[test]
@@ -1704,6 +1904,84 @@ def g = if x = 1 then 2 else 3
         assert!(d[0].message.contains("unknown character"));
         assert!(d[1].hint.as_ref().unwrap().contains("**"));
         assert_eq!(p.decls.len(), 2);
+    }
+
+    #[test]
+    fn most_negative_integer_literals() {
+        let int = |src: &str| match ex_raw(src) {
+            (Some(Expr { kind: ExprKind::Int(v, s), .. }), d) if d.is_empty() => Some((v, s)),
+            _ => None,
+        };
+        assert_eq!(int("-9223372036854775808"), Some((i64::MIN, None)));
+        assert_eq!(int("-9223372036854775808i64"), Some((i64::MIN, Some(IntSuffix::I64))));
+        assert_eq!(int("-2147483648i32"), Some((i32::MIN as i64, Some(IntSuffix::I32))));
+        assert_eq!(ex("-9223372036854775808 + 1"), "(+ -9223372036854775808 1)");
+        // Only right after a minus, and not as the head of an application.
+        assert!(!ex_raw("9223372036854775808").1.is_empty());
+        assert!(!ex_raw("- -9223372036854775809").1.is_empty());
+        assert!(!ex_raw("-2147483649i32").1.is_empty());
+        assert!(!ex_raw("-9223372036854775808 x").1.is_empty());
+    }
+
+    #[test]
+    fn expression_depth_limit() {
+        // A flat chain is as deep as it is long.
+        let src = format!("def f = x{}\ndef g = 1", " + x".repeat(MAX_EXPR_DEPTH - 1));
+        prog_ok(&src);
+        let src = format!("def f = x{}\ndef g = 1", " + x".repeat(MAX_EXPR_DEPTH));
+        let (p, d) = prog(&src);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(d[0].message.contains("the body of `f` is too deeply nested"), "{}", d[0].message);
+        assert_eq!(d[0].span, 8..8);
+        // The next declaration is still parsed.
+        assert_eq!(p.decls.iter().map(|d| d.name.name.as_str()).collect::<Vec<_>>(), vec!["g"]);
+    }
+
+    #[test]
+    fn size_expression_length_limit() {
+        let ok = format!("def f (x: [{}]f64) = x", vec!["n"; MAX_SIZE_OPERATORS + 1].join("+"));
+        prog_ok(&ok);
+        let ok = format!("def f (x: [{}]f64) = x", vec!["n"; MAX_SIZE_OPERATORS + 1].join("*"));
+        prog_ok(&ok);
+        for op in ["+", "-", "*", "/"] {
+            let bad = format!("def f (x: [{}]f64) = x", vec!["n"; MAX_SIZE_OPERATORS + 2].join(op));
+            let (_, d) = prog(&bad);
+            assert!(d.iter().any(|d| d.message == "size expression is too long"), "{op}: {d:?}");
+        }
+    }
+
+    #[test]
+    fn source_size_limit() {
+        let big = format!("def f = 1\n{}", " ".repeat(MAX_SOURCE_BYTES));
+        let (p, d) = parse(&Source::new("t", big));
+        assert!(p.decls.is_empty());
+        assert_eq!(d.len(), 1);
+        assert!(d[0].message.contains(&format!("{} bytes (the limit is {MAX_SOURCE_BYTES} bytes", MAX_SOURCE_BYTES + 10)), "{}", d[0].message);
+        let (p, d) = parse(&Source::new("t", format!("def f = 1{}", " ".repeat(MAX_SOURCE_BYTES - 9))));
+        assert!(d.is_empty() && p.decls.len() == 1);
+    }
+
+    #[test]
+    fn checkable_declarations() {
+        let names = |src: &str| {
+            let (p, d) = parse_checkable(&Source::new("t", src));
+            (p.decls.iter().map(|d| d.name.name.clone()).collect::<Vec<_>>(), d.len())
+        };
+        // No errors: everything.
+        assert_eq!(names("def a = 1\ndef b = a"), (vec!["a".to_string(), "b".to_string()], 0));
+        // `b` did not parse; `c` uses it, `d` uses `c`; `e` is independent.
+        let (kept, n) = names("def a = 1\ndef b = 1 +\ndef c = b\ndef d x = c + x\nentry e (x: f64) : f64 = x + a");
+        assert_eq!((kept, n), (vec!["a".to_string(), "e".to_string()], 1));
+        // A parameter or a local of the same name is not a use.
+        let (kept, _) = names("def b = (\ndef c (b: f64) = b\ndef d = let b = 1 in b");
+        assert_eq!(kept, vec!["c".to_string(), "d".to_string()]);
+        // An error inside a parsed declaration (unknown character, chained
+        // comparison, stray token after the body) leaves it out too.
+        let (kept, n) = names("def a = 1 $ 2\ndef b = 1 < 2 < 3\ndef c = 1 )\ndef d = 4");
+        assert_eq!((kept, n), (vec!["d".to_string()], 3));
+        // A top-level `let x` was meant as a declaration of `x`.
+        let (kept, _) = names("let k = 2.0\ndef a = k\ndef b = 1");
+        assert_eq!(kept, vec!["b".to_string()]);
     }
 
     #[test]
