@@ -979,7 +979,7 @@ fn closest(name: &str, candidates: &[String]) -> Option<String> {
             break;
         }
         let d = edit_distance(name, c);
-        if d <= (name.len() / 3).max(1) && best.is_none_or(|(bd, _)| d < bd) {
+        if d <= max_d && best.is_none_or(|(bd, _)| d < bd) {
             best = Some((d, c));
         }
     }

@@ -130,8 +130,12 @@ pub fn parse_checkable(source: &Source) -> (Program, Vec<Diagnostic>) {
         for p in &d.params {
             pat_names(&p.pat, &mut bound);
         }
+        let mut scope = crate::types::decls::Bound::default();
+        for n in bound {
+            scope.push(n);
+        }
         let mut free = vec![];
-        crate::types::decls::free_vars(&d.body, &mut bound, &mut free);
+        crate::types::decls::free_vars(&d.body, &mut scope, &mut free);
         free.sort();
         free.dedup();
         for n in free {
