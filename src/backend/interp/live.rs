@@ -57,6 +57,11 @@ impl Liveness {
     /// Analyse `b` (whose owner binds `params`) and the blocks inside it;
     /// returns the variables `b` reads that it does not bind.
     fn block(&mut self, b: &Block, params: &[Binder]) -> FxHashSet<VarId> {
+        // blocks nest as deeply as the program does
+        stacker::maybe_grow(64 * 1024, 2 * 1024 * 1024, || self.block_inner(b, params))
+    }
+
+    fn block_inner(&mut self, b: &Block, params: &[Binder]) -> FxHashSet<VarId> {
         let mut local: FxHashSet<VarId> = FxHashSet::default();
         let mut bound: FxHashSet<VarId> = FxHashSet::default();
         for p in params {
