@@ -156,7 +156,7 @@ pub fn run(func: &Function, sizes: &[i64], args: &[Value], counts: &mut OpCounts
         )));
     }
     let live = Liveness::of_function(&func.body, &func.params, &func.stored);
-    let mut it = Interp { env: vec![None; func.names.len()], counts, live: &live };
+    let mut it = Interp { env: vec![None; func.names.len()], counts, live: &live, near: None };
     for ((_, v), &s) in func.size_params.iter().zip(sizes) {
         it.set(*v, Value::I64(s));
     }
@@ -186,10 +186,17 @@ pub fn run(func: &Function, sizes: &[i64], args: &[Value], counts: &mut OpCounts
         }
         it.set(b.var, a);
     }
-    let results = it.block(&func.body).map_err(|mut e| {
-        locate(&mut e, None, &format!(" in entry `{}`", func.name));
-        e
-    })?;
+    let results = match it.block(&func.body) {
+        Ok(r) => r,
+        Err(mut e) => {
+            let fallback = match it.near.take() {
+                Some(l) => format!(" near {l} (in entry `{}`)", func.name),
+                None => format!(" in entry `{}`", func.name),
+            };
+            locate(&mut e, None, &fallback);
+            return Err(e);
+        }
+    };
     for v in &func.stored {
         if let Ok(Value::Array(a)) = it.get(*v) {
             it.counts.stored += a.data.len() as u64;
@@ -226,6 +233,9 @@ struct Interp<'a> {
     counts: &'a mut OpCounts,
     /// Where array variables die (and may be moved out of `env`).
     live: &'a Liveness,
+    /// For an error raised where no enclosing statement has a location: the
+    /// location of a statement next to it.
+    near: Option<Loc>,
 }
 
 impl Interp<'_> {
@@ -334,6 +344,12 @@ impl Interp<'_> {
                 if let Err(mut e) = self.stmt(s, moves) {
                     if s.loc.is_some() {
                         locate(&mut e, s.loc.as_ref(), "");
+                    } else if self.near.is_none() && e.message.contains(HERE) {
+                        // statements built by reverse mode have no location:
+                        // remember the nearest one that has, in case no
+                        // enclosing statement has one either
+                        let after = b.stmts[k..].iter().find_map(|x| x.loc.as_ref());
+                        self.near = after.or_else(|| b.stmts[..k].iter().rev().find_map(|x| x.loc.as_ref())).cloned();
                     }
                     return Err(e);
                 }
