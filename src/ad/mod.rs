@@ -108,6 +108,8 @@ fn expand_function(f: &mut Function) -> Result<(), AdError> {
     let top: rustc_hash::FxHashSet<crate::ir::VarId> = expanded.stmts.iter().flat_map(|s| s.binds.iter().map(|x| x.var)).collect();
     f.stored = b.residuals.iter().copied().filter(|v| top.contains(v)).collect();
     f.body = expanded;
+    // whole-array cotangents summed over a parallel loop: accumulated
+    crate::ir::accumulate::function(f);
     Ok(())
 }
 

@@ -140,6 +140,45 @@ pub(super) fn fill(x: &Value, n: usize) -> Result<Option<ArrayData>, Oom> {
     }))
 }
 
+/// Zero of a numeric element type (None for `bool`).
+pub(super) fn zero(elem: Scalar) -> Option<Value> {
+    Some(match elem {
+        Scalar::F64 => Value::F64(0.0),
+        Scalar::F32 => Value::F32(0.0),
+        Scalar::I64 => Value::I64(0),
+        Scalar::I32 => Value::I32(0),
+        Scalar::Bool => return None,
+    })
+}
+
+/// Add a value (a scalar, or an array of the same number of elements)
+/// elementwise into `acc`; false when the types or lengths differ.
+pub(super) fn add_value(acc: &mut ArrayData, x: &Value) -> bool {
+    fn add<T: Num>(acc: &mut [T], xs: &[T]) -> bool {
+        if acc.len() != xs.len() {
+            return false;
+        }
+        for (a, &x) in acc.iter_mut().zip(xs) {
+            *a = a.add(x);
+        }
+        true
+    }
+    match (acc, x) {
+        (ArrayData::F64(o), Value::F64(a)) => add(o, &[*a]),
+        (ArrayData::F32(o), Value::F32(a)) => add(o, &[*a]),
+        (ArrayData::I64(o), Value::I64(a)) => add(o, &[*a]),
+        (ArrayData::I32(o), Value::I32(a)) => add(o, &[*a]),
+        (o, Value::Array(a)) => match (o, &a.data) {
+            (ArrayData::F64(o), ArrayData::F64(s)) => add(o, s),
+            (ArrayData::F32(o), ArrayData::F32(s)) => add(o, s),
+            (ArrayData::I64(o), ArrayData::I64(s)) => add(o, s),
+            (ArrayData::I32(o), ArrayData::I32(s)) => add(o, s),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
 /// `n` copies of a whole buffer, one after the other.
 pub(super) fn repeat<T: Copy>(v: &[T], n: usize, name: &'static str) -> Result<Vec<T>, Oom> {
     let mut out = try_vec(v.len().saturating_mul(n), name)?;

@@ -138,7 +138,7 @@ impl Liveness {
             }
         };
         match e {
-            Expr::For { body, .. } => nested = self.block(body, &[]),
+            Expr::For { body, .. } | Expr::ForAcc { body, .. } => nested = self.block(body, &[]),
             Expr::Reduce { op, ne, arrs } | Expr::Scan { op, ne, arrs } => {
                 if let ReduceOp::Lambda(l) = op {
                     nested = self.block(&l.body, &l.params);

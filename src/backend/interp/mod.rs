@@ -440,7 +440,11 @@ impl Interp<'_> {
                 self.bind1(s, v)
             }
             Expr::For { ivar, size, body } => {
-                let vs = self.for_(s, *ivar, size, body)?;
+                let vs = self.for_(s, *ivar, size, body, None)?;
+                self.bind(s, vs)
+            }
+            Expr::ForAcc { ivar, size, body, acc } => {
+                let vs = self.for_(s, *ivar, size, body, Some(acc))?;
                 self.bind(s, vs)
             }
             Expr::Reduce { op, ne, arrs } => {
@@ -672,21 +676,35 @@ impl Interp<'_> {
         Ok(Value::array(shape, data::range(&a.data, lo * r, hi * r)?))
     }
 
-    fn for_(&mut self, s: &Stmt, ivar: VarId, size: &Size, body: &Block) -> R<Vec<Value>> {
+    /// A parallel `for`; with `acc`, the results it marks are added up over
+    /// the iterations (in index order, from zero, like `reduce add`) into
+    /// one buffer each, in place, instead of stacked. Counted as the
+    /// stacked `for` and its `reduce add` are, without the stacking writes.
+    fn for_(&mut self, s: &Stmt, ivar: VarId, size: &Size, body: &Block, acc: Option<&[bool]>) -> R<Vec<Value>> {
         let n = self.size(size)?;
         let n = usize::try_from(n).or_else(|_| fail(format!("negative size {n} in a `for`{}", at(&s.loc))))?;
-        if s.binds.len() != body.result.len() {
+        if s.binds.len() != body.result.len() || acc.is_some_and(|a| a.len() != s.binds.len()) {
             return Err(internal(format!(
                 "a `for` binds {} variable(s) but its body returns {}",
                 s.binds.len(),
                 body.result.len()
             )));
         }
+        let summed = |k: usize| acc.is_some_and(|a| a[k]);
         // One typed buffer per result, its rows' shape taken from the binder
-        // (so an empty `for` still gets the right shape).
+        // (so an empty `for` still gets the right shape); an accumulator
+        // starts as zeros of the binder's type.
         let mut rows = Vec::with_capacity(s.binds.len());
         let mut outs = Vec::with_capacity(s.binds.len());
-        for b in &s.binds {
+        for (k, b) in s.binds.iter().enumerate() {
+            if summed(k) {
+                let row = self.dims_of(&b.ty.shape)?;
+                let len = count(&row)?;
+                let zero = data::zero(b.ty.elem).ok_or_else(|| internal("a `for` accumulates booleans"))?;
+                outs.push(data::fill(&zero, len)?.ok_or_else(|| internal("an accumulator of no type"))?);
+                rows.push((row, len));
+                continue;
+            }
             if b.ty.shape.is_empty() {
                 return Err(internal("a `for` binds a scalar"));
             }
@@ -704,9 +722,16 @@ impl Interp<'_> {
             self.set(ivar, Value::I64(i as i64));
             self.stmts(body)?;
             for (k, v) in self.results(body)?.into_iter().enumerate() {
-                let ok = match &v {
-                    Value::Array(a) => a.shape == rows[k].0 && data::extend(&mut outs[k], &a.data, 0, a.data.len()),
-                    _ => rows[k].0.is_empty() && data::push_scalar(&mut outs[k], &v),
+                let ok = if summed(k) {
+                    let len = rows[k].1 as u64;
+                    self.counts.arith += len;
+                    self.counts.reads += len;
+                    v.shape() == rows[k].0 && data::add_value(&mut outs[k], &v)
+                } else {
+                    match &v {
+                        Value::Array(a) => a.shape == rows[k].0 && data::extend(&mut outs[k], &a.data, 0, a.data.len()),
+                        _ => rows[k].0.is_empty() && data::push_scalar(&mut outs[k], &v),
+                    }
                 };
                 if !ok {
                     return Err(internal(format!(
@@ -720,9 +745,18 @@ impl Interp<'_> {
             }
         }
         let mut res = Vec::with_capacity(outs.len());
-        for ((row, len), d) in rows.into_iter().zip(outs) {
-            self.counts.writes += (n * len) as u64;
-            res.push(Value::array([vec![n], row].concat(), d));
+        for (k, ((row, len), d)) in rows.into_iter().zip(outs).enumerate() {
+            if summed(k) {
+                if row.is_empty() {
+                    res.push(d.get(0));
+                } else {
+                    self.counts.writes += len as u64;
+                    res.push(Value::array(row, d));
+                }
+            } else {
+                self.counts.writes += (n * len) as u64;
+                res.push(Value::array([vec![n], row].concat(), d));
+            }
         }
         Ok(res)
     }
