@@ -102,6 +102,8 @@ pub fn expand(module: &Module) -> Result<Module, AdError> {
 }
 
 fn expand_function(f: &mut Function) -> Result<(), AdError> {
+    // derivatives of expanded functions see `for` + `reduce`, not accumulators
+    crate::ir::accumulate::unfuse(f);
     let body = std::mem::take(&mut f.body);
     let mut b = Builder::for_function(&mut f.names, &f.params, &f.size_params, &body);
     let expanded = expand_block(&mut b, body)?;
