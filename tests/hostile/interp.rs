@@ -126,3 +126,30 @@ fn ctrl_c_stops_a_run() {
     assert!(stderr.contains("interrupted") && has_location(&stderr), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// Item 6: the gradient of a matrix-product loss accumulates the per-row
+/// cotangent of `b` (`[k][m]` per iteration) in place instead of stacking
+/// an `[n][k][m]` array (8 MB at n = 100, which the 4 MB limit refuses; the
+/// accumulated gradient needs a few hundred kB).
+#[test]
+fn matmul_loss_gradient_accumulates_in_place() {
+    let src = "entry loss_grad [n][m][k] (a: [n][m]f64) (b: [m][k]f64) : ([n][m]f64, [m][k]f64) =\n  \
+               vjp (\\(x, y) -> sum (map (\\row -> sum (map (\\c -> c*c) row)) (matmul x y))) (a, b) 1.0\n";
+    let file = scratch("matmul_loss.ard", src.as_bytes()).to_string_lossy().into_owned();
+    let n = 100;
+    let rows: Vec<String> = (0..n)
+        .map(|i| {
+            let row: Vec<String> = (0..n).map(|j| format!("{}", ((i * 7 + j * 3) % 11) as f64 / 11.0 - 0.5)).collect();
+            format!("[{}]", row.join(","))
+        })
+        .collect();
+    let m = scratch("matmul_a.json", format!("[{}]", rows.join(",")).as_bytes());
+    let arg = format!("@{}", m.display());
+    // (the result goes to a file: ~400 kB would fill the harness's pipe)
+    let out = scratch("matmul_grad.json", b"");
+    let out = out.to_string_lossy();
+    let o = run_limited(&["run", &file, "--arg", &arg, "--arg", &arg, "--max-memory", "4M", "--output", &out], b"", DEFAULT);
+    assert_ok(&o);
+    let text = std::fs::read_to_string(&*out).expect("the result file");
+    assert!(text.starts_with("[[[") && text.len() > 100_000, "{}", &text[..text.len().min(200)]);
+}
