@@ -258,6 +258,18 @@ mod tests {
         assert!(matches!(f.body.stmts[0].expr, Expr::For { .. }) && matches!(f.body.stmts[1].expr, Expr::Reduce { .. }));
         let out = crate::backend::interp::run(&f, &[], &[], &mut counts).expect("runs");
         assert_eq!(out[0].to_json(), "[3.0, 3.0]");
+        // the verifier checks the accumulator marks and types
+        let mut bad = f0.clone();
+        function(&mut bad);
+        if let Expr::ForAcc { acc, .. } = &mut bad.body.stmts[0].expr {
+            acc.push(true);
+        }
+        let e = crate::ir::verify::verify_function(&bad).unwrap_err();
+        assert!(e.contains("marks 2 result(s) but its body returns 1"), "{e}");
+        let mut bad = f0.clone();
+        function(&mut bad);
+        bad.body.stmts[0].binds[0].ty = Type::array(Scalar::F64, vec![Size::constant(3), Size::constant(2)]);
+        assert!(crate::ir::verify::verify_function(&bad).is_err(), "an accumulator has the row's type, not the stacked one");
         // a stacked array read elsewhere too is not fused
         let mut g = f0.clone();
         g.body.result.push(Atom::Var(x));
