@@ -6,6 +6,7 @@
 //! without `--entry` on a program with several entry points).
 
 use arden::api::{self, Error};
+use arden::backend::interp::memory;
 use arden::ir::{self, Function};
 use arden::runtime::data;
 use arden::{Program, Value};
@@ -16,6 +17,11 @@ use std::process::ExitCode;
 
 /// Stack for the compiling thread: compilation recurses over the program.
 const STACK_SIZE: usize = 256 << 20;
+
+/// Counts the bytes the process holds, so that `--max-memory` is checked
+/// against them.
+#[global_allocator]
+static ALLOC: memory::CountingAlloc = memory::CountingAlloc;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -129,6 +135,32 @@ struct RunArgs {
     /// Example: `arden run dot.ard --arg '[1,2]' --arg '[3,4]' --count-ops`.
     #[arg(long)]
     count_ops: bool,
+
+    /// Memory limit for the run, e.g. `--max-memory 512M` or `4G`.
+    ///
+    /// A number of bytes with an optional unit K, M, G or T (powers of
+    /// 1024). An array that would take the process over the limit stops
+    /// the run with an error naming the statement and the size asked for.
+    /// Default: the machine's available memory (MemAvailable in
+    /// /proc/meminfo).
+    #[arg(long, value_name = "SIZE", value_parser = memory::parse_size)]
+    max_memory: Option<u64>,
+
+    /// Stop the run with an error after SECONDS, e.g. `--timeout 10`.
+    ///
+    /// The error names the loop that was running. Counts the entry's run,
+    /// not compilation. Default: no limit (Ctrl-C also stops a run, with
+    /// exit code 130).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    timeout: Option<f64>,
+}
+
+/// A positive number of seconds.
+fn parse_seconds(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(x) if x > 0.0 && x.is_finite() && x < 1e9 => Ok(x),
+        _ => Err(format!("`{text}` is not a positive number of seconds (e.g. 10 or 0.5)")),
+    }
 }
 
 /// Print the compiler's intermediate representation.
@@ -180,6 +212,8 @@ enum Failure {
     Rendered(String),
     /// Printed as `error: MSG` with a pointer to `--help`, exit status 2.
     Usage { msg: String, command: &'static str },
+    /// A run stopped by Ctrl-C: printed as `error: MSG`, exit status 130.
+    Interrupted(String),
 }
 
 impl From<Error> for Failure {
@@ -240,6 +274,10 @@ fn main() -> ExitCode {
                 eprintln!();
             }
             ExitCode::from(1)
+        }
+        Err(Failure::Interrupted(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(130)
         }
         Err(Failure::Usage { msg, command }) => {
             eprintln!("error: {msg}\n\nFor more information, try 'arden {command} --help'.");
@@ -386,14 +424,35 @@ fn run(a: &RunArgs) -> Outcome {
         )));
     }
     let args = bind_args(func, &a.args)?;
+    start_limits(a);
+    let interrupted = |e: Error| match memory::stop() {
+        memory::INTERRUPTED => Failure::Interrupted(e.to_string()),
+        _ => Failure::from(e),
+    };
     if a.count_ops {
-        let (value, counts) = entry.call_counting(&args)?;
+        let (value, counts) = entry.call_counting(&args).map_err(interrupted)?;
         emit_result(a, &value)?;
         let stored = if func.stored.is_empty() { String::new() } else { format!(" stored={}", counts.stored) };
         eprintln!("ops: arith={} reads={} writes={}{stored}", counts.arith, counts.reads, counts.writes);
         Ok(())
     } else {
-        emit_result(a, &entry.call(&args)?)
+        emit_result(a, &entry.call(&args).map_err(interrupted)?)
+    }
+}
+
+/// Set the run's memory limit and time limit, and make Ctrl-C stop it.
+fn start_limits(a: &RunArgs) {
+    memory::set_max_memory(a.max_memory.or_else(memory::available_memory));
+    // Ctrl-C asks the interpreter to stop (it polls at every loop
+    // iteration); a second Ctrl-C ends the process at once.
+    let _ = ctrlc::set_handler(|| {
+        if memory::stop() == memory::INTERRUPTED {
+            std::process::exit(130);
+        }
+        memory::interrupt();
+    });
+    if let Some(t) = a.timeout {
+        memory::set_timeout(std::time::Duration::from_secs_f64(t));
     }
 }
 

@@ -198,6 +198,9 @@ impl Jvp {
             }
             Expr::Iota { .. } | Expr::ArgExt { .. } | Expr::Fail { .. } | Expr::StopGradient(_) => b.push(s.clone()),
             Expr::For { ivar, size, body } => self.for_loop(b, s, *ivar, size, body)?,
+            Expr::ForAcc { .. } => {
+                return Err(AdError { message: "internal: a `for` with accumulators is built after differentiation".into(), loc: s.loc.clone() });
+            }
             Expr::Loop { params, init, kind, body } => self.seq_loop(b, s, params, init, kind, body)?,
             Expr::If { cond, then_b, else_b } => self.if_expr(b, s, *cond, then_b, else_b)?,
             Expr::Reduce { op, ne, arrs } => self.reduce(b, s, op, ne, arrs, false)?,

@@ -102,12 +102,16 @@ pub fn expand(module: &Module) -> Result<Module, AdError> {
 }
 
 fn expand_function(f: &mut Function) -> Result<(), AdError> {
+    // derivatives of expanded functions see `for` + `reduce`, not accumulators
+    crate::ir::accumulate::unfuse(f);
     let body = std::mem::take(&mut f.body);
     let mut b = Builder::for_function(&mut f.names, &f.params, &f.size_params, &body);
     let expanded = expand_block(&mut b, body)?;
     let top: rustc_hash::FxHashSet<crate::ir::VarId> = expanded.stmts.iter().flat_map(|s| s.binds.iter().map(|x| x.var)).collect();
     f.stored = b.residuals.iter().copied().filter(|v| top.contains(v)).collect();
     f.body = expanded;
+    // whole-array cotangents summed over a parallel loop: accumulated
+    crate::ir::accumulate::function(f);
     Ok(())
 }
 

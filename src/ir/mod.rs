@@ -17,6 +17,7 @@ pub mod size;
 pub mod print;
 pub mod verify;
 pub mod walk;
+pub mod accumulate;
 
 pub use size::{Size, SizeAtom, SizeError};
 
@@ -231,6 +232,14 @@ pub enum Expr {
     Slice { arr: Atom, lo: Atom, hi: Atom, check: Check },
     /// Parallel build: one array per body result, of shape `[size] ++ result shape`.
     For { ivar: VarId, size: Size, body: Block },
+    /// Parallel `for` with accumulator results: like `For`, but the body
+    /// results `k` with `acc[k]` are added up over the iterations (from
+    /// zero, in index order) instead of stacked: such a result has the body
+    /// result's type. Semantically `let x = for ...; let s = reduce add (0) x`
+    /// without materialising `x` (reverse mode's whole-array cotangents of
+    /// a parallel loop, one per iteration). Built by `ir::accumulate` after
+    /// differentiation; transforms before it never see it.
+    ForAcc { ivar: VarId, size: Size, body: Block, acc: Vec<bool> },
     /// Reduction over the outer axis of each array; `ne` holds one neutral
     /// element per array. Elementwise for built-in ops on rank > 1.
     Reduce { op: ReduceOp, ne: Vec<Atom>, arrs: Vec<Atom> },

@@ -318,6 +318,12 @@ impl<'a> Printer<'a> {
                 let _ = write!(out, "for {} < {} ", self.var(*ivar), self.size(size));
                 self.braced(body, level, out);
             }
+            Expr::ForAcc { ivar, size, body, acc } => {
+                // `for i < n (stack, add, ...)`: how each result is combined
+                let how: Vec<&str> = acc.iter().map(|&a| if a { "add" } else { "stack" }).collect();
+                let _ = write!(out, "for {} < {} ({}) ", self.var(*ivar), self.size(size), how.join(", "));
+                self.braced(body, level, out);
+            }
             Expr::Reduce { op, ne, arrs } | Expr::Scan { op, ne, arrs } => {
                 out.push_str(if matches!(e, Expr::Reduce { .. }) {
                     "reduce "

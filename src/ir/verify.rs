@@ -411,6 +411,34 @@ impl Verifier<'_> {
                         .collect(),
                 )
             }
+            Expr::ForAcc { ivar, size, body, acc } => {
+                self.check_size(size, "the size of `for`")?;
+                if acc.len() != body.result.len() {
+                    return err(format!(
+                        "`for` with accumulators marks {} result(s) but its body returns {}",
+                        acc.len(),
+                        body.result.len()
+                    ));
+                }
+                self.push();
+                let r = (|| {
+                    self.bind_var(*ivar, Type::scalar(Scalar::I64))?;
+                    self.block(body)
+                })();
+                self.pop();
+                let res = r?;
+                let mut tys = Vec::with_capacity(res.len());
+                for (k, t) in res.into_iter().enumerate() {
+                    if !acc[k] {
+                        tys.push(Type::array(t.elem, [vec![size.clone()], t.shape].concat()));
+                    } else if !(t.elem.is_float() || t.elem.is_int()) {
+                        return err(format!("`for` accumulates result {k} of type {}, which cannot be added", self.tn(&t)));
+                    } else {
+                        tys.push(t);
+                    }
+                }
+                Exactly(tys)
+            }
             Expr::Reduce { op, ne, arrs } | Expr::Scan { op, ne, arrs } => {
                 let scan = matches!(e, Expr::Scan { .. });
                 if arrs.is_empty() {
@@ -944,6 +972,7 @@ fn expr_name(e: &Expr) -> String {
         Expr::Index { .. } => "index",
         Expr::Slice { .. } => "slice",
         Expr::For { .. } => "for",
+        Expr::ForAcc { .. } => "for with accumulators",
         Expr::Reduce { .. } => "reduce",
         Expr::Scan { .. } => "scan",
         Expr::ArgExt { max: true, .. } => "argmax",
@@ -1539,7 +1568,7 @@ mod tests {
 
     fn body_of(s: &mut Stmt) -> &mut Block {
         match &mut s.expr {
-            Expr::For { body, .. } | Expr::Loop { body, .. } => body,
+            Expr::For { body, .. } | Expr::ForAcc { body, .. } | Expr::Loop { body, .. } => body,
             Expr::Reduce {
                 op: ReduceOp::Lambda(l),
                 ..

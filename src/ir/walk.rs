@@ -22,7 +22,7 @@ pub fn visit_expr(e: &Expr, uses: &mut dyn FnMut(VarId), binds: &mut dyn FnMut(V
             idx.iter().for_each(|a| atom(a, uses));
         }
         Expr::Slice { arr, lo, hi, .. } => [arr, lo, hi].into_iter().for_each(|a| atom(a, uses)),
-        Expr::For { ivar, size, body } => {
+        Expr::For { ivar, size, body } | Expr::ForAcc { ivar, size, body, .. } => {
             binds(*ivar);
             size.vars().into_iter().for_each(&mut *uses);
             visit_block(body, uses, binds);
@@ -198,6 +198,11 @@ impl Copier<'_> {
                 let ivar = self.var(*ivar);
                 Expr::For { ivar, size, body: self.block(body) }
             }
+            Expr::ForAcc { ivar, size, body, acc } => {
+                let size = self.size(size);
+                let ivar = self.var(*ivar);
+                Expr::ForAcc { ivar, size, body: self.block(body), acc: acc.clone() }
+            }
             Expr::Reduce { op, ne, arrs } => Expr::Reduce { op: self.op(op), ne: self.atoms(ne), arrs: self.atoms(arrs) },
             Expr::Scan { op, ne, arrs } => Expr::Scan { op: self.op(op), ne: self.atoms(ne), arrs: self.atoms(arrs) },
             Expr::ArgExt { max, arr } => Expr::ArgExt { max: *max, arr: a(self, arr) },
@@ -260,7 +265,7 @@ pub fn can_fail(s: &Stmt) -> bool {
         Expr::Slice { check, .. } => check.is_some(),
         Expr::Prim(p, _) => int_div(p),
         Expr::Coerce { .. } | Expr::Fail { .. } | Expr::ScatterAdd { .. } | Expr::Update { .. } | Expr::ArgExt { .. } | Expr::Unflatten { .. } => true,
-        Expr::For { body, .. } => block_fails(body),
+        Expr::For { body, .. } | Expr::ForAcc { body, .. } => block_fails(body),
         Expr::Loop { body, kind, .. } => block_fails(body) || matches!(kind, LoopKind::While { cond } if block_fails(cond)),
         Expr::If { then_b, else_b, .. } => block_fails(then_b) || block_fails(else_b),
         Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => block_fails(&l.body),
@@ -309,6 +314,11 @@ fn prune_results(s: &mut Stmt, live: &FxHashSet<VarId>) {
     };
     match &mut s.expr {
         Expr::For { body, .. } => filter(&mut body.result),
+        Expr::ForAcc { body, acc, .. } => {
+            filter(&mut body.result);
+            let mut k = keep.iter();
+            acc.retain(|_| *k.next().unwrap_or(&true));
+        }
         Expr::If { then_b, else_b, .. } => {
             filter(&mut then_b.result);
             filter(&mut else_b.result);
@@ -321,7 +331,7 @@ fn prune_results(s: &mut Stmt, live: &FxHashSet<VarId>) {
 
 fn dce_nested(e: &mut Expr) {
     match e {
-        Expr::For { body, .. } => dce(body),
+        Expr::For { body, .. } | Expr::ForAcc { body, .. } => dce(body),
         Expr::If { then_b, else_b, .. } => {
             dce(then_b);
             dce(else_b);

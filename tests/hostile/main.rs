@@ -127,6 +127,8 @@ pub fn assert_ok(o: &Outcome) {
 /// Whether `s` contains `something:LINE:COL`.
 pub fn has_location(s: &str) -> bool {
     s.split_whitespace().any(|w| {
+        // `at f.ard:3:7: message`: the location may end in punctuation
+        let w = w.trim_end_matches(|c: char| !c.is_ascii_digit());
         let parts: Vec<&str> = w.rsplitn(3, ':').collect();
         parts.len() == 3 && parts[0].trim_end_matches(|c: char| !c.is_ascii_digit()).parse::<u32>().is_ok() && parts[1].parse::<u32>().is_ok()
     })

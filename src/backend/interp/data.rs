@@ -2,8 +2,59 @@
 //! built-in reductions and scans. Everything here works on flat row-major
 //! buffers; callers pass row lengths and check shapes.
 
-use crate::ir::ReduceOp;
+use super::memory::{Oom, try_clone, try_vec};
+use crate::ir::{ReduceOp, Scalar};
 use crate::runtime::{ArrayData, Value};
+
+
+/// An empty buffer of element type `elem` with room for exactly `cap`
+/// elements, or an [`Oom`] (checked against the memory limit).
+pub(super) fn with_capacity(elem: Scalar, cap: usize) -> Result<ArrayData, Oom> {
+    let name = elem.name();
+    Ok(match elem {
+        Scalar::F64 => ArrayData::F64(try_vec(cap, name)?),
+        Scalar::F32 => ArrayData::F32(try_vec(cap, name)?),
+        Scalar::I64 => ArrayData::I64(try_vec(cap, name)?),
+        Scalar::I32 => ArrayData::I32(try_vec(cap, name)?),
+        Scalar::Bool => ArrayData::Bool(try_vec(cap, name)?),
+    })
+}
+
+/// A copy of a whole buffer, or an [`Oom`].
+pub(super) fn copy(d: &ArrayData) -> Result<ArrayData, Oom> {
+    range(d, 0, d.len())
+}
+
+/// Overwrite elements `off..off+len(x)` of `out` with the value `x` (a
+/// scalar or all elements of an array); false when the types differ or it
+/// does not fit.
+pub(super) fn write_value(out: &mut ArrayData, off: usize, x: &Value) -> bool {
+    fn put<T: Copy>(o: &mut [T], off: usize, src: &[T]) -> bool {
+        match o.get_mut(off..off + src.len()) {
+            Some(dst) => {
+                dst.copy_from_slice(src);
+                true
+            }
+            None => false,
+        }
+    }
+    match (out, x) {
+        (ArrayData::F64(o), Value::F64(a)) => put(o, off, &[*a]),
+        (ArrayData::F32(o), Value::F32(a)) => put(o, off, &[*a]),
+        (ArrayData::I64(o), Value::I64(a)) => put(o, off, &[*a]),
+        (ArrayData::I32(o), Value::I32(a)) => put(o, off, &[*a]),
+        (ArrayData::Bool(o), Value::Bool(a)) => put(o, off, &[*a]),
+        (o, Value::Array(a)) => match (o, &a.data) {
+            (ArrayData::F64(o), ArrayData::F64(s)) => put(o, off, s),
+            (ArrayData::F32(o), ArrayData::F32(s)) => put(o, off, s),
+            (ArrayData::I64(o), ArrayData::I64(s)) => put(o, off, s),
+            (ArrayData::I32(o), ArrayData::I32(s)) => put(o, off, s),
+            (ArrayData::Bool(o), ArrayData::Bool(s)) => put(o, off, s),
+            _ => false,
+        },
+        _ => false,
+    }
+}
 
 /// Apply an expression generic in the element type to every variant,
 /// producing a buffer of the same variant.
@@ -29,8 +80,9 @@ pub(super) fn shape_str<T: std::fmt::Display>(shape: &[T]) -> String {
 }
 
 /// Elements `lo..hi` as a new buffer.
-pub(super) fn range(d: &ArrayData, lo: usize, hi: usize) -> ArrayData {
-    map_data!(d, v => v[lo..hi].to_vec())
+pub(super) fn range(d: &ArrayData, lo: usize, hi: usize) -> Result<ArrayData, Oom> {
+    let name = d.scalar().name();
+    Ok(map_data!(d, v => try_clone(&v[lo..hi], name)?))
 }
 
 /// Append a scalar; false when its type differs from the buffer's.
@@ -67,51 +119,108 @@ pub(super) fn push_value(out: &mut ArrayData, x: &Value) -> bool {
     }
 }
 
-/// `n` copies of a scalar.
-pub(super) fn fill(x: &Value, n: usize) -> Option<ArrayData> {
-    Some(match *x {
-        Value::F64(a) => ArrayData::F64(vec![a; n]),
-        Value::F32(a) => ArrayData::F32(vec![a; n]),
-        Value::I64(a) => ArrayData::I64(vec![a; n]),
-        Value::I32(a) => ArrayData::I32(vec![a; n]),
-        Value::Bool(a) => ArrayData::Bool(vec![a; n]),
-        _ => return None,
+/// `n` copies of a scalar (None for a non-scalar).
+pub(super) fn fill(x: &Value, n: usize) -> Result<Option<ArrayData>, Oom> {
+    fn rep<T: Copy>(a: T, n: usize, name: &'static str) -> Result<Vec<T>, Oom> {
+        let mut v = try_vec(n, name)?;
+        v.resize(n, a);
+        Ok(v)
+    }
+    let name = match x.elem() {
+        Some(e) => e.name(),
+        None => return Ok(None),
+    };
+    Ok(Some(match *x {
+        Value::F64(a) => ArrayData::F64(rep(a, n, name)?),
+        Value::F32(a) => ArrayData::F32(rep(a, n, name)?),
+        Value::I64(a) => ArrayData::I64(rep(a, n, name)?),
+        Value::I32(a) => ArrayData::I32(rep(a, n, name)?),
+        Value::Bool(a) => ArrayData::Bool(rep(a, n, name)?),
+        _ => return Ok(None),
+    }))
+}
+
+/// Zero of a numeric element type (None for `bool`).
+pub(super) fn zero(elem: Scalar) -> Option<Value> {
+    Some(match elem {
+        Scalar::F64 => Value::F64(0.0),
+        Scalar::F32 => Value::F32(0.0),
+        Scalar::I64 => Value::I64(0),
+        Scalar::I32 => Value::I32(0),
+        Scalar::Bool => return None,
     })
 }
 
+/// Add a value (a scalar, or an array of the same number of elements)
+/// elementwise into `acc`; false when the types or lengths differ.
+pub(super) fn add_value(acc: &mut ArrayData, x: &Value) -> bool {
+    fn add<T: Num>(acc: &mut [T], xs: &[T]) -> bool {
+        if acc.len() != xs.len() {
+            return false;
+        }
+        for (a, &x) in acc.iter_mut().zip(xs) {
+            *a = a.add(x);
+        }
+        true
+    }
+    match (acc, x) {
+        (ArrayData::F64(o), Value::F64(a)) => add(o, &[*a]),
+        (ArrayData::F32(o), Value::F32(a)) => add(o, &[*a]),
+        (ArrayData::I64(o), Value::I64(a)) => add(o, &[*a]),
+        (ArrayData::I32(o), Value::I32(a)) => add(o, &[*a]),
+        (o, Value::Array(a)) => match (o, &a.data) {
+            (ArrayData::F64(o), ArrayData::F64(s)) => add(o, s),
+            (ArrayData::F32(o), ArrayData::F32(s)) => add(o, s),
+            (ArrayData::I64(o), ArrayData::I64(s)) => add(o, s),
+            (ArrayData::I32(o), ArrayData::I32(s)) => add(o, s),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// `n` copies of a whole buffer, one after the other.
+pub(super) fn repeat<T: Copy>(v: &[T], n: usize, name: &'static str) -> Result<Vec<T>, Oom> {
+    let mut out = try_vec(v.len().saturating_mul(n), name)?;
+    for _ in 0..n {
+        out.extend_from_slice(v);
+    }
+    Ok(out)
+}
+
 /// Swap the first two axes of a `[d0][d1]` array of rows of `r` elements.
-pub(super) fn transpose<T: Copy>(v: &[T], d0: usize, d1: usize, r: usize) -> Vec<T> {
-    let mut out = Vec::with_capacity(v.len());
+pub(super) fn transpose<T: Copy>(v: &[T], d0: usize, d1: usize, r: usize, name: &'static str) -> Result<Vec<T>, Oom> {
+    let mut out = try_vec(v.len(), name)?;
     for j in 0..d1 {
         for i in 0..d0 {
             let o = (i * d1 + j) * r;
             out.extend_from_slice(&v[o..o + r]);
         }
     }
-    out
+    Ok(out)
 }
 
 /// Rows (of `r` elements) in reverse order.
-pub(super) fn reverse<T: Copy>(v: &[T], n: usize, r: usize) -> Vec<T> {
-    let mut out = Vec::with_capacity(v.len());
+pub(super) fn reverse<T: Copy>(v: &[T], n: usize, r: usize, name: &'static str) -> Result<Vec<T>, Oom> {
+    let mut out = try_vec(v.len(), name)?;
     for i in (0..n).rev() {
         out.extend_from_slice(&v[i * r..(i + 1) * r]);
     }
-    out
+    Ok(out)
 }
 
 /// Rows rotated left by `k` (`0 <= k <= n`).
-pub(super) fn rotate<T: Copy>(v: &[T], k: usize, r: usize) -> Vec<T> {
-    let mut out = Vec::with_capacity(v.len());
+pub(super) fn rotate<T: Copy>(v: &[T], k: usize, r: usize, name: &'static str) -> Result<Vec<T>, Oom> {
+    let mut out = try_vec(v.len(), name)?;
     out.extend_from_slice(&v[k * r..]);
     out.extend_from_slice(&v[..k * r]);
-    out
+    Ok(out)
 }
 
 /// Concatenate two buffers of one type.
-pub(super) fn concat(a: &ArrayData, b: &ArrayData) -> Option<ArrayData> {
-    let mut out = ArrayData::with_capacity(a.scalar(), a.len() + b.len());
-    (extend(&mut out, a, 0, a.len()) && extend(&mut out, b, 0, b.len())).then_some(out)
+pub(super) fn concat(a: &ArrayData, b: &ArrayData) -> Result<Option<ArrayData>, Oom> {
+    let mut out = with_capacity(a.scalar(), a.len().saturating_add(b.len()))?;
+    Ok((extend(&mut out, a, 0, a.len()) && extend(&mut out, b, 0, b.len())).then_some(out))
 }
 
 /// Index of the first maximum (minimum) of `v`; a NaN counts as the
@@ -210,12 +319,13 @@ fn op_fn<T: Num>(op: &ReduceOp) -> Option<fn(T, T) -> T> {
 
 /// Fold the rows (of `m` elements) of `v` elementwise, from `ne`; with
 /// `scan`, every intermediate accumulator is kept (inclusive scan).
-fn fold_rows<T: Num>(v: &[T], m: usize, ne: T, f: fn(T, T) -> T, scan: bool) -> Vec<T> {
-    let mut acc = vec![ne; m];
+fn fold_rows<T: Num>(v: &[T], m: usize, ne: T, f: fn(T, T) -> T, scan: bool, name: &'static str) -> Result<Vec<T>, Oom> {
+    let mut acc = try_vec(m, name)?;
+    acc.resize(m, ne);
     if m == 0 {
-        return acc;
+        return Ok(acc);
     }
-    let mut out = if scan { Vec::with_capacity(v.len()) } else { Vec::new() };
+    let mut out = if scan { try_vec(v.len(), name)? } else { Vec::new() };
     for row in v.chunks_exact(m) {
         for (a, &x) in acc.iter_mut().zip(row) {
             *a = f(*a, x);
@@ -224,20 +334,29 @@ fn fold_rows<T: Num>(v: &[T], m: usize, ne: T, f: fn(T, T) -> T, scan: bool) -> 
             out.extend_from_slice(&acc);
         }
     }
-    if scan { out } else { acc }
+    Ok(if scan { out } else { acc })
 }
 
 /// A built-in reduction (`scan == false`: `m` elements) or scan (same
 /// length as `d`) over rows of `m` elements, starting from the scalar `ne`.
-/// None when the types do not fit.
-pub(super) fn builtin_fold(op: &ReduceOp, d: &ArrayData, m: usize, ne: &Value, scan: bool) -> Option<ArrayData> {
-    Some(match (d, ne) {
-        (ArrayData::F64(v), Value::F64(z)) => ArrayData::F64(fold_rows(v, m, *z, op_fn(op)?, scan)),
-        (ArrayData::F32(v), Value::F32(z)) => ArrayData::F32(fold_rows(v, m, *z, op_fn(op)?, scan)),
-        (ArrayData::I64(v), Value::I64(z)) => ArrayData::I64(fold_rows(v, m, *z, op_fn(op)?, scan)),
-        (ArrayData::I32(v), Value::I32(z)) => ArrayData::I32(fold_rows(v, m, *z, op_fn(op)?, scan)),
-        _ => return None,
-    })
+/// Ok(None) when the types do not fit.
+pub(super) fn builtin_fold(op: &ReduceOp, d: &ArrayData, m: usize, ne: &Value, scan: bool) -> Result<Option<ArrayData>, Oom> {
+    let name = d.scalar().name();
+    macro_rules! go {
+        ($v:expr, $z:expr, $c:path) => {
+            match op_fn(op) {
+                Some(f) => $c(fold_rows($v, m, *$z, f, scan, name)?),
+                None => return Ok(None),
+            }
+        };
+    }
+    Ok(Some(match (d, ne) {
+        (ArrayData::F64(v), Value::F64(z)) => go!(v, z, ArrayData::F64),
+        (ArrayData::F32(v), Value::F32(z)) => go!(v, z, ArrayData::F32),
+        (ArrayData::I64(v), Value::I64(z)) => go!(v, z, ArrayData::I64),
+        (ArrayData::I32(v), Value::I32(z)) => go!(v, z, ArrayData::I32),
+        _ => return Ok(None),
+    }))
 }
 
 /// Add row `j` of `vals` into row `idxs[j]` of `dest` (rows of `m`
@@ -255,36 +374,17 @@ fn scatter<T: Num>(dest: &mut [T], idxs: &[i64], vals: &[T], m: usize, n: usize)
     Ok(())
 }
 
-/// `scatter_add` on buffers. Ok(None) when the types do not fit, Err(i) for
-/// an index out of range.
-pub(super) fn scatter_add(
-    dest: &ArrayData,
-    idxs: &[i64],
-    vals: &ArrayData,
-    m: usize,
-    n: usize,
-) -> Result<Option<ArrayData>, i64> {
-    Ok(Some(match (dest, vals) {
-        (ArrayData::F64(d), ArrayData::F64(v)) => {
-            let mut d = d.clone();
-            scatter(&mut d, idxs, v, m, n)?;
-            ArrayData::F64(d)
-        }
-        (ArrayData::F32(d), ArrayData::F32(v)) => {
-            let mut d = d.clone();
-            scatter(&mut d, idxs, v, m, n)?;
-            ArrayData::F32(d)
-        }
-        (ArrayData::I64(d), ArrayData::I64(v)) => {
-            let mut d = d.clone();
-            scatter(&mut d, idxs, v, m, n)?;
-            ArrayData::I64(d)
-        }
-        (ArrayData::I32(d), ArrayData::I32(v)) => {
-            let mut d = d.clone();
-            scatter(&mut d, idxs, v, m, n)?;
-            ArrayData::I32(d)
-        }
-        _ => return Ok(None),
-    }))
+/// `scatter_add` into a buffer in place. Ok(false) when the types do not
+/// fit, Err(i) for an index out of range (the buffer is then partly
+/// updated: the caller discards it).
+pub(super) fn scatter_add_into(dest: &mut ArrayData, idxs: &[i64], vals: &ArrayData, m: usize, n: usize) -> Result<bool, i64> {
+    match (dest, vals) {
+        (ArrayData::F64(d), ArrayData::F64(v)) => scatter(d, idxs, v, m, n)?,
+        (ArrayData::F32(d), ArrayData::F32(v)) => scatter(d, idxs, v, m, n)?,
+        (ArrayData::I64(d), ArrayData::I64(v)) => scatter(d, idxs, v, m, n)?,
+        (ArrayData::I32(d), ArrayData::I32(v)) => scatter(d, idxs, v, m, n)?,
+        _ => return Ok(false),
+    }
+    Ok(true)
 }
+

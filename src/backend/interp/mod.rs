@@ -33,6 +33,8 @@
 //! parameters are free.
 
 mod data;
+mod live;
+pub mod memory;
 mod prim;
 mod special;
 #[cfg(test)]
@@ -41,6 +43,8 @@ mod tests;
 use crate::ir::{Atom, Block, Expr, Function, Lambda, Lit, Loc, LoopKind, ReduceOp, Size, Stmt, Type, VarId};
 use crate::runtime::{Array, ArrayData, Value};
 use data::{map_data, shape_str};
+use live::Liveness;
+use memory::Oom;
 use std::rc::Rc;
 
 /// Operation counts of one call: scalar arithmetic, element reads and writes.
@@ -81,6 +85,49 @@ fn internal(message: impl std::fmt::Display) -> RuntimeError {
     RuntimeError { message: format!("internal: {message}") }
 }
 
+/// Stands in an error message for the location of the innermost enclosing
+/// statement that has one: out-of-memory, time-out and interrupt errors
+/// arise where no location is at hand (an allocation, a loop iteration), and
+/// the statements they unwind through fill it in.
+const HERE: char = '\u{1}';
+
+/// Fill the [`HERE`] of an error message with ` at LOC` (or `fallback`).
+fn locate(e: &mut RuntimeError, loc: Option<&Loc>, fallback: &str) {
+    if e.message.contains(HERE) {
+        let at = match loc {
+            Some(l) => format!(" at {l}"),
+            None => fallback.to_string(),
+        };
+        e.message = e.message.replacen(HERE, &at, 1);
+    }
+}
+
+impl From<Oom> for RuntimeError {
+    fn from(e: Oom) -> RuntimeError {
+        let msg = e.to_string();
+        // "out of memory: ..." becomes "out of memory at LOC: ..."
+        let message = match msg.split_once(':') {
+            Some((head, rest)) => format!("{head}{HERE}:{rest}"),
+            None => format!("{msg}{HERE}"),
+        };
+        RuntimeError { message }
+    }
+}
+
+/// The error that ends a run stopped by Ctrl-C or the time limit.
+fn stopped(why: u8) -> RuntimeError {
+    let message = if why == memory::TIMED_OUT {
+        let t = memory::timeout();
+        format!(
+            "time limit of {} s exceeded{HERE}: this loop was still running (raise the limit with --timeout SECONDS)",
+            t.as_secs_f64()
+        )
+    } else {
+        format!("interrupted{HERE}: this loop was running when Ctrl-C was pressed")
+    };
+    RuntimeError { message }
+}
+
 /// ` at FILE:LINE:COL`, or nothing without a location.
 fn at(loc: &Option<Loc>) -> String {
     match loc {
@@ -108,7 +155,8 @@ pub fn run(func: &Function, sizes: &[i64], args: &[Value], counts: &mut OpCounts
             args.len()
         )));
     }
-    let mut it = Interp { env: vec![None; func.names.len()], counts };
+    let live = Liveness::of_function(&func.body, &func.params, &func.stored);
+    let mut it = Interp { env: vec![None; func.names.len()], counts, live: &live, near: None };
     for ((_, v), &s) in func.size_params.iter().zip(sizes) {
         it.set(*v, Value::I64(s));
     }
@@ -138,7 +186,17 @@ pub fn run(func: &Function, sizes: &[i64], args: &[Value], counts: &mut OpCounts
         }
         it.set(b.var, a);
     }
-    let results = it.block(&func.body)?;
+    let results = match it.block(&func.body) {
+        Ok(r) => r,
+        Err(mut e) => {
+            let fallback = match it.near.take() {
+                Some(l) => format!(" near {l} (in entry `{}`)", func.name),
+                None => format!(" in entry `{}`", func.name),
+            };
+            locate(&mut e, None, &fallback);
+            return Err(e);
+        }
+    };
     for v in &func.stored {
         if let Ok(Value::Array(a)) = it.get(*v) {
             it.counts.stored += a.data.len() as u64;
@@ -173,6 +231,11 @@ fn count(shape: &[usize]) -> R<usize> {
 struct Interp<'a> {
     env: Vec<Option<Value>>,
     counts: &'a mut OpCounts,
+    /// Where array variables die (and may be moved out of `env`).
+    live: &'a Liveness,
+    /// For an error raised where no enclosing statement has a location: the
+    /// location of a statement next to it.
+    near: Option<Loc>,
 }
 
 impl Interp<'_> {
@@ -191,6 +254,19 @@ impl Interp<'_> {
             Some(Some(x)) => Ok(x),
             _ => Err(internal(format!("unbound variable %{}", v.0))),
         }
+    }
+
+    /// An operand, taken out of the environment when `moves` says this is
+    /// its last use (so that the value may be uniquely owned).
+    fn take_if(&mut self, a: &Atom, moves: &[VarId]) -> R<Value> {
+        if let Atom::Var(v) = a
+            && moves.contains(v)
+            && let Some(slot) = self.env.get_mut(v.0 as usize)
+            && let Some(x) = slot.take()
+        {
+            return Ok(x);
+        }
+        self.atom(a)
     }
 
     fn atom(&self, a: &Atom) -> R<Value> {
@@ -256,19 +332,61 @@ impl Interp<'_> {
     // ---- blocks and statements ------------------------------------------
 
     /// Run a block's statements (on a fresh stack segment when the native
-    /// stack runs low: blocks nest as deeply as the program does).
-    fn stmts(&mut self, stmts: &[Stmt]) -> R<()> {
+    /// stack runs low: blocks nest as deeply as the program does), dropping
+    /// array variables after their last use.
+    fn stmts(&mut self, b: &Block) -> R<()> {
+        let live = self.live;
+        let info = live.get(b);
         stacker::maybe_grow(64 * 1024, 2 * 1024 * 1024, || {
-            for s in stmts {
-                self.stmt(s)?;
+            for (k, s) in b.stmts.iter().enumerate() {
+                let st = info.and_then(|i| i.stmts.get(k));
+                let moves = st.map_or(&[][..], |x| x.moves.as_slice());
+                if let Err(mut e) = self.stmt(s, moves) {
+                    if s.loc.is_some() {
+                        locate(&mut e, s.loc.as_ref(), "");
+                    } else if self.near.is_none() && e.message.contains(HERE) {
+                        // statements built by reverse mode have no location:
+                        // remember the nearest one that has, in case no
+                        // enclosing statement has one either
+                        let after = b.stmts[k..].iter().find_map(|x| x.loc.as_ref());
+                        self.near = after.or_else(|| b.stmts[..k].iter().rev().find_map(|x| x.loc.as_ref())).cloned();
+                    }
+                    return Err(e);
+                }
+                if let Some(st) = st {
+                    for v in &st.drop {
+                        if let Some(slot) = self.env.get_mut(v.0 as usize) {
+                            *slot = None;
+                        }
+                    }
+                }
             }
             Ok(())
         })
     }
 
     fn block(&mut self, b: &Block) -> R<Vec<Value>> {
-        self.stmts(&b.stmts)?;
-        b.result.iter().map(|a| self.atom(a)).collect()
+        self.stmts(b)?;
+        self.results(b)
+    }
+
+    /// A block's results (after its statements ran), moved out of the
+    /// environment where this is their last use.
+    fn results(&mut self, b: &Block) -> R<Vec<Value>> {
+        let live = self.live;
+        let moves = live.get(b).map(|i| i.moves.as_slice());
+        let mut out = Vec::with_capacity(b.result.len());
+        for (k, a) in b.result.iter().enumerate() {
+            if moves.is_some_and(|m| m.get(k) == Some(&true))
+                && let Atom::Var(v) = a
+                && let Some(Some(_)) = self.env.get(v.0 as usize)
+            {
+                out.push(self.env[v.0 as usize].take().expect("checked above"));
+            } else {
+                out.push(self.atom(a)?);
+            }
+        }
+        Ok(out)
     }
 
     fn bind(&mut self, s: &Stmt, vals: Vec<Value>) -> R<()> {
@@ -295,10 +413,10 @@ impl Interp<'_> {
         }
     }
 
-    fn stmt(&mut self, s: &Stmt) -> R<()> {
+    fn stmt(&mut self, s: &Stmt, moves: &[VarId]) -> R<()> {
         match &s.expr {
             Expr::Atom(a) => {
-                let v = self.atom(a)?;
+                let v = self.take_if(a, moves)?;
                 self.bind1(s, v)
             }
             Expr::Prim(p, args) => {
@@ -322,7 +440,11 @@ impl Interp<'_> {
                 self.bind1(s, v)
             }
             Expr::For { ivar, size, body } => {
-                let vs = self.for_(s, *ivar, size, body)?;
+                let vs = self.for_(s, *ivar, size, body, None)?;
+                self.bind(s, vs)
+            }
+            Expr::ForAcc { ivar, size, body, acc } => {
+                let vs = self.for_(s, *ivar, size, body, Some(acc))?;
                 self.bind(s, vs)
             }
             Expr::Reduce { op, ne, arrs } => {
@@ -338,7 +460,7 @@ impl Interp<'_> {
                 self.bind1(s, v)
             }
             Expr::Loop { params, init, kind, body } => {
-                let vs = self.loop_(params, init, kind, body)?;
+                let vs = self.loop_(params, init, kind, body, moves)?;
                 self.bind(s, vs)
             }
             Expr::If { cond, then_b, else_b } => {
@@ -350,18 +472,20 @@ impl Interp<'_> {
                 self.bind(s, vs)
             }
             Expr::Update { arr, idx, val, loc } => {
-                let v = self.update(arr, idx, val, loc)?;
+                let v = self.update(arr, idx, val, loc, moves)?;
                 self.bind1(s, v)
             }
             Expr::ScatterAdd { dest, idxs, vals, loc } => {
-                let v = self.scatter_add(dest, idxs, vals, loc)?;
+                let v = self.scatter_add(dest, idxs, vals, loc, moves)?;
                 self.bind1(s, v)
             }
             Expr::Iota { n } => {
                 let n = self.count_operand(n, "iota", &s.loc)?;
                 count(&[n])?;
                 self.counts.writes += n as u64;
-                let v = Value::array(vec![n], ArrayData::I64((0..n as i64).collect()));
+                let mut d = memory::try_vec::<i64>(n, "i64")?;
+                d.extend(0..n as i64);
+                let v = Value::array(vec![n], ArrayData::I64(d));
                 self.bind1(s, v)
             }
             Expr::Replicate { n, val } => {
@@ -381,7 +505,7 @@ impl Interp<'_> {
                         shape_str(&b.shape)
                     )));
                 }
-                let d = data::concat(&a.data, &b.data).ok_or_else(|| internal("concat of different element types"))?;
+                let d = data::concat(&a.data, &b.data)?.ok_or_else(|| internal("concat of different element types"))?;
                 let mut shape = a.shape.clone();
                 shape[0] += b.shape[0];
                 self.copied(d.len());
@@ -394,23 +518,25 @@ impl Interp<'_> {
                 }
                 let (d0, d1) = (a.shape[0], a.shape[1]);
                 let r = count(&a.shape[2..])?;
-                let d = map_data!(&a.data, v => data::transpose(v, d0, d1, r));
+                let name = a.elem().name();
+                let d = map_data!(&a.data, v => data::transpose(v, d0, d1, r, name)?);
                 let mut shape = a.shape.clone();
                 shape.swap(0, 1);
                 self.copied(d.len());
                 self.bind1(s, Value::array(shape, d))
             }
             Expr::Flatten(a) => {
-                let a = self.array(a)?;
+                let a = self.take_array(a, moves)?;
                 if a.shape.len() < 2 {
                     return Err(internal("flatten of a 1-d array"));
                 }
                 let shape = [vec![a.shape[0] * a.shape[1]], a.shape[2..].to_vec()].concat();
                 // a reshape: the same row-major elements, nothing moves
-                self.bind1(s, Value::array(shape, a.data.clone()))
+                let d = reshaped(a)?;
+                self.bind1(s, Value::array(shape, d))
             }
             Expr::Unflatten { arr, n, m } => {
-                let a = self.array(arr)?;
+                let a = self.take_array(arr, moves)?;
                 let (n, m) = (self.int(n)?, self.int(m)?);
                 let outer = a.shape[0];
                 if n < 0 || m < 0 || n.checked_mul(m) != Some(outer as i64) {
@@ -422,13 +548,14 @@ impl Interp<'_> {
                 }
                 let shape = [vec![n as usize, m as usize], a.shape[1..].to_vec()].concat();
                 // a reshape, like `flatten`: not counted
-               
-                self.bind1(s, Value::array(shape, a.data.clone()))
+                let d = reshaped(a)?;
+                self.bind1(s, Value::array(shape, d))
             }
             Expr::Reverse(a) => {
                 let a = self.array(a)?;
                 let r = count(&a.shape[1..])?;
-                let d = map_data!(&a.data, v => data::reverse(v, a.shape[0], r));
+                let name = a.elem().name();
+                let d = map_data!(&a.data, v => data::reverse(v, a.shape[0], r, name)?);
                 self.copied(d.len());
                 self.bind1(s, Value::array(a.shape.clone(), d))
             }
@@ -438,12 +565,13 @@ impl Interp<'_> {
                 let n = a.shape[0];
                 let r = count(&a.shape[1..])?;
                 let k = if n == 0 { 0 } else { k.rem_euclid(n as i64) as usize };
-                let d = map_data!(&a.data, v => data::rotate(v, k, r));
+                let name = a.elem().name();
+                let d = map_data!(&a.data, v => data::rotate(v, k, r, name)?);
                 self.copied(d.len());
                 self.bind1(s, Value::array(a.shape.clone(), d))
             }
             Expr::Coerce { arr, loc } => {
-                let v = self.atom(arr)?;
+                let v = self.take_if(arr, moves)?;
                 let b = match s.binds.as_slice() {
                     [b] => b,
                     _ => return Err(internal("`coerce` must bind one variable")),
@@ -461,7 +589,7 @@ impl Interp<'_> {
             }
             Expr::Fail { msg, loc } => fail(format!("{msg} at {loc}")),
             Expr::StopGradient(a) => {
-                let v = self.atom(a)?;
+                let v = self.take_if(a, moves)?;
                 self.bind1(s, v)
             }
             Expr::Jvp { .. } => Err(internal("`jvp` reached the interpreter; the `ad` stage expands it first")),
@@ -527,7 +655,7 @@ impl Interp<'_> {
         }
         let rest = &a.shape[idx.len()..];
         let len = count(rest)?;
-        Ok((Value::array(rest.to_vec(), data::range(&a.data, off * len, (off + 1) * len)), Some(len)))
+        Ok((Value::array(rest.to_vec(), data::range(&a.data, off * len, (off + 1) * len)?), Some(len)))
     }
 
     fn slice(&mut self, arr: &Atom, lo: &Atom, hi: &Atom, check: &Option<Loc>) -> R<Value> {
@@ -545,41 +673,65 @@ impl Interp<'_> {
         let mut shape = a.shape.clone();
         shape[0] = hi - lo;
         self.copied((hi - lo) * r);
-        Ok(Value::array(shape, data::range(&a.data, lo * r, hi * r)))
+        Ok(Value::array(shape, data::range(&a.data, lo * r, hi * r)?))
     }
 
-    fn for_(&mut self, s: &Stmt, ivar: VarId, size: &Size, body: &Block) -> R<Vec<Value>> {
+    /// A parallel `for`; with `acc`, the results it marks are added up over
+    /// the iterations (in index order, from zero, like `reduce add`) into
+    /// one buffer each, in place, instead of stacked. Counted as the
+    /// stacked `for` and its `reduce add` are, without the stacking writes.
+    fn for_(&mut self, s: &Stmt, ivar: VarId, size: &Size, body: &Block, acc: Option<&[bool]>) -> R<Vec<Value>> {
         let n = self.size(size)?;
         let n = usize::try_from(n).or_else(|_| fail(format!("negative size {n} in a `for`{}", at(&s.loc))))?;
-        if s.binds.len() != body.result.len() {
+        if s.binds.len() != body.result.len() || acc.is_some_and(|a| a.len() != s.binds.len()) {
             return Err(internal(format!(
                 "a `for` binds {} variable(s) but its body returns {}",
                 s.binds.len(),
                 body.result.len()
             )));
         }
+        let summed = |k: usize| acc.is_some_and(|a| a[k]);
         // One typed buffer per result, its rows' shape taken from the binder
-        // (so an empty `for` still gets the right shape).
+        // (so an empty `for` still gets the right shape); an accumulator
+        // starts as zeros of the binder's type.
         let mut rows = Vec::with_capacity(s.binds.len());
         let mut outs = Vec::with_capacity(s.binds.len());
-        for b in &s.binds {
+        for (k, b) in s.binds.iter().enumerate() {
+            if summed(k) {
+                let row = self.dims_of(&b.ty.shape)?;
+                let len = count(&row)?;
+                let zero = data::zero(b.ty.elem).ok_or_else(|| internal("a `for` accumulates booleans"))?;
+                outs.push(data::fill(&zero, len)?.ok_or_else(|| internal("an accumulator of no type"))?);
+                rows.push((row, len));
+                continue;
+            }
             if b.ty.shape.is_empty() {
                 return Err(internal("a `for` binds a scalar"));
             }
             let row = self.dims_of(&b.ty.shape[1..])?;
             let len = count(&row)?;
             let total = count(&[n, len])?;
-            outs.push(ArrayData::with_capacity(b.ty.elem, total.min(1 << 24)));
+            outs.push(data::with_capacity(b.ty.elem, total)?);
             rows.push((row, len));
         }
         for i in 0..n {
+            let why = memory::stop();
+            if why != 0 {
+                return Err(stopped(why));
+            }
             self.set(ivar, Value::I64(i as i64));
-            self.stmts(&body.stmts)?;
-            for (k, r) in body.result.iter().enumerate() {
-                let v = self.atom(r)?;
-                let ok = match &v {
-                    Value::Array(a) => a.shape == rows[k].0 && data::extend(&mut outs[k], &a.data, 0, a.data.len()),
-                    _ => rows[k].0.is_empty() && data::push_scalar(&mut outs[k], &v),
+            self.stmts(body)?;
+            for (k, v) in self.results(body)?.into_iter().enumerate() {
+                let ok = if summed(k) {
+                    let len = rows[k].1 as u64;
+                    self.counts.arith += len;
+                    self.counts.reads += len;
+                    v.shape() == rows[k].0 && data::add_value(&mut outs[k], &v)
+                } else {
+                    match &v {
+                        Value::Array(a) => a.shape == rows[k].0 && data::extend(&mut outs[k], &a.data, 0, a.data.len()),
+                        _ => rows[k].0.is_empty() && data::push_scalar(&mut outs[k], &v),
+                    }
                 };
                 if !ok {
                     return Err(internal(format!(
@@ -593,9 +745,18 @@ impl Interp<'_> {
             }
         }
         let mut res = Vec::with_capacity(outs.len());
-        for ((row, len), d) in rows.into_iter().zip(outs) {
-            self.counts.writes += (n * len) as u64;
-            res.push(Value::array([vec![n], row].concat(), d));
+        for (k, ((row, len), d)) in rows.into_iter().zip(outs).enumerate() {
+            if summed(k) {
+                if row.is_empty() {
+                    res.push(d.get(0));
+                } else {
+                    self.counts.writes += len as u64;
+                    res.push(Value::array(row, d));
+                }
+            } else {
+                self.counts.writes += (n * len) as u64;
+                res.push(Value::array([vec![n], row].concat(), d));
+            }
         }
         Ok(res)
     }
@@ -617,7 +778,7 @@ impl Interp<'_> {
                 let mut res = Vec::with_capacity(arrays.len());
                 for (a, z) in arrays.iter().zip(&nes) {
                     let m = count(&a.shape[1..])?;
-                    let d = data::builtin_fold(op, &a.data, m, z, scan)
+                    let d = data::builtin_fold(op, &a.data, m, z, scan)?
                         .ok_or_else(|| internal(format!("built-in `{what}` {op:?} on {} with {z:?}", a.elem().name())))?;
                     let nm = (n * m) as u64;
                     self.counts.arith += nm;
@@ -650,11 +811,15 @@ impl Interp<'_> {
         let n = arrays[0].shape[0];
         let lens = arrays.iter().map(|a| count(&a.shape[1..])).collect::<R<Vec<_>>>()?;
         let mut outs: Vec<ArrayData> = if scan {
-            arrays.iter().map(|a| ArrayData::with_capacity(a.elem(), a.data.len())).collect()
+            arrays.iter().map(|a| data::with_capacity(a.elem(), a.data.len())).collect::<Result<_, _>>()?
         } else {
             vec![]
         };
         for i in 0..n {
+            let why = memory::stop();
+            if why != 0 {
+                return Err(stopped(why));
+            }
             for (j, v) in acc.drain(..).enumerate() {
                 self.set(l.params[j].var, v);
             }
@@ -663,7 +828,7 @@ impl Interp<'_> {
                 let row = if a.shape.len() == 1 {
                     a.data.get(i)
                 } else {
-                    Value::array(a.shape[1..].to_vec(), data::range(&a.data, i * m, (i + 1) * m))
+                    Value::array(a.shape[1..].to_vec(), data::range(&a.data, i * m, (i + 1) * m)?)
                 };
                 self.counts.reads += m as u64;
                 self.set(l.params[k + j].var, row);
@@ -710,15 +875,19 @@ impl Interp<'_> {
         Ok(Value::I64(i as i64))
     }
 
-    fn loop_(&mut self, params: &[crate::ir::Binder], init: &[Atom], kind: &LoopKind, body: &Block) -> R<Vec<Value>> {
+    fn loop_(&mut self, params: &[crate::ir::Binder], init: &[Atom], kind: &LoopKind, body: &Block, moves: &[VarId]) -> R<Vec<Value>> {
         if params.len() != init.len() || body.result.len() != params.len() {
             return Err(internal("a loop's parameters, initial values and body results differ in number"));
         }
-        let mut vals = init.iter().map(|a| self.atom(a)).collect::<R<Vec<_>>>()?;
+        let mut vals = init.iter().map(|a| self.take_if(a, moves)).collect::<R<Vec<_>>>()?;
         match kind {
             LoopKind::Count { ivar, n, down } => {
                 let n = self.int(n)?.max(0);
                 for k in 0..n {
+                    let why = memory::stop();
+                    if why != 0 {
+                        return Err(stopped(why));
+                    }
                     for (p, v) in params.iter().zip(vals.drain(..)) {
                         self.set(p.var, v);
                     }
@@ -727,6 +896,10 @@ impl Interp<'_> {
                 }
             }
             LoopKind::While { cond } => loop {
+                let why = memory::stop();
+                if why != 0 {
+                    return Err(stopped(why));
+                }
                 for (p, v) in params.iter().zip(vals.drain(..)) {
                     self.set(p.var, v);
                 }
@@ -746,9 +919,11 @@ impl Interp<'_> {
     }
 
     /// Counted as writing the row (and reading it when it is an array): the
-    /// copy of the rest is what an in-place backend does not do.
-    fn update(&mut self, arr: &Atom, idx: &Atom, val: &Atom, loc: &Loc) -> R<Value> {
-        let a = self.array(arr)?;
+    /// copy of the rest is what an in-place backend does not do. In place
+    /// when `arr` is at its last use and uniquely owned (as the residual
+    /// arrays reverse mode threads through a loop are); a copy otherwise.
+    fn update(&mut self, arr: &Atom, idx: &Atom, val: &Atom, loc: &Loc, moves: &[VarId]) -> R<Value> {
+        let mut a = self.take_array(arr, moves)?;
         let i = self.int(idx)?;
         let n = a.shape[0];
         if i < 0 || i as u64 >= n as u64 {
@@ -756,20 +931,31 @@ impl Interp<'_> {
         }
         let m = count(&a.shape[1..])?;
         let v = self.atom(val)?;
-        let off = i as usize * m;
-        let mut out = data::range(&a.data, 0, off);
-        if !data::push_value(&mut out, &v) || out.len() != off + m || !data::extend(&mut out, &a.data, off + m, a.data.len()) {
-            return Err(internal("`update` with a row of the wrong type or shape"));
+        if v.shape() != a.shape[1..] {
+            return Err(internal("`update` with a row of the wrong shape"));
+        }
+        let out = unique(&mut a)?;
+        if !data::write_value(&mut out.data, i as usize * m, &v) {
+            return Err(internal("`update` with a row of the wrong type"));
         }
         self.counts.writes += m as u64;
         if a.shape.len() > 1 {
             self.counts.reads += m as u64;
         }
-        Ok(Value::array(a.shape.clone(), out))
+        Ok(Value::Array(a))
     }
 
-    fn scatter_add(&mut self, dest: &Atom, idxs: &Atom, vals: &Atom, loc: &Loc) -> R<Value> {
-        let (d, is, vs) = (self.array(dest)?, self.array(idxs)?, self.array(vals)?);
+    /// An array operand, moved out of the environment at its last use.
+    fn take_array(&mut self, a: &Atom, moves: &[VarId]) -> R<Rc<Array>> {
+        match self.take_if(a, moves)? {
+            Value::Array(x) if !x.shape.is_empty() => Ok(x),
+            _ => Err(internal(format!("{a:?} is not an array"))),
+        }
+    }
+
+    fn scatter_add(&mut self, dest: &Atom, idxs: &Atom, vals: &Atom, loc: &Loc, moves: &[VarId]) -> R<Value> {
+        let (is, vs) = (self.array(idxs)?, self.array(vals)?);
+        let mut d = self.take_array(dest, moves)?;
         let idx = match &is.data {
             ArrayData::I64(v) if is.shape.len() == 1 => v,
             _ => return Err(internal("the indexes of scatter_add are not a [k]i64 array")),
@@ -784,15 +970,16 @@ impl Interp<'_> {
         }
         let n = d.shape[0];
         let m = count(&d.shape[1..])?;
-        match data::scatter_add(&d.data, idx, &vs.data, m, n) {
-            Ok(Some(out)) => {
+        let out = unique(&mut d)?;
+        match data::scatter_add_into(&mut out.data, idx, &vs.data, m, n) {
+            Ok(true) => {
                 let km = (k * m) as u64;
                 self.counts.reads += k as u64 + 2 * km;
                 self.counts.writes += km;
                 self.counts.arith += km;
-                Ok(Value::array(d.shape.clone(), out))
+                Ok(Value::Array(d))
             }
-            Ok(None) => Err(internal("scatter_add on mismatched or non-numeric element types")),
+            Ok(false) => Err(internal("scatter_add on mismatched or non-numeric element types")),
             Err(i) => fail(format!("scatter_add index {i} out of range for size {n} at {loc}")),
         }
     }
@@ -805,15 +992,16 @@ impl Interp<'_> {
                 let total = count(&[n, a.data.len()])?;
                 self.counts.reads += total as u64;
                 self.counts.writes += total as u64;
+                let name = a.elem().name();
                 (
                     [vec![n], a.shape.clone()].concat(),
-                    map_data!(&a.data, x => x.repeat(n)),
+                    map_data!(&a.data, x => data::repeat(x, n, name)?),
                 )
             }
             x => {
                 count(&[n])?;
                 self.counts.writes += n as u64;
-                (vec![n], data::fill(x, n).ok_or_else(|| internal("replicate of a tuple"))?)
+                (vec![n], data::fill(x, n)?.ok_or_else(|| internal("replicate of a tuple"))?)
             }
         };
         Ok(Value::array(shape, d))
@@ -830,11 +1018,11 @@ impl Interp<'_> {
             if count(&shape)? != 0 {
                 return Err(internal("an empty array literal with a non-empty type"));
             }
-            return Ok(Value::array(shape, ArrayData::with_capacity(b.ty.elem, 0)));
+            return Ok(Value::array(shape, data::with_capacity(b.ty.elem, 0)?));
         };
         let row = first.shape();
         let len = count(&row)?;
-        let mut out = ArrayData::with_capacity(b.ty.elem, len * vals.len());
+        let mut out = data::with_capacity(b.ty.elem, len.saturating_mul(vals.len()))?;
         for v in &vals {
             if v.shape() != row || !data::push_value(&mut out, v) {
                 return Err(internal("the elements of an array literal differ in type or shape"));
@@ -846,5 +1034,24 @@ impl Interp<'_> {
             self.counts.reads += total;
         }
         Ok(Value::array([vec![vals.len()], row].concat(), out))
+    }
+}
+
+/// The array behind `a`, made uniquely owned: a (fallible) copy when it is
+/// shared, the array itself otherwise.
+fn unique(a: &mut Rc<Array>) -> R<&mut Array> {
+    if Rc::get_mut(a).is_none() {
+        let copy = Array { shape: a.shape.clone(), data: data::copy(&a.data)? };
+        *a = Rc::new(copy);
+    }
+    Rc::get_mut(a).ok_or_else(|| internal("a fresh copy is shared"))
+}
+
+/// The elements of `a` for a reshape: its own buffer when it is uniquely
+/// owned, a (fallible) copy otherwise.
+fn reshaped(a: Rc<Array>) -> R<ArrayData> {
+    match Rc::try_unwrap(a) {
+        Ok(x) => Ok(x.data),
+        Err(a) => Ok(data::copy(&a.data)?),
     }
 }

@@ -963,3 +963,45 @@ fn gmm_sized_workload_is_fast_enough() {
     // generous even for debug builds; release takes well under a second
     assert!(el.as_secs() < 60, "took {el:?}");
 }
+
+/// In-place `update` and `scatter_add` never change a value still read
+/// later: the array is written in place only at its last use.
+#[test]
+fn in_place_writes_respect_later_reads() {
+    // a1 = a0 (moved copy); b = update a1[0] = 9 (a1 still read: copies);
+    // c = update b[1] = 8 (b's last use: in place); s = scatter_add c [2] [1] (in place)
+    let mut g = Prog::default();
+    let a0 = g.param("a0", f64v(&[c(3)]), fa(&[1.0, 2.0, 3.0]));
+    let a1 = g.let1("a1", f64v(&[c(3)]), Expr::Atom(v(a0)));
+    let b = g.let1("b", f64v(&[c(3)]), Expr::Update { arr: v(a1), idx: i(0), val: f(9.0), loc: loc() });
+    let cc = g.let1("c", f64v(&[c(3)]), Expr::Update { arr: v(b), idx: i(1), val: f(8.0), loc: loc() });
+    let is = g.let1("is", arr(Scalar::I64, &[c(1)]), Expr::ArrayLit(vec![i(2)]));
+    let vs = g.let1("vs", f64v(&[c(1)]), Expr::ArrayLit(vec![f(1.0)]));
+    let s = g.let1("s", f64v(&[c(3)]), Expr::ScatterAdd { dest: v(cc), idxs: v(is), vals: v(vs), loc: loc() });
+    let out = g.ok(vec![v(a0), v(a1), v(s)]);
+    assert_eq!(out, vec![fa(&[1.0, 2.0, 3.0]), fa(&[1.0, 2.0, 3.0]), fa(&[9.0, 8.0, 4.0])]);
+
+    // a loop threading an array through `update` (reverse mode's residual
+    // saving): the initial array, read after the loop, keeps its value
+    let mut g = Prog::default();
+    let z = g.let1("z", f64v(&[c(4)]), Expr::Replicate { n: i(4), val: f(0.0) });
+    let (acc, k, acc2) = (g.var("acc"), g.var("k"), g.var("acc2"));
+    let kf = g.var("kf");
+    let body = block(
+        vec![
+            let1(kf, Type::scalar(Scalar::F64), Expr::Prim(Prim::Convert(Scalar::F64), vec![v(k)])),
+            let1(acc2, f64v(&[c(4)]), Expr::Update { arr: v(acc), idx: v(k), val: v(kf), loc: loc() }),
+        ],
+        vec![v(acc2)],
+    );
+    let out_v = g.var("out");
+    g.stmts.push(let1(
+        out_v,
+        f64v(&[c(4)]),
+        Expr::Loop { params: vec![bd(acc, f64v(&[c(4)]))], init: vec![v(z)], kind: LoopKind::Count { ivar: k, n: i(4), down: false }, body },
+    ));
+    let (r, counts_) = g.run(vec![v(out_v), v(z)]);
+    assert_eq!(r.unwrap(), vec![fa(&[0.0, 1.0, 2.0, 3.0]), fa(&[0.0; 4])]);
+    // counted as one row written per update, whether copied or in place
+    assert_eq!(counts_.writes, 4 + 4);
+}
