@@ -176,6 +176,7 @@ impl Env {
 
     /// Names in scope (for "did you mean" hints), at most `limit` of them,
     /// in no particular order.
+    #[cfg(test)]
     pub fn names(&self, limit: usize) -> Vec<String> {
         self.names_where(limit, &|_| true)
     }
