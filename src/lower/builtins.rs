@@ -116,7 +116,12 @@ pub(super) fn call(l: &mut Lowerer, name: &str, args: Vec<(Val, Span)>, span: &S
             };
             let Some((sc, x)) = l.scalar_operand(&v, &s, &format!("the conversion `{name}`")) else { return Val::Error };
             if sc == to {
-                // `i64 i` of an `idx n` forgets the range; otherwise a no-op.
+                // `i64 i` of an `idx n` forgets the range; otherwise a no-op,
+                // except that `i64 1` is no longer a literal that could
+                // stand for a float (`x + i64 1` is a type error)
+                if let Atom::Lit(_) = x {
+                    return Val::data(Ty::Scalar(to), l.emit1(IExpr::Atom(x), ir::Type::scalar(to), "conv", None));
+                }
                 return Val::data(Ty::Scalar(to), x);
             }
             Val::data(Ty::Scalar(to), l.prim(Prim::Convert(to), vec![x], to, None))
