@@ -78,16 +78,19 @@ pub fn lower(program: &ast::Program, source: &Source, opts: &LowerOptions) -> Re
     let (prelude, pdiags) = crate::syntax::parse(&prelude_src);
     assert!(pdiags.is_empty(), "the prelude must parse: {pdiags:?}");
 
-    let duplicates = decls::check_duplicates(program);
-    if !duplicates.is_empty() {
-        return Err(duplicates);
-    }
+    let mut diags = decls::check_duplicates(program);
+    // A name defined twice is reported once; the other declarations are
+    // still checked, and calls to that name are not (which one was meant?).
+    let mut seen: FxHashSet<&str> = FxHashSet::default();
+    let twice: FxHashSet<&str> = program.decls.iter().map(|d| d.name.name.as_str()).filter(|n| !seen.insert(n)).collect();
     let (recursion, on_cycle) = decls::check_recursion(program);
+    diags.extend(recursion);
     let mut l = Lowerer::new(program, &prelude, source);
     l.opts = opts.clone();
-    l.diags = recursion;
+    l.diags = diags;
     // Recursive declarations are reported once; calls to them are not checked again.
     l.broken.extend(on_cycle.iter().copied());
+    l.broken.extend(program.decls.iter().enumerate().filter(|(_, d)| twice.contains(d.name.name.as_str())).map(|(i, _)| i));
     let mut module = Module::default();
     // Defs first: one that fails on its own is marked broken, and calls to
     // it are not checked again (one mistake, one message).
