@@ -120,35 +120,6 @@ fn check_program(b: &Block, failures: &mut Vec<String>) -> usize {
     cases.len()
 }
 
-/// Split a command line like a POSIX shell for our simple cases: whitespace
-/// separates words, single quotes group.
-fn shell_words(s: &str) -> Vec<String> {
-    let mut out = vec![];
-    let mut cur = String::new();
-    let (mut in_quote, mut any) = (false, false);
-    for ch in s.chars() {
-        match ch {
-            '\'' => {
-                in_quote = !in_quote;
-                any = true;
-            }
-            c if c.is_whitespace() && !in_quote => {
-                if any {
-                    out.push(std::mem::take(&mut cur));
-                    any = false;
-                }
-            }
-            c => {
-                cur.push(c);
-                any = true;
-            }
-        }
-    }
-    if any {
-        out.push(cur);
-    }
-    out
-}
 
 /// Run the `arden …` lines of one ```sh block.
 fn check_commands(b: &Block, failures: &mut Vec<String>) -> usize {

@@ -1,38 +1,10 @@
 //! The README's promise: every `cargo run --release -- …` command it shows
 //! works, and where a `# → output` line follows, prints exactly that.
 
+mod common;
+use common::shell_words;
 use std::process::Command;
 
-/// Split a command line the way a POSIX shell would for our simple cases:
-/// whitespace separates words, single quotes group.
-fn shell_words(s: &str) -> Vec<String> {
-    let mut out = vec![];
-    let mut cur = String::new();
-    let mut in_quote = false;
-    let mut any = false;
-    for ch in s.chars() {
-        match ch {
-            '\'' => {
-                in_quote = !in_quote;
-                any = true;
-            }
-            c if c.is_whitespace() && !in_quote => {
-                if any {
-                    out.push(std::mem::take(&mut cur));
-                    any = false;
-                }
-            }
-            c => {
-                cur.push(c);
-                any = true;
-            }
-        }
-    }
-    if any {
-        out.push(cur);
-    }
-    out
-}
 
 #[test]
 fn readme_commands_work_as_shown() {

@@ -214,3 +214,33 @@ pub fn scale_of(v: &[Value]) -> f64 {
     xs.iter().fold(1.0f64, |m, x| if x.is_finite() { m.max(x.abs()) } else { m })
 }
 
+/// Split a command line the way a POSIX shell would for our simple cases:
+/// whitespace separates words, single quotes group.
+pub fn shell_words(s: &str) -> Vec<String> {
+    let mut out = vec![];
+    let mut cur = String::new();
+    let mut in_quote = false;
+    let mut any = false;
+    for ch in s.chars() {
+        match ch {
+            '\'' => {
+                in_quote = !in_quote;
+                any = true;
+            }
+            c if c.is_whitespace() && !in_quote => {
+                if any {
+                    out.push(std::mem::take(&mut cur));
+                    any = false;
+                }
+            }
+            c => {
+                cur.push(c);
+                any = true;
+            }
+        }
+    }
+    if any {
+        out.push(cur);
+    }
+    out
+}
