@@ -397,8 +397,11 @@ fn run(a: &RunArgs) -> Outcome {
 fn emit_result(a: &RunArgs, value: &Value) -> Outcome {
     match &a.output {
         None => print_out(&format!("{}\n", value.to_json())),
-        Some(path) if is_json_path(path) => std::fs::write(path, format!("{}\n", value.to_json()))
-            .map_err(|e| Failure::User(format!("cannot write {}: {e}", path.display()))),
+        // Both writers replace the file atomically (temporary file, then rename).
+        Some(path) if is_json_path(path) => {
+            data::write_file_atomic(path, format!("{}\n", value.to_json()).as_bytes())
+                .map_err(Failure::User)
+        }
         Some(path) => data::write_npy(path, value).map_err(Failure::User),
     }
 }

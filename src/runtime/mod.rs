@@ -3,5 +3,6 @@
 
 pub mod value;
 pub mod data;
+pub mod npy;
 
 pub use value::{Array, ArrayData, Value};
