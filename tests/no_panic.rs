@@ -110,3 +110,394 @@ fn random_and_mutated_sources_never_panic() {
         assert!(failures.is_empty(), "{}", failures.join("\n-----\n"));
     });
 }
+
+// ------------------------------------------------------------------------
+// Past the front end: argument binding, the JSON and `.npy` readers, the
+// interpreter and AD at run time, on corpus programs with mutated
+// arguments and files (issue 8). Most cases run in process; a smaller
+// number run the `arden` binary end to end.
+
+use arden::ir::{Scalar, Shape};
+use arden::runtime::data;
+use arden::{Program, Value};
+use serde_json::Value as Json;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// One corpus program with its `-- test:` argument lists.
+struct Target {
+    path: std::path::PathBuf,
+    prog: Program,
+    /// (entry, JSON arguments) of every test line that names an entry.
+    cases: Vec<(String, Vec<Json>)>,
+    /// Programs with `while` loops get no new in-range numbers (only values
+    /// the reader refuses, and structural changes), so a mutated argument
+    /// cannot make a loop spin forever (`collatz (-3)` does).
+    has_while: bool,
+}
+
+fn corpus_targets() -> Vec<Target> {
+    let mut out = vec![];
+    for dir in ["tests/programs", "tests/ad_programs", "examples"] {
+        for path in ard_files(dir) {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let Ok(prog) = Program::from_source(&path.display().to_string(), &text) else { continue };
+            let cases: Vec<(String, Vec<Json>)> = cases(&text)
+                .into_iter()
+                .filter(|c| prog.entry(&c.entry).is_ok())
+                .map(|c| (c.entry, c.args))
+                .collect();
+            if !cases.is_empty() {
+                out.push(Target { path, prog, cases, has_while: text.contains("while") });
+            }
+        }
+    }
+    out
+}
+
+/// The element type of a parameter shape's leaves (the first one for tuples).
+fn leaf_elem(shape: &Shape) -> Option<Scalar> {
+    match shape {
+        Shape::Leaf(t) => Some(t.elem),
+        Shape::Tuple(cs) => cs.iter().find_map(leaf_elem),
+    }
+}
+
+fn num(x: f64) -> Json {
+    serde_json::Number::from_f64(x).map_or(Json::String("NaN".into()), Json::Number)
+}
+
+/// A replacement for one scalar of a parameter of element type `elem`.
+/// Integers stay small or out of range (a loop count of 2^40 would only be
+/// slow, not wrong); floats go anywhere. With `tame` (programs with `while`
+/// loops), only values the reader refuses.
+fn wild_scalar(rng: &mut Rng, elem: Option<Scalar>, tame: bool) -> Json {
+    let k = rng.below(12);
+    match elem {
+        Some(Scalar::I64) | Some(Scalar::I32) => match k {
+            0 => Json::from(u64::MAX),
+            1 => num(1e19),
+            // Just out of range: 2^31 for i32, 2^63 for i64.
+            2 if elem == Some(Scalar::I32) => Json::from(1i64 << 31),
+            2 => Json::from(1u64 << 63),
+            3 => num(2.5),
+            4 => Json::String("NaN".into()),
+            5 => Json::Null,
+            6 => Json::Bool(true),
+            // In `while` programs, only values that are refused.
+            _ if tame => Json::String("7".into()),
+            _ => Json::from(rng.below(14) as i64 - 3),
+        },
+        Some(Scalar::Bool) => match k {
+            0 => Json::from(1),
+            1 => Json::Null,
+            _ => Json::Bool(rng.below(2) == 0),
+        },
+        _ if tame => match k {
+            0 => Json::Null,
+            1 => Json::Bool(true),
+            _ => Json::String("2.5".into()),
+        },
+        _ => match k {
+            0 => Json::String("NaN".into()),
+            1 => Json::String("Infinity".into()),
+            2 => Json::String("-Infinity".into()),
+            3 => num(1e39),
+            4 => num(-1e308),
+            5 => num(5e-324),
+            6 => Json::from(i64::MIN),
+            7 => Json::Bool(false),
+            8 => num(0.0),
+            _ => num(rng.unit() * 10f64.powi(rng.below(7) as i32 - 3)),
+        },
+    }
+}
+
+/// Every node of a JSON tree, as paths of child indices.
+fn node_paths(j: &Json, path: &mut Vec<usize>, out: &mut Vec<Vec<usize>>) {
+    out.push(path.clone());
+    if let Json::Array(xs) = j {
+        for (i, x) in xs.iter().enumerate() {
+            path.push(i);
+            node_paths(x, path, out);
+            path.pop();
+        }
+    }
+}
+
+fn node_at<'a>(j: &'a mut Json, path: &[usize]) -> &'a mut Json {
+    path.iter().fold(j, |cur, &i| &mut cur.as_array_mut().unwrap()[i])
+}
+
+/// Mutate one node of one argument: a new scalar, an element removed or
+/// duplicated (ragged arrays, mismatched sizes), an empty array, an extra
+/// level of nesting, or a level removed.
+fn mutate_json(rng: &mut Rng, arg: &mut Json, elem: Option<Scalar>, tame: bool) {
+    let mut paths = vec![];
+    node_paths(arg, &mut vec![], &mut paths);
+    let path = &paths[rng.below(paths.len())];
+    let node = node_at(arg, path);
+    match (rng.below(8), node) {
+        (0, Json::Array(xs)) if !xs.is_empty() => {
+            let i = rng.below(xs.len());
+            xs.remove(i);
+        }
+        (1, Json::Array(xs)) if !xs.is_empty() && xs.len() < 64 => {
+            let i = rng.below(xs.len());
+            let x = xs[i].clone();
+            xs.insert(i, x);
+        }
+        (2, node) => *node = Json::Array(vec![]),
+        (3, node) => *node = Json::Array(vec![node.clone()]),
+        (4, Json::Array(xs)) if !xs.is_empty() => {
+            let first = xs[0].clone();
+            *node_at(arg, path) = first;
+        }
+        (_, node) => {
+            if node.is_array() && rng.below(2) == 0 {
+                // Descend to a scalar leaf below this node.
+                let mut cur = node;
+                while let Json::Array(xs) = cur {
+                    if xs.is_empty() {
+                        return;
+                    }
+                    let i = rng.below(xs.len());
+                    cur = &mut xs[i];
+                }
+                *cur = wild_scalar(rng, elem, tame);
+            } else {
+                *node = wild_scalar(rng, elem, tame);
+            }
+        }
+    }
+}
+
+/// A character-level change to JSON text.
+fn mutate_text(rng: &mut Rng, text: &str) -> String {
+    const BITS: &[&str] = &["[", "]", ",", "-", "-0", "0", ".", "e", "9", "\"", "NaN", "Infinity", " ", "1e39", "\u{e9}", "\u{feff}", "null", "{}"];
+    let mut chars: Vec<String> = text.chars().map(String::from).collect();
+    for _ in 0..1 + rng.below(3) {
+        let i = rng.below(chars.len() + 1);
+        match rng.below(3) {
+            0 if i < chars.len() => {
+                chars.remove(i);
+            }
+            _ => chars.insert(i, BITS[rng.below(BITS.len())].to_string()),
+        }
+    }
+    chars.concat()
+}
+
+/// A byte-level change to a `.npy` file, aimed at the header about half the time.
+fn mutate_npy(rng: &mut Rng, bytes: &[u8]) -> Vec<u8> {
+    const HEADER_BITS: &[&[u8]] = &[b"[", b"(", b")", b"'", b",", b"1", b"-", b"}", b"{", b"L", b"99999999999", b"'descr': '<i4', ", b"True", b" ", b"\n", b"'shape': (2, 2), "];
+    let mut b = bytes.to_vec();
+    let header_end = b.iter().position(|&c| c == b'\n').map_or(b.len(), |p| p + 1);
+    for _ in 0..1 + rng.below(3) {
+        match rng.below(9) {
+            // A data byte: the file stays valid, a value changes.
+            7 | 8 if b.len() > header_end => {
+                let i = header_end + rng.below(b.len() - header_end);
+                b[i] = rng.below(256) as u8;
+            }
+            0 if !b.is_empty() => {
+                let i = rng.below(b.len());
+                b[i] ^= 1 << rng.below(8);
+            }
+            1 => {
+                let n = rng.below(b.len() + 1);
+                b.truncate(n);
+            }
+            2 => b.extend((0..1 + rng.below(16)).map(|_| rng.below(256) as u8)),
+            3 if b.len() > 9 => {
+                // The header length field.
+                b[8] = rng.below(256) as u8;
+                b[9] = [0u8, 1, 255][rng.below(3)];
+            }
+            _ => {
+                let i = rng.below(header_end.min(b.len()) + 1);
+                let bit = HEADER_BITS[rng.below(HEADER_BITS.len())];
+                b.splice(i..i, bit.iter().copied());
+            }
+        }
+    }
+    b
+}
+
+/// Call an entry in process and, now and then, its forward and reverse
+/// derivatives. Errors are fine; panics are caught by the caller.
+fn exercise(prog: &Program, entry: &str, args: &[Value], rng: &mut Rng) {
+    let Ok(e) = prog.entry(entry) else { return };
+    let Ok(y) = e.call(args) else { return };
+    let _ = y.to_json();
+    if rng.below(4) == 0 {
+        let tangents: Vec<Value> = args.iter().map(|a| direction(a, rng)).collect();
+        let _ = e.jvp(args, &tangents);
+        let _ = e.vjp(args, &direction(&y, rng));
+    }
+}
+
+/// Whether every integer in `v` is small (a mutated loop count stays cheap).
+fn ints_small(v: &Value) -> bool {
+    let small = |x: i64| (-3..=20).contains(&x);
+    match v {
+        Value::I64(x) => small(*x),
+        Value::I32(x) => small(*x as i64),
+        Value::Array(a) => match &a.data {
+            arden::runtime::ArrayData::I64(xs) => xs.iter().all(|&x| small(x)),
+            arden::runtime::ArrayData::I32(xs) => xs.iter().all(|&x| small(x as i64)),
+            _ => true,
+        },
+        Value::Tuple(vs) => vs.iter().all(ints_small),
+        _ => true,
+    }
+}
+
+/// Progress shared with the watchdog: the case number and a description.
+type Progress = Arc<Mutex<(usize, String)>>;
+
+/// Run `work` on a big stack while the calling thread checks that no single
+/// case takes longer than `per_case`.
+fn with_watchdog(per_case: Duration, work: impl FnOnce(Progress) -> Vec<String> + Send + 'static) -> Vec<String> {
+    let progress: Progress = Arc::new(Mutex::new((0, String::new())));
+    let p2 = progress.clone();
+    let handle = std::thread::Builder::new().stack_size(256 << 20).spawn(move || work(p2)).unwrap();
+    let mut last = (usize::MAX, Instant::now());
+    while !handle.is_finished() {
+        std::thread::sleep(Duration::from_millis(50));
+        let (k, desc) = progress.lock().map(|g| g.clone()).unwrap_or_default();
+        if k != last.0 {
+            last = (k, Instant::now());
+        } else if last.1.elapsed() > per_case {
+            panic!("case {k} still running after {per_case:?}:\n{desc}");
+        }
+    }
+    handle.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
+}
+
+fn describe(t: &Target, entry: &str, args: &[String]) -> String {
+    format!("{} --entry {entry} {}", t.path.display(), args.iter().map(|a| format!("--arg '{a}'")).collect::<Vec<_>>().join(" "))
+}
+
+#[test]
+fn mutated_arguments_and_files_never_panic_in_process() {
+    let failures = with_watchdog(Duration::from_secs(20), |progress| {
+        std::panic::set_hook(Box::new(|_| {}));
+        let targets = corpus_targets();
+        assert!(targets.len() >= 40, "only {} corpus programs with tests", targets.len());
+        let mut rng = Rng(0xA5A5_1234_DEAD_BEEF);
+        let mut failures = vec![];
+        let (mut calls, mut bound, mut npy_ok) = (0usize, 0usize, 0usize);
+        let total = 10_200;
+        for k in 0..total {
+            let t = &targets[rng.below(targets.len())];
+            let (entry, json_args) = &t.cases[rng.below(t.cases.len())];
+            let params: Vec<(String, Shape)> = t.prog.entry(entry).unwrap().params().to_vec();
+            if params.is_empty() || params.len() != json_args.len() {
+                continue;
+            }
+            let mut texts: Vec<String> = json_args.iter().map(|j| j.to_string()).collect();
+            let which = rng.below(params.len());
+            let mode = k % 10;
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut args: Vec<Result<Value, String>> = vec![];
+                let mut npy_case = None;
+                if mode < 6 {
+                    // Structural and value mutations of the JSON.
+                    let mut j = json_args.clone();
+                    for _ in 0..1 + rng.below(2) {
+                        let w = rng.below(params.len());
+                        mutate_json(&mut rng, &mut j[w], leaf_elem(&params[w].1), t.has_while);
+                    }
+                    texts = j.iter().map(|j| j.to_string()).collect();
+                } else if mode < 8 {
+                    // Text mutations (skipped for `while` programs: values could go wild).
+                    if !t.has_while {
+                        texts[which] = mutate_text(&mut rng, &texts[which]);
+                    }
+                } else {
+                    // `.npy` bytes of a correct argument, mutated.
+                    if let Shape::Leaf(_) = params[which].1
+                        && let Ok(v) = data::value_from_json(&json_args[which], &params[which].1)
+                        && let Ok(bytes) = data::npy_bytes(&v)
+                    {
+                        npy_case = Some(mutate_npy(&mut rng, &bytes));
+                    }
+                }
+                let mut desc = describe(t, entry, &texts);
+                if npy_case.is_some() {
+                    desc.push_str(&format!(" (argument {} from mutated .npy bytes)", which + 1));
+                }
+                *progress.lock().unwrap() = (k, desc);
+                for (i, ((_, shape), text)) in params.iter().zip(&texts).enumerate() {
+                    if i == which && let Some(bytes) = &npy_case {
+                        let v = data::npy_from_bytes("mutated.npy", bytes);
+                        if v.is_ok() {
+                            npy_ok += 1;
+                        }
+                        // Values read from .npy go through the same check as files.
+                        args.push(v.and_then(|v| {
+                            let expect = data::value_from_json(&json_args[i], shape)?;
+                            if v.elem() != expect.elem() || v.shape().len() != expect.shape().len() || (t.has_while && v.shape() != expect.shape()) {
+                                return Err("type".into());
+                            }
+                            if (t.has_while || !ints_small(&v)) && v.to_json() != expect.to_json() {
+                                return Err("values changed in a while program".into());
+                            }
+                            Ok(v)
+                        }));
+                    } else {
+                        args.push(data::parse_arg(text, shape));
+                    }
+                }
+                if let Ok(args) = args.into_iter().collect::<Result<Vec<_>, _>>() {
+                    bound += 1;
+                    calls += 1;
+                    exercise(&t.prog, entry, &args, &mut rng);
+                }
+            }));
+            if result.is_err() {
+                failures.push(format!("PANIC on case {k}: {}", describe(t, entry, &texts)));
+                if failures.len() > 5 {
+                    break;
+                }
+            }
+        }
+        let _ = std::panic::take_hook();
+        eprintln!("{total} cases: {bound} bound all arguments, {calls} calls, {npy_ok} mutated .npy files decoded");
+        assert!(bound > 2_000 && npy_ok > 100, "too few cases reach the interpreter: {bound} bound, {npy_ok} .npy decoded");
+        failures
+    });
+    assert!(failures.is_empty(), "{}", failures.join("\n-----\n"));
+}
+
+/// Reader-only cases: the `.npy` decoder on mutated example data files and
+/// the JSON reader on mutated text, for every parameter shape in the corpus.
+#[test]
+fn mutated_data_files_never_panic_the_readers() {
+    let failures = with_watchdog(Duration::from_secs(10), |progress| {
+        std::panic::set_hook(Box::new(|_| {}));
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/data/gmm_d10_k25_n1000");
+        let seeds: Vec<Vec<u8>> = ["alpha", "mu", "q", "l"].iter().map(|f| std::fs::read(dir.join(format!("{f}.npy"))).unwrap()).collect();
+        let mut rng = Rng(0x0123_4567_89AB_CDEF);
+        let mut failures = vec![];
+        for k in 0..4_000 {
+            let seed = rng.below(seeds.len());
+            let bytes = mutate_npy(&mut rng, &seeds[seed]);
+            *progress.lock().unwrap() = (k, format!("{bytes:?}"));
+            let r = std::panic::catch_unwind(|| {
+                if let Ok(v) = data::npy_from_bytes("m.npy", &bytes) {
+                    // What decodes encodes and decodes back the same.
+                    let again = data::npy_from_bytes("again.npy", &data::npy_bytes(&v).unwrap()).unwrap();
+                    assert_eq!(again.to_json(), v.to_json());
+                }
+            });
+            if r.is_err() {
+                failures.push(format!("PANIC decoding {bytes:?}"));
+            }
+        }
+        let _ = std::panic::take_hook();
+        failures
+    });
+    assert!(failures.is_empty(), "{}", failures.join("\n-----\n"));
+}
