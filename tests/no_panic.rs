@@ -501,3 +501,115 @@ fn mutated_data_files_never_panic_the_readers() {
     });
     assert!(failures.is_empty(), "{}", failures.join("\n-----\n"));
 }
+
+/// The binary end to end: corpus programs run with mutated `--arg` values,
+/// given inline, as `@file.json` or as `@file.npy`, some with `--output`.
+/// Every run must end (within the watchdog's limit) with exit code 0 or 1,
+/// an `error:` message on failure, no panic, and a readable output file on
+/// success.
+#[test]
+fn mutated_command_lines_end_cleanly() {
+    let exe = env!("CARGO_BIN_EXE_arden");
+    let targets = corpus_targets();
+    let dir = std::env::temp_dir().join(format!("arden-cli-fuzz-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut rng = Rng(0xC0FF_EE00_1234_5678);
+    let mut failures = vec![];
+    let runs = 300;
+    let mut exits = [0usize; 2];
+    for k in 0..runs {
+        let t = &targets[rng.below(targets.len())];
+        let (entry, json_args) = &t.cases[rng.below(t.cases.len())];
+        let params: Vec<(String, Shape)> = t.prog.entry(entry).unwrap().params().to_vec();
+        if params.len() != json_args.len() {
+            continue;
+        }
+        let mut j = json_args.clone();
+        if !params.is_empty() && rng.below(4) != 0 {
+            let w = rng.below(params.len());
+            mutate_json(&mut rng, &mut j[w], leaf_elem(&params[w].1), t.has_while);
+        }
+        let mut cmd_args: Vec<String> = vec!["run".into(), t.path.display().to_string(), "--entry".into(), entry.clone()];
+        for (i, (a, (_, shape))) in j.iter().zip(&params).enumerate() {
+            let text = a.to_string();
+            let spec = match rng.below(4) {
+                0 => {
+                    let f = dir.join(format!("a{k}_{i}.json"));
+                    std::fs::write(&f, &text).unwrap();
+                    format!("@{}", f.display())
+                }
+                1 if matches!(shape, Shape::Leaf(_)) => {
+                    // The .npy of the (unmutated) argument, maybe damaged.
+                    let Ok(v) = data::value_from_json(&json_args[i], shape) else { continue };
+                    let mut bytes = data::npy_bytes(&v).unwrap();
+                    if rng.below(2) == 0 {
+                        let m = mutate_npy(&mut rng, &bytes);
+                        let ok = data::npy_from_bytes("m", &m).is_ok_and(|w| (!t.has_while && ints_small(&w)) || w.to_json() == v.to_json());
+                        if ok || data::npy_from_bytes("m", &m).is_err() {
+                            bytes = m;
+                        }
+                    }
+                    let f = dir.join(format!("a{k}_{i}.npy"));
+                    std::fs::write(&f, &bytes).unwrap();
+                    format!("@{}", f.display())
+                }
+                _ => text,
+            };
+            cmd_args.push("--arg".into());
+            cmd_args.push(spec);
+        }
+        let out_file = match rng.below(4) {
+            0 => Some(dir.join(format!("out{k}.npy"))),
+            1 => Some(dir.join(format!("out{k}.json"))),
+            _ => None,
+        };
+        if let Some(o) = &out_file {
+            cmd_args.push("--output".into());
+            cmd_args.push(o.display().to_string());
+        }
+        let shown = cmd_args.iter().map(|a| format!("'{a}'")).collect::<Vec<_>>().join(" ");
+        let mut child = std::process::Command::new(exe)
+            .args(&cmd_args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if start.elapsed() > Duration::from_secs(20) {
+                let _ = child.kill();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let o = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        let problem = match o.status.code() {
+            None => Some("killed (signal or time limit)".to_string()),
+            Some(c @ (0 | 1)) if !stderr.contains("panicked") && !stderr.contains("internal compiler error") => {
+                exits[c as usize] += 1;
+                if c == 1 && !stderr.starts_with("error") {
+                    Some("exit 1 without an `error` message".to_string())
+                } else if c == 0 && let Some(f) = &out_file {
+                    let bytes = std::fs::read(f).unwrap_or_default();
+                    let readable = if f.extension().is_some_and(|e| e == "npy") {
+                        data::npy_from_bytes("out", &bytes).is_ok()
+                    } else {
+                        data::parse_json_text(&String::from_utf8_lossy(&bytes)).is_ok()
+                    };
+                    (!readable).then(|| "unreadable --output file".to_string())
+                } else {
+                    None
+                }
+            }
+            Some(c) => Some(format!("exit code {c}")),
+        };
+        if let Some(p) = problem {
+            failures.push(format!("{p}: arden {shown}\n{stderr}"));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!("{runs} command lines: {} succeeded, {} refused with exit 1", exits[0], exits[1]);
+    assert!(failures.is_empty(), "{}", failures.join("\n-----\n"));
+    assert!(exits[0] > runs / 10 && exits[1] > runs / 10, "{exits:?}");
+}
