@@ -101,6 +101,9 @@ struct RunArgs {
     /// -Infinity are accepted for floats), a JSON array of the components for
     /// a tuple parameter, or `@path.json` / `@path.npy` to read the value
     /// from a file (`.npy`: float64, float32, int64, int32 or bool, C order).
+    /// Files must be regular files (not devices or pipes) of at most 1 GiB;
+    /// the environment variable ARDEN_MAX_INPUT_BYTES changes the limit.
+    /// Integers must fit their type and f32 values must not overflow.
     /// Example: `--arg '[1, 2, 3]' --arg @b.npy`.
     #[arg(
         long = "arg",
@@ -114,6 +117,8 @@ struct RunArgs {
     ///
     /// A path ending in `.json` gets the JSON text; any other path gets NumPy
     /// `.npy` format, which needs a single scalar or array result (not a tuple).
+    /// The file is replaced atomically (written to a temporary file in the
+    /// same directory, then renamed): a failed write leaves an old file intact.
     #[arg(long, short = 'o', value_name = "PATH")]
     output: Option<PathBuf>,
 
