@@ -283,6 +283,7 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 }
 
 fn check(a: &CheckArgs) -> Outcome {
+    check_program_file(&a.file)?;
     let prog = Program::from_file(&a.file)?;
     if a.strict_bounds {
         let checks = prog.unproven_checks();
@@ -372,7 +373,22 @@ fn is_json_path(p: &Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("json"))
 }
 
+/// Refuse a program FILE that is not a regular file (`/dev/zero`, a FIFO, a
+/// directory) before reading it: reading one may never end.
+fn check_program_file(file: &Path) -> Outcome {
+    match std::fs::metadata(file) {
+        Ok(m) if m.is_dir() => Err(Failure::User(format!("cannot read {}: it is a directory", file.display()))),
+        Ok(m) if !m.is_file() => Err(Failure::User(format!(
+            "cannot read {}: it is not a regular file (a device, pipe or socket); pass a regular file",
+            file.display()
+        ))),
+        // Missing files and the like are reported by the reader.
+        _ => Ok(()),
+    }
+}
+
 fn run(a: &RunArgs) -> Outcome {
+    check_program_file(&a.file)?;
     let prog = Program::from_file(&a.file)?;
     let name = choose_entry(&a.file, &prog.entry_names(), a.entry.as_deref(), "run")?;
     let entry = prog.entry(&name)?;
@@ -412,6 +428,7 @@ fn emit_result(a: &RunArgs, value: &Value) -> Outcome {
 }
 
 fn ir_cmd(a: &IrArgs) -> Outcome {
+    check_program_file(&a.file)?;
     let prog = Program::from_file(&a.file)?;
     let stage = match a.stage {
         Stage::Lower => arden::Stage::Lower,

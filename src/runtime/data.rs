@@ -496,12 +496,30 @@ pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
     use std::io::Write;
     let name = path.display();
     let fail = |e: &dyn std::fmt::Display| format!("cannot write {name}: {e}");
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => return Err(fail(&"it is a directory")),
+        // A device or pipe (`/dev/stdout`, `/dev/null`, a FIFO) is written
+        // as a stream: renaming over it would replace the device itself.
+        Ok(m) if !m.is_file() => {
+            return std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .and_then(|mut f| f.write_all(bytes).and_then(|_| f.flush()))
+                .map_err(|e| fail(&e));
+        }
+        _ => {}
+    }
+    // Through a symbolic link, replace the file it points to, not the link.
+    let resolved;
+    let path = if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        resolved = std::fs::canonicalize(path).map_err(|e| fail(&e))?;
+        resolved.as_path()
+    } else {
+        path
+    };
     let file_name = path
         .file_name()
         .ok_or_else(|| fail(&"the path does not name a file"))?;
-    if path.is_dir() {
-        return Err(fail(&"it is a directory"));
-    }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => std::path::PathBuf::from("."),
@@ -1298,5 +1316,14 @@ mod tests {
         assert_eq!(std::fs::read(&f).unwrap(), b"new");
         let names: Vec<_> = std::fs::read_dir(&dir.0).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names.len(), 2, "{names:?}");
+        // Devices are written as streams, never replaced.
+        write_file_atomic(Path::new("/dev/null"), b"x").unwrap();
+        assert!(!std::fs::metadata("/dev/null").unwrap().is_file());
+        // A symbolic link keeps pointing at the (new) file.
+        let link = dir.file("link.json");
+        std::os::unix::fs::symlink(&f, &link).unwrap();
+        write_file_atomic(&link, b"via link").unwrap();
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read(&f).unwrap(), b"via link");
     }
 }

@@ -247,3 +247,38 @@ fn argument_conversions_are_checked() {
     let o = run_limited(&["run", &p, "--arg", "4294967296"], b"", QUICK);
     assert_user_error(&o, "does not fit in i32", false);
 }
+
+/// Item 12 for the program itself: `arden run /dev/zero` read forever.
+#[test]
+fn program_file_must_be_a_regular_file() {
+    let small = Limits { memory_mb: 512, seconds: 10 };
+    for cmd in ["run", "check", "ir"] {
+        let o = run_limited(&[cmd, "/dev/zero"], b"", small);
+        assert_user_error(&o, "cannot read /dev/zero: it is not a regular file", false);
+    }
+    let o = run_limited(&["check", "/tmp"], b"", small);
+    assert_user_error(&o, "cannot read /tmp: it is a directory", false);
+}
+
+/// Atomic replacement must not rename over a device or a symbolic link.
+#[test]
+fn output_to_devices_and_links() {
+    let p = prog("rt_three.ard", "entry three : f64 = 3.0\n");
+    let o = run_limited(&["run", &p, "--output", "/dev/null"], b"", QUICK);
+    assert_ok(&o);
+    assert!(!std::fs::metadata("/dev/null").unwrap().is_file(), "/dev/null was replaced");
+    let o = run_limited(&["run", &p, "--output", "/dev/stdout"], b"", QUICK);
+    assert_ok(&o);
+    assert!(o.stdout.starts_with("\u{93}NUMPY") || o.stdout.contains("NUMPY"), "{:?}", o.stdout);
+    let dir = scratch("rt_dummy", b"").with_file_name("rt_link_out");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let real = dir.join("real.json");
+    std::fs::write(&real, "old").unwrap();
+    let link = dir.join("link.json");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let o = run_limited(&["run", &p, "--output", &link.display().to_string()], b"", QUICK);
+    assert_ok(&o);
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert_eq!(std::fs::read_to_string(&real).unwrap(), "3.0\n");
+}
