@@ -87,15 +87,20 @@ pub fn parse_arg(spec: &str, shape: &Shape) -> Result<Value, String> {
                 let at = e.utf8_error().valid_up_to();
                 format!("cannot parse {path} as JSON: invalid UTF-8 at byte {at}")
             })?;
-            let json =
-                parse_json_text(&text).map_err(|e| format!("cannot parse {path} as JSON: {e}"))?;
-            value_from_json(&json, shape)
+            json_text_value(&text, shape, &format!("{path} as JSON"))
         }
     } else {
-        let json =
-            parse_json_text(spec).map_err(|e| format!("cannot parse argument as JSON: {e}"))?;
-        value_from_json(&json, shape)
+        json_text_value(spec, shape, "argument as JSON")
     }
+}
+
+/// JSON text to a value, streamed (no JSON tree in memory).
+fn json_text_value(text: &str, shape: &Shape, what: &str) -> Result<Value, String> {
+    use crate::runtime::json_stream::{TextError, value_from_json_text};
+    value_from_json_text(text, shape).map_err(|e| match e {
+        TextError::Syntax(e) => format!("cannot parse {what}: {e}"),
+        TextError::Value(m) => m,
+    })
 }
 
 /// Parse JSON text, also accepting the bare tokens `NaN`, `Infinity` and
@@ -105,7 +110,7 @@ pub fn parse_json_text(text: &str) -> Result<Json, String> {
     serde_json::from_str(&quote_non_finite(text)).map_err(|e| e.to_string())
 }
 
-fn quote_non_finite(text: &str) -> String {
+pub(crate) fn quote_non_finite(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let mut in_string = false;
@@ -175,12 +180,12 @@ fn is_npy(p: &Path) -> bool {
     p.extension().is_some_and(|e| e.eq_ignore_ascii_case("npy"))
 }
 
-fn plural(n: usize) -> &'static str {
+pub(crate) fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
 /// "a 2-d array of f64", "an f64 number", "a bool (true or false)".
-fn type_desc(ty: &Type) -> String {
+pub(crate) fn type_desc(ty: &Type) -> String {
     if ty.rank() == 0 {
         scalar_desc(ty.elem).to_string()
     } else {
@@ -198,7 +203,7 @@ fn scalar_desc(s: Scalar) -> &'static str {
     }
 }
 
-fn shape_desc(shape: &Shape) -> String {
+pub(crate) fn shape_desc(shape: &Shape) -> String {
     match shape {
         Shape::Leaf(ty) => {
             let dims: String = (0..ty.rank()).map(|_| "[]").collect();
@@ -212,7 +217,7 @@ fn shape_desc(shape: &Shape) -> String {
 }
 
 /// What a JSON value is, for messages: "a number", "a 2-d array", ...
-fn describe_json(j: &Json) -> String {
+pub(crate) fn describe_json(j: &Json) -> String {
     match j {
         Json::Null => "null".to_string(),
         Json::Bool(b) => format!("`{b}`"),
@@ -238,7 +243,7 @@ fn describe_json(j: &Json) -> String {
 }
 
 /// Nesting depth of arrays, following first elements.
-fn json_depth(j: &Json) -> usize {
+pub(crate) fn json_depth(j: &Json) -> usize {
     let mut depth = 0;
     let mut cur = j;
     while let Json::Array(xs) = cur {
@@ -305,12 +310,12 @@ fn leaf_from_json(json: &Json, ty: &Type) -> Result<Value, String> {
     Ok(Value::array(dims, data))
 }
 
-fn path_str(path: &[usize]) -> String {
+pub(crate) fn path_str(path: &[usize]) -> String {
     path.iter().map(|i| format!("[{i}]")).collect()
 }
 
 /// "row 2" at the top level, "row [1][2]" deeper.
-fn row_name(path: &[usize]) -> String {
+pub(crate) fn row_name(path: &[usize]) -> String {
     match path {
         [i] => format!("row {i}"),
         _ => format!("row {}", path_str(path)),
@@ -366,7 +371,7 @@ fn json_float(j: &Json) -> Option<f64> {
     }
 }
 
-fn push_scalar(j: &Json, elem: Scalar, data: &mut ArrayData) -> Result<(), String> {
+pub(crate) fn push_scalar(j: &Json, elem: Scalar, data: &mut ArrayData) -> Result<(), String> {
     let bad = || format!("expected {}, got {}", scalar_desc(elem), describe_json(j));
     match (elem, data) {
         (Scalar::F64, ArrayData::F64(v)) => v.push(json_float(j).ok_or_else(bad)?),
@@ -628,8 +633,19 @@ mod tests {
     fn j(text: &str) -> Json {
         parse_json_text(text).unwrap()
     }
+    /// Convert through the JSON tree, and check the streaming reader of
+    /// `parse_arg` gives the same value or the same message.
     fn conv(text: &str, shape: &Shape) -> Result<Value, String> {
-        value_from_json(&j(text), shape)
+        let tree = value_from_json(&j(text), shape);
+        let streamed = parse_arg(text, shape);
+        match (&tree, &streamed) {
+            (Ok(a), Ok(b)) => {
+                assert_eq!(a.to_json(), b.to_json(), "{text}");
+                assert_eq!((a.shape(), a.elem()), (b.shape(), b.elem()), "{text}");
+            }
+            _ => assert_eq!(tree, streamed, "{text}"),
+        }
+        tree
     }
     fn arr(dims: Vec<usize>, data: ArrayData) -> Value {
         Value::array(dims, data)
