@@ -87,7 +87,9 @@ pub fn parse_arg(spec: &str, shape: &Shape) -> Result<Value, String> {
                 let at = e.utf8_error().valid_up_to();
                 format!("cannot parse {path} as JSON: invalid UTF-8 at byte {at}")
             })?;
-            json_text_value(&text, shape, &format!("{path} as JSON"))
+            // A byte-order mark (as some Windows editors write) is skipped.
+            let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+            json_text_value(text, shape, &format!("{path} as JSON"))
         }
     } else {
         json_text_value(spec, shape, "argument as JSON")
@@ -916,6 +918,12 @@ mod tests {
         std::fs::write(&f, "[[1, NaN]]\n").unwrap();
         let v = parse_arg(&format!("@{}", f.display()), &leaf(Scalar::F64, 2)).unwrap();
         assert_eq!(v.shape(), vec![1, 2]);
+        std::fs::write(&f, "\u{feff}[[1, 2]]").unwrap();
+        let v = parse_arg(&format!("@{}", f.display()), &leaf(Scalar::F64, 2)).unwrap();
+        assert_eq!(v.shape(), vec![1, 2]);
+        std::fs::write(&f, b"[1, \xff]").unwrap();
+        let e = parse_arg(&format!("@{}", f.display()), &s).unwrap_err();
+        assert!(e.ends_with("as JSON: invalid UTF-8 at byte 4"), "{e}");
         std::fs::write(&f, "[1,").unwrap();
         assert!(
             parse_arg(&format!("@{}", f.display()), &s)
@@ -1341,5 +1349,29 @@ mod tests {
         write_file_atomic(&link, b"via link").unwrap();
         assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
         assert_eq!(std::fs::read(&f).unwrap(), b"via link");
+    }
+
+    /// serde_json's default float parser can be off by one unit in the last
+    /// place (`5e39` read as 4.9999999999999995e39, found by cargo-fuzz);
+    /// the `float_roundtrip` feature makes it exact.
+    #[test]
+    fn floats_are_read_exactly() {
+        for text in [
+            "5e39",
+            "0.1",
+            "2.2250738585072014e-308",
+            "1.7976931348623157e308",
+            "5e-324",
+            "9007199254740993",
+            "4.9999999999999995e39",
+            "123456789.12345679",
+        ] {
+            let want: f64 = text.parse().unwrap();
+            assert_eq!(conv(text, &leaf(Scalar::F64, 0)), Ok(Value::F64(want)), "{text}");
+            let Value::Array(a) = conv(&format!("[{text}]"), &leaf(Scalar::F64, 1)).unwrap() else {
+                panic!()
+            };
+            assert_eq!(a.data, ArrayData::F64(vec![want]), "{text}");
+        }
     }
 }
