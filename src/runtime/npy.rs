@@ -147,8 +147,7 @@ fn convert<T>(
 ) -> Result<Vec<T>, String> {
     let mut v = Vec::new();
     v.try_reserve_exact(count).map_err(oom)?;
-    if count > 0 {
-        let size = data.len() / count;
+    if let Some(size) = data.len().checked_div(count) {
         v.extend(data.chunks_exact(size).map(f));
     }
     Ok(v)
