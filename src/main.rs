@@ -100,7 +100,7 @@ struct RunArgs {
     /// JSON text (`3`, `2.5`, `true`, `[[1, 2], [3, 4]]`; NaN, Infinity and
     /// -Infinity are accepted for floats), a JSON array of the components for
     /// a tuple parameter, or `@path.json` / `@path.npy` to read the value
-    /// from a file (`.npy`: float64, float32, int64, int32 or bool, C order).
+    /// from a file (`.npy`: float64, float32, int64, int32 or bool, C or Fortran order).
     /// Files must be regular files (not devices or pipes) of at most 1 GiB;
     /// the environment variable ARDEN_MAX_INPUT_BYTES changes the limit.
     /// Integers must fit their type and f32 values must not overflow.

@@ -45,11 +45,6 @@ pub struct Header {
 /// messages. A 0-d array gives a scalar.
 pub fn decode(name: &str, bytes: &[u8]) -> Result<Value, String> {
     let h = parse_header(bytes).map_err(|e| format!("{name}: not a valid .npy file: {e}"))?;
-    if h.fortran_order && h.shape.iter().filter(|&&d| d != 1).count() > 1 {
-        return Err(format!(
-            "{name}: Fortran-order .npy files are not supported; save a C-order array (numpy.ascontiguousarray)"
-        ));
-    }
     let count = h
         .shape
         .iter()
@@ -118,7 +113,52 @@ pub fn decode(name: &str, bytes: &[u8]) -> Result<Value, String> {
     if h.shape.is_empty() {
         return Ok(out.get(0));
     }
+    // Fortran order (column-major) matters only with two or more axes longer than 1.
+    let out = if h.fortran_order && h.shape.iter().filter(|&&d| d > 1).count() > 1 {
+        let t = |e| format!("{name}: not enough memory to reorder {count} elements: {e}");
+        match &out {
+            ArrayData::F64(v) => ArrayData::F64(fortran_to_c(v, &h.shape).map_err(t)?),
+            ArrayData::F32(v) => ArrayData::F32(fortran_to_c(v, &h.shape).map_err(t)?),
+            ArrayData::I64(v) => ArrayData::I64(fortran_to_c(v, &h.shape).map_err(t)?),
+            ArrayData::I32(v) => ArrayData::I32(fortran_to_c(v, &h.shape).map_err(t)?),
+            ArrayData::Bool(v) => ArrayData::Bool(fortran_to_c(v, &h.shape).map_err(t)?),
+        }
+    } else {
+        out
+    };
     Ok(Value::array(h.shape, out))
+}
+
+/// Reorder column-major (Fortran) data of `shape` into row-major order.
+fn fortran_to_c<T: Copy>(
+    src: &[T],
+    shape: &[usize],
+) -> Result<Vec<T>, std::collections::TryReserveError> {
+    let r = shape.len();
+    // Strides of the Fortran layout: the first axis varies fastest. None
+    // overflows: each is at most the element count, checked by the caller.
+    let mut stride = vec![1usize; r];
+    for k in 1..r {
+        stride[k] = stride[k - 1] * shape[k - 1];
+    }
+    let mut out = Vec::new();
+    out.try_reserve_exact(src.len())?;
+    let mut idx = vec![0usize; r];
+    let mut off = 0usize;
+    for _ in 0..src.len() {
+        out.push(src[off]);
+        // Advance the row-major multi-index, last axis fastest.
+        for k in (0..r).rev() {
+            idx[k] += 1;
+            off += stride[k];
+            if idx[k] < shape[k] {
+                break;
+            }
+            off -= stride[k] * shape[k];
+            idx[k] = 0;
+        }
+    }
+    Ok(out)
 }
 
 fn word8(b: &[u8], big: bool) -> u64 {
