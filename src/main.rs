@@ -109,7 +109,10 @@ struct RunArgs {
     /// JSON text (`3`, `2.5`, `true`, `[[1, 2], [3, 4]]`; NaN, Infinity and
     /// -Infinity are accepted for floats), a JSON array of the components for
     /// a tuple parameter, or `@path.json` / `@path.npy` to read the value
-    /// from a file (`.npy`: float64, float32, int64, int32 or bool, C order).
+    /// from a file (`.npy`: float64, float32, int64, int32 or bool, C or Fortran order).
+    /// Files must be regular files (not devices or pipes) of at most 1 GiB;
+    /// the environment variable ARDEN_MAX_INPUT_BYTES changes the limit.
+    /// Integers must fit their type and f32 values must not overflow.
     /// Example: `--arg '[1, 2, 3]' --arg @b.npy`.
     #[arg(
         long = "arg",
@@ -123,6 +126,8 @@ struct RunArgs {
     ///
     /// A path ending in `.json` gets the JSON text; any other path gets NumPy
     /// `.npy` format, which needs a single scalar or array result (not a tuple).
+    /// The file is replaced atomically (written to a temporary file in the
+    /// same directory, then renamed): a failed write leaves an old file intact.
     #[arg(long, short = 'o', value_name = "PATH")]
     output: Option<PathBuf>,
 
@@ -319,6 +324,7 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 }
 
 fn check(a: &CheckArgs) -> Outcome {
+    check_program_file(&a.file)?;
     let prog = Program::from_file(&a.file)?;
     if a.strict_bounds {
         let checks = prog.unproven_checks();
@@ -408,7 +414,22 @@ fn is_json_path(p: &Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("json"))
 }
 
+/// Refuse a program FILE that is not a regular file (`/dev/zero`, a FIFO, a
+/// directory) before reading it: reading one may never end.
+fn check_program_file(file: &Path) -> Outcome {
+    match std::fs::metadata(file) {
+        Ok(m) if m.is_dir() => Err(Failure::User(format!("cannot read {}: it is a directory", file.display()))),
+        Ok(m) if !m.is_file() => Err(Failure::User(format!(
+            "cannot read {}: it is not a regular file (a device, pipe or socket); pass a regular file",
+            file.display()
+        ))),
+        // Missing files and the like are reported by the reader.
+        _ => Ok(()),
+    }
+}
+
 fn run(a: &RunArgs) -> Outcome {
+    check_program_file(&a.file)?;
     let prog = Program::from_file(&a.file)?;
     let name = choose_entry(&a.file, &prog.entry_names(), a.entry.as_deref(), "run")?;
     let entry = prog.entry(&name)?;
@@ -459,13 +480,17 @@ fn start_limits(a: &RunArgs) {
 fn emit_result(a: &RunArgs, value: &Value) -> Outcome {
     match &a.output {
         None => print_out(&format!("{}\n", value.to_json())),
-        Some(path) if is_json_path(path) => std::fs::write(path, format!("{}\n", value.to_json()))
-            .map_err(|e| Failure::User(format!("cannot write {}: {e}", path.display()))),
+        // Both writers replace the file atomically (temporary file, then rename).
+        Some(path) if is_json_path(path) => {
+            data::write_file_atomic(path, format!("{}\n", value.to_json()).as_bytes())
+                .map_err(Failure::User)
+        }
         Some(path) => data::write_npy(path, value).map_err(Failure::User),
     }
 }
 
 fn ir_cmd(a: &IrArgs) -> Outcome {
+    check_program_file(&a.file)?;
     let prog = Program::from_file(&a.file)?;
     let stage = match a.stage {
         Stage::Lower => arden::Stage::Lower,

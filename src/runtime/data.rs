@@ -7,7 +7,8 @@
 //! - [`parse_arg`] reads one command-line argument: JSON text, `@file.json`
 //!   or `@file.npy`.
 //! - [`read_npy`] / [`write_npy`] read and write `.npy` files (dtypes
-//!   float64, float32, int64, int32 and bool; C order; 0-d files are scalars).
+//!   float64, float32, int64, int32 and bool; C or Fortran order; 0-d files
+//!   are scalars).
 //!
 //! Non-finite floats: JSON has no NaN or infinities. Wherever a float is
 //! expected, the JSON strings `"NaN"`, `"Infinity"` and `"-Infinity"` are
@@ -82,17 +83,27 @@ pub fn parse_arg(spec: &str, shape: &Shape) -> Result<Value, String> {
             check_npy_value(path, &v, ty)?;
             Ok(v)
         } else {
-            let text =
-                std::fs::read_to_string(p).map_err(|e| format!("cannot read {path}: {e}"))?;
-            let json =
-                parse_json_text(&text).map_err(|e| format!("cannot parse {path} as JSON: {e}"))?;
-            value_from_json(&json, shape)
+            let bytes = read_input_file(p)?;
+            let text = String::from_utf8(bytes).map_err(|e| {
+                let at = e.utf8_error().valid_up_to();
+                format!("cannot parse {path} as JSON: invalid UTF-8 at byte {at}")
+            })?;
+            // A byte-order mark (as some Windows editors write) is skipped.
+            let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+            json_text_value(text, shape, &format!("{path} as JSON"))
         }
     } else {
-        let json =
-            parse_json_text(spec).map_err(|e| format!("cannot parse argument as JSON: {e}"))?;
-        value_from_json(&json, shape)
+        json_text_value(spec, shape, "argument as JSON")
     }
+}
+
+/// JSON text to a value, streamed (no JSON tree in memory).
+fn json_text_value(text: &str, shape: &Shape, what: &str) -> Result<Value, String> {
+    use crate::runtime::json_stream::{TextError, value_from_json_text};
+    value_from_json_text(text, shape).map_err(|e| match e {
+        TextError::Syntax(e) => format!("cannot parse {what}: {e}"),
+        TextError::Value(m) => m,
+    })
 }
 
 /// Parse JSON text, also accepting the bare tokens `NaN`, `Infinity` and
@@ -102,7 +113,7 @@ pub fn parse_json_text(text: &str) -> Result<Json, String> {
     serde_json::from_str(&quote_non_finite(text)).map_err(|e| e.to_string())
 }
 
-fn quote_non_finite(text: &str) -> String {
+pub(crate) fn quote_non_finite(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let mut in_string = false;
@@ -123,6 +134,18 @@ fn quote_non_finite(text: &str) -> String {
             in_string = true;
         } else if i == 0 || !word_char(bytes[i - 1]) {
             let mut matched = None;
+            // `-0` is a valid JSON number, but serde_json reads it as the
+            // float -0.0, which would refuse it for integer parameters: it
+            // goes through as the string "-0", read as 0 or -0.0.
+            if text[i..].starts_with("-0")
+                && bytes
+                    .get(i + 2)
+                    .is_none_or(|&c| !(c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E')))
+            {
+                out.push_str("\"-0\"");
+                i += 2;
+                continue;
+            }
             for tok in ["-Infinity", "Infinity", "NaN"] {
                 if text[i..].starts_with(tok)
                     && bytes.get(i + tok.len()).is_none_or(|&c| !word_char(c))
@@ -160,12 +183,12 @@ fn is_npy(p: &Path) -> bool {
     p.extension().is_some_and(|e| e.eq_ignore_ascii_case("npy"))
 }
 
-fn plural(n: usize) -> &'static str {
+pub(crate) fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
 /// "a 2-d array of f64", "an f64 number", "a bool (true or false)".
-fn type_desc(ty: &Type) -> String {
+pub(crate) fn type_desc(ty: &Type) -> String {
     if ty.rank() == 0 {
         scalar_desc(ty.elem).to_string()
     } else {
@@ -183,7 +206,7 @@ fn scalar_desc(s: Scalar) -> &'static str {
     }
 }
 
-fn shape_desc(shape: &Shape) -> String {
+pub(crate) fn shape_desc(shape: &Shape) -> String {
     match shape {
         Shape::Leaf(ty) => {
             let dims: String = (0..ty.rank()).map(|_| "[]").collect();
@@ -197,12 +220,14 @@ fn shape_desc(shape: &Shape) -> String {
 }
 
 /// What a JSON value is, for messages: "a number", "a 2-d array", ...
-fn describe_json(j: &Json) -> String {
+pub(crate) fn describe_json(j: &Json) -> String {
     match j {
         Json::Null => "null".to_string(),
         Json::Bool(b) => format!("`{b}`"),
         Json::Number(n) => format!("the number {n}"),
-        Json::String(s) if matches!(s.as_str(), "NaN" | "Infinity" | "-Infinity") => s.clone(),
+        Json::String(s) if matches!(s.as_str(), "NaN" | "Infinity" | "-Infinity" | "-0") => {
+            s.clone()
+        }
         Json::String(s) => {
             let short: String = s.chars().take(40).collect();
             format!(
@@ -221,7 +246,7 @@ fn describe_json(j: &Json) -> String {
 }
 
 /// Nesting depth of arrays, following first elements.
-fn json_depth(j: &Json) -> usize {
+pub(crate) fn json_depth(j: &Json) -> usize {
     let mut depth = 0;
     let mut cur = j;
     while let Json::Array(xs) = cur {
@@ -288,12 +313,12 @@ fn leaf_from_json(json: &Json, ty: &Type) -> Result<Value, String> {
     Ok(Value::array(dims, data))
 }
 
-fn path_str(path: &[usize]) -> String {
+pub(crate) fn path_str(path: &[usize]) -> String {
     path.iter().map(|i| format!("[{i}]")).collect()
 }
 
 /// "row 2" at the top level, "row [1][2]" deeper.
-fn row_name(path: &[usize]) -> String {
+pub(crate) fn row_name(path: &[usize]) -> String {
     match path {
         [i] => format!("row {i}"),
         _ => format!("row {}", path_str(path)),
@@ -342,17 +367,28 @@ fn json_float(j: &Json) -> Option<f64> {
             "NaN" | "nan" => Some(f64::NAN),
             "Infinity" | "inf" | "+Infinity" => Some(f64::INFINITY),
             "-Infinity" | "-inf" => Some(f64::NEG_INFINITY),
+            "-0" => Some(-0.0),
             _ => None,
         },
         _ => None,
     }
 }
 
-fn push_scalar(j: &Json, elem: Scalar, data: &mut ArrayData) -> Result<(), String> {
+pub(crate) fn push_scalar(j: &Json, elem: Scalar, data: &mut ArrayData) -> Result<(), String> {
     let bad = || format!("expected {}, got {}", scalar_desc(elem), describe_json(j));
     match (elem, data) {
         (Scalar::F64, ArrayData::F64(v)) => v.push(json_float(j).ok_or_else(bad)?),
-        (Scalar::F32, ArrayData::F32(v)) => v.push(json_float(j).ok_or_else(bad)? as f32),
+        (Scalar::F32, ArrayData::F32(v)) => {
+            let x = json_float(j).ok_or_else(bad)?;
+            let y = x as f32;
+            if x.is_finite() && !y.is_finite() {
+                return Err(format!(
+                    "the number {x:e} is out of range for f32 (the largest finite f32 is {:e})",
+                    f32::MAX
+                ));
+            }
+            v.push(y)
+        }
         (Scalar::I64, ArrayData::I64(v)) => v.push(json_int(j, elem)?),
         (Scalar::I32, ArrayData::I32(v)) => {
             let x = json_int(j, elem)?;
@@ -374,10 +410,14 @@ fn json_int(j: &Json, elem: Scalar) -> Result<i64, String> {
                 Ok(x)
             } else if n.is_u64() {
                 Err(format!("the integer {n} does not fit in {}", elem.name()))
+            } else if n.as_f64().is_some_and(|x| x.fract() == 0.0 && x.abs() >= 9_223_372_036_854_775_808.0) {
+                // An integer beyond i64, which serde_json read as a float.
+                Err(format!("the number {n} does not fit in {}", elem.name()))
             } else {
                 Err(format!("expected an integer, got {n}"))
             }
         }
+        Json::String(s) if s == "-0" => Ok(0),
         _ => Err(format!(
             "expected {}, got {}",
             scalar_desc(elem),
@@ -386,86 +426,146 @@ fn json_int(j: &Json, elem: Scalar) -> Result<i64, String> {
     }
 }
 
+// ---------------------------------------------------------------- files
+
+/// Largest input file (`--arg @file.json`, `--arg @file.npy`) read by
+/// default: 1 GiB. The environment variable named by [`MAX_INPUT_ENV`]
+/// changes it (a number of bytes, e.g. `ARDEN_MAX_INPUT_BYTES=4294967296`).
+pub const DEFAULT_MAX_INPUT_BYTES: u64 = 1 << 30;
+
+/// The environment variable that overrides [`DEFAULT_MAX_INPUT_BYTES`].
+pub const MAX_INPUT_ENV: &str = "ARDEN_MAX_INPUT_BYTES";
+
+/// The input size limit in force: [`MAX_INPUT_ENV`] if set (a byte count),
+/// else [`DEFAULT_MAX_INPUT_BYTES`].
+pub fn max_input_bytes() -> Result<u64, String> {
+    match std::env::var(MAX_INPUT_ENV) {
+        Err(std::env::VarError::NotPresent) => Ok(DEFAULT_MAX_INPUT_BYTES),
+        Ok(v) => v.trim().parse::<u64>().map_err(|_| {
+            format!("{MAX_INPUT_ENV} must be a number of bytes, e.g. {MAX_INPUT_ENV}=4294967296; it is `{v}`")
+        }),
+        Err(e) => Err(format!("{MAX_INPUT_ENV}: {e}")),
+    }
+}
+
+/// Read a whole input file, refusing anything that is not a regular file
+/// (`/dev/zero`, a FIFO, a directory) and files over [`max_input_bytes`],
+/// with a message naming the file. The buffer is reserved fallibly, so
+/// lack of memory is an error too.
+pub fn read_input_file(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let name = path.display();
+    let limit = max_input_bytes()?;
+    // Check before opening: opening a FIFO blocks until a writer appears.
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read {name}: {e}"))?;
+    let not_regular = |m: &std::fs::Metadata| {
+        let kind = if m.is_dir() { "a directory" } else { "not a regular file (a device, pipe or socket)" };
+        format!("cannot read {name}: it is {kind}; pass a regular file")
+    };
+    if !meta.is_file() {
+        return Err(not_regular(&meta));
+    }
+    let too_big = |size: u64| {
+        format!(
+            "cannot read {name}: it is {size} bytes, over the input limit of {limit} bytes (set {MAX_INPUT_ENV} to raise it)"
+        )
+    };
+    if meta.len() > limit {
+        return Err(too_big(meta.len()));
+    }
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {name}: {e}"))?;
+    // The file may have been replaced between the two looks.
+    let meta = file.metadata().map_err(|e| format!("cannot read {name}: {e}"))?;
+    if !meta.is_file() {
+        return Err(not_regular(&meta));
+    }
+    if meta.len() > limit {
+        return Err(too_big(meta.len()));
+    }
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(meta.len() as usize).map_err(|e| {
+        format!("cannot read {name}: not enough memory for {} bytes: {e}", meta.len())
+    })?;
+    // The file may also grow while it is read: never read past the limit.
+    file.take(limit + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("cannot read {name}: {e}"))?;
+    if buf.len() as u64 > limit {
+        return Err(too_big(buf.len() as u64));
+    }
+    Ok(buf)
+}
+
+/// Write `bytes` to `path` atomically: into a temporary file in the same
+/// directory, flushed to disk, then renamed over `path`. If anything fails
+/// the temporary file is removed and an existing file at `path` is left as
+/// it was.
+pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    use std::io::Write;
+    let name = path.display();
+    let fail = |e: &dyn std::fmt::Display| format!("cannot write {name}: {e}");
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => return Err(fail(&"it is a directory")),
+        // A device or pipe (`/dev/stdout`, `/dev/null`, a FIFO) is written
+        // as a stream: renaming over it would replace the device itself.
+        Ok(m) if !m.is_file() => {
+            return std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .and_then(|mut f| f.write_all(bytes).and_then(|_| f.flush()))
+                .map_err(|e| fail(&e));
+        }
+        _ => {}
+    }
+    // Through a symbolic link, replace the file it points to, not the link.
+    let resolved;
+    let path = if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        resolved = std::fs::canonicalize(path).map_err(|e| fail(&e))?;
+        resolved.as_path()
+    } else {
+        path
+    };
+    let file_name = path
+        .file_name()
+        .ok_or_else(|| fail(&"the path does not name a file"))?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(file_name);
+    tmp_name.push(format!(".arden-tmp-{}", std::process::id()));
+    let tmp = dir.join(tmp_name);
+    let result = (|| -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)
+    })();
+    result.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        fail(&e)
+    })
+}
+
 // ---------------------------------------------------------------- .npy
 
-fn npy_name(s: Scalar) -> &'static str {
-    match s {
-        Scalar::F64 => "float64",
-        Scalar::F32 => "float32",
-        Scalar::I64 => "int64",
-        Scalar::I32 => "int32",
-        Scalar::Bool => "bool",
-    }
-}
-
-fn shape_tuple(dims: &[usize]) -> String {
-    match dims {
-        [d] => format!("({d},)"),
-        _ => format!(
-            "({})",
-            dims.iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
-}
+use crate::runtime::npy::{npy_name, shape_tuple};
 
 /// Read a `.npy` file as it is (no expected type). A 0-d array gives a scalar.
 pub fn read_npy(path: &Path) -> Result<Value, String> {
-    let name = path.display();
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {name}: {e}"))?;
-    let npy = npyz::NpyFile::new(&bytes[..])
-        .map_err(|e| format!("{name}: not a valid .npy file: {e}"))?;
-    if npy.order() == npyz::Order::Fortran && npy.shape().len() > 1 {
-        return Err(format!(
-            "{name}: Fortran-order .npy files are not supported; save a C-order array (numpy.ascontiguousarray)"
-        ));
-    }
-    let dtype = npy.dtype();
-    let elem = match &dtype {
-        npyz::DType::Plain(ts) => match (ts.type_char(), ts.size_field()) {
-            (npyz::TypeChar::Float, 8) => Some(Scalar::F64),
-            (npyz::TypeChar::Float, 4) => Some(Scalar::F32),
-            (npyz::TypeChar::Int, 8) => Some(Scalar::I64),
-            (npyz::TypeChar::Int, 4) => Some(Scalar::I32),
-            (npyz::TypeChar::Bool, 1) => Some(Scalar::Bool),
-            _ => None,
-        },
-        _ => None,
-    };
-    let Some(elem) = elem else {
-        return Err(format!(
-            "{name}: unsupported dtype {} (supported: float64, float32, int64, int32, bool)",
-            dtype.descr()
-        ));
-    };
-    let dims: Vec<usize> = npy
-        .shape()
-        .iter()
-        .map(|&d| usize::try_from(d).map_err(|_| format!("{name}: array too large")))
-        .collect::<Result<_, _>>()?;
-    let read_err = |e: std::io::Error| format!("{name}: cannot read the data: {e}");
-    let data = match elem {
-        Scalar::F64 => ArrayData::F64(npy.into_vec::<f64>().map_err(read_err)?),
-        Scalar::F32 => ArrayData::F32(npy.into_vec::<f32>().map_err(read_err)?),
-        Scalar::I64 => ArrayData::I64(npy.into_vec::<i64>().map_err(read_err)?),
-        Scalar::I32 => ArrayData::I32(npy.into_vec::<i32>().map_err(read_err)?),
-        Scalar::Bool => ArrayData::Bool(npy.into_vec::<bool>().map_err(read_err)?),
-    };
-    let want: Option<usize> = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-    if want != Some(data.len()) {
-        return Err(format!(
-            "{name}: the file holds {} elements, but its shape {} needs {}",
-            data.len(),
-            shape_tuple(&dims),
-            want.map_or("more".to_string(), |w| w.to_string())
-        ));
-    }
-    if dims.is_empty() {
-        return Ok(data.get(0));
-    }
-    Ok(Value::array(dims, data))
+    let bytes = read_input_file(path)?;
+    npy_from_bytes(&path.display().to_string(), &bytes)
+}
+
+/// Decode the bytes of a `.npy` file; `name` names it in messages. See
+/// [`crate::runtime::npy`] for what is accepted.
+pub fn npy_from_bytes(name: &str, bytes: &[u8]) -> Result<Value, String> {
+    crate::runtime::npy::decode(name, bytes)
 }
 
 /// Check a value read from `.npy` against the expected leaf type.
@@ -494,14 +594,18 @@ fn check_npy_value(path: &str, v: &Value, ty: &Type) -> Result<(), String> {
 
 /// Write a scalar (as a 0-d array) or an array to a `.npy` file.
 pub fn write_npy(path: &Path, v: &Value) -> Result<(), String> {
-    use npyz::WriterBuilder;
-    let (dims, data): (Vec<u64>, ArrayData) = match v {
+    write_file_atomic(path, &npy_bytes(v)?)
+}
+
+/// The `.npy` encoding of a scalar (as a 0-d array) or an array.
+pub fn npy_bytes(v: &Value) -> Result<Vec<u8>, String> {
+    let bytes = match v {
         Value::Tuple(_) => {
             return Err(
                 "--output .npy needs a single array result; this entry returns a tuple".to_string(),
             );
         }
-        Value::Array(a) => (a.shape.iter().map(|&d| d as u64).collect(), a.data.clone()),
+        Value::Array(a) => crate::runtime::npy::encode(&a.shape, &a.data),
         scalar => {
             let mut d = ArrayData::with_capacity(scalar.elem().expect("a scalar"), 1);
             match (scalar, &mut d) {
@@ -512,29 +616,10 @@ pub fn write_npy(path: &Path, v: &Value) -> Result<(), String> {
                 (Value::Bool(x), ArrayData::Bool(b)) => b.push(*x),
                 _ => unreachable!("scalar and buffer of one type"),
             }
-            (vec![], d)
+            crate::runtime::npy::encode(&[], &d)
         }
     };
-    fn encode<T: npyz::AutoSerialize + Copy>(dims: &[u64], xs: &[T]) -> std::io::Result<Vec<u8>> {
-        let mut buf = vec![];
-        let mut w = npyz::WriteOptions::new()
-            .default_dtype()
-            .shape(dims)
-            .writer(&mut buf)
-            .begin_nd()?;
-        w.extend(xs.iter().copied())?;
-        w.finish()?;
-        Ok(buf)
-    }
-    let bytes = match &data {
-        ArrayData::F64(xs) => encode(&dims, xs),
-        ArrayData::F32(xs) => encode(&dims, xs),
-        ArrayData::I64(xs) => encode(&dims, xs),
-        ArrayData::I32(xs) => encode(&dims, xs),
-        ArrayData::Bool(xs) => encode(&dims, xs),
-    }
-    .map_err(|e| format!("cannot encode .npy data: {e}"))?;
-    std::fs::write(path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    Ok(bytes)
 }
 
 #[cfg(test)]
@@ -551,8 +636,19 @@ mod tests {
     fn j(text: &str) -> Json {
         parse_json_text(text).unwrap()
     }
+    /// Convert through the JSON tree, and check the streaming reader of
+    /// `parse_arg` gives the same value or the same message.
     fn conv(text: &str, shape: &Shape) -> Result<Value, String> {
-        value_from_json(&j(text), shape)
+        let tree = value_from_json(&j(text), shape);
+        let streamed = parse_arg(text, shape);
+        match (&tree, &streamed) {
+            (Ok(a), Ok(b)) => {
+                assert_eq!(a.to_json(), b.to_json(), "{text}");
+                assert_eq!((a.shape(), a.elem()), (b.shape(), b.elem()), "{text}");
+            }
+            _ => assert_eq!(tree, streamed, "{text}"),
+        }
+        tree
     }
     fn arr(dims: Vec<usize>, data: ArrayData) -> Value {
         Value::array(dims, data)
@@ -823,6 +919,12 @@ mod tests {
         std::fs::write(&f, "[[1, NaN]]\n").unwrap();
         let v = parse_arg(&format!("@{}", f.display()), &leaf(Scalar::F64, 2)).unwrap();
         assert_eq!(v.shape(), vec![1, 2]);
+        std::fs::write(&f, "\u{feff}[[1, 2]]").unwrap();
+        let v = parse_arg(&format!("@{}", f.display()), &leaf(Scalar::F64, 2)).unwrap();
+        assert_eq!(v.shape(), vec![1, 2]);
+        std::fs::write(&f, b"[1, \xff]").unwrap();
+        let e = parse_arg(&format!("@{}", f.display()), &s).unwrap_err();
+        assert!(e.ends_with("as JSON: invalid UTF-8 at byte 4"), "{e}");
         std::fs::write(&f, "[1,").unwrap();
         assert!(
             parse_arg(&format!("@{}", f.display()), &s)
@@ -919,18 +1021,11 @@ mod tests {
         assert!(e.contains("tuple"), "{e}");
         // Unsupported dtype: a hand-written uint8 file.
         let u8file = dir.file("u8.npy");
-        let mut buf = vec![];
-        {
-            use npyz::WriterBuilder;
-            let mut w = npyz::WriteOptions::new()
-                .default_dtype()
-                .shape(&[2])
-                .writer(&mut buf)
-                .begin_nd()
-                .unwrap();
-            w.extend([1u8, 2u8]).unwrap();
-            w.finish().unwrap();
-        }
+        let mut buf = b"\x93NUMPY\x01\x00".to_vec();
+        let hdr = "{'descr': '|u1', 'fortran_order': False, 'shape': (2,), }\n";
+        buf.extend_from_slice(&(hdr.len() as u16).to_le_bytes());
+        buf.extend_from_slice(hdr.as_bytes());
+        buf.extend_from_slice(&[1, 2]);
         std::fs::write(&u8file, buf).unwrap();
         let e = parse_arg(&format!("@{}", u8file.display()), &leaf(Scalar::I64, 1)).unwrap_err();
         assert!(e.contains("unsupported dtype"), "{e}");
@@ -951,5 +1046,358 @@ mod tests {
         // Unwritable path.
         let e = write_npy(&dir.file("no/such/dir/x.npy"), &Value::F64(1.0)).unwrap_err();
         assert!(e.starts_with("cannot write "), "{e}");
+    }
+
+    #[test]
+    fn f32_overflow_is_an_error() {
+        let e = conv("1e39", &leaf(Scalar::F32, 0)).unwrap_err();
+        assert!(e.contains("out of range for f32"), "{e}");
+        let e = conv("[1, -1e39]", &leaf(Scalar::F32, 1)).unwrap_err();
+        assert!(e.contains("out of range for f32") && e.contains("(at [1])"), "{e}");
+        // The largest finite f32 and the explicit non-finite tokens are fine.
+        assert_eq!(
+            conv("3.4028235e38", &leaf(Scalar::F32, 0)),
+            Ok(Value::F32(f32::MAX))
+        );
+        assert_eq!(
+            conv("-Infinity", &leaf(Scalar::F32, 0)),
+            Ok(Value::F32(f32::NEG_INFINITY))
+        );
+        // 1e39 is an ordinary f64.
+        assert_eq!(conv("1e39", &leaf(Scalar::F64, 0)), Ok(Value::F64(1e39)));
+    }
+
+    #[test]
+    fn minus_zero() {
+        assert_eq!(conv("-0", &leaf(Scalar::I64, 0)), Ok(Value::I64(0)));
+        assert_eq!(conv("-0", &leaf(Scalar::I32, 0)), Ok(Value::I32(0)));
+        assert_eq!(
+            conv("[1, -0, -0]", &leaf(Scalar::I64, 1)),
+            Ok(arr(vec![3], ArrayData::I64(vec![1, 0, 0])))
+        );
+        // For floats it stays negative zero.
+        let Value::F64(x) = conv("-0", &leaf(Scalar::F64, 0)).unwrap() else {
+            panic!()
+        };
+        assert!(x == 0.0 && x.is_sign_negative());
+        // Not rewritten inside strings or longer numbers.
+        assert_eq!(quote_non_finite("[-0.5, -0e1, 1e-0, \"-0\"]"), "[-0.5, -0e1, 1e-0, \"-0\"]");
+        assert_eq!(
+            conv("-0.0", &leaf(Scalar::I64, 0)),
+            Err("expected an integer, got -0.0".into())
+        );
+        assert!(
+            conv("-0", &leaf(Scalar::Bool, 0))
+                .unwrap_err()
+                .contains("got -0")
+        );
+    }
+
+    #[test]
+    fn integers_out_of_range() {
+        for text in ["-9223372036854775809", "1e19", "-1e30"] {
+            let e = conv(text, &leaf(Scalar::I64, 0)).unwrap_err();
+            assert!(e.contains("does not fit in i64"), "{text}: {e}");
+        }
+        assert_eq!(
+            conv("-9223372036854775808", &leaf(Scalar::I64, 0)),
+            Ok(Value::I64(i64::MIN))
+        );
+        assert!(
+            conv("[2147483648]", &leaf(Scalar::I32, 1))
+                .unwrap_err()
+                .contains("does not fit in i32")
+        );
+        assert_eq!(
+            conv("-2147483648", &leaf(Scalar::I32, 0)),
+            Ok(Value::I32(i32::MIN))
+        );
+        assert!(
+            conv("1.5e3", &leaf(Scalar::I32, 0))
+                .unwrap_err()
+                .contains("expected an integer")
+        );
+        assert!(
+            conv("Infinity", &leaf(Scalar::I32, 0))
+                .unwrap_err()
+                .contains("expected an integer (i32)")
+        );
+    }
+
+    fn npy_file(header: &str, data: &[u8]) -> Vec<u8> {
+        let mut buf = b"\x93NUMPY\x01\x00".to_vec();
+        buf.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        buf.extend_from_slice(header.as_bytes());
+        buf.extend_from_slice(data);
+        buf
+    }
+
+    #[test]
+    fn npy_headers_as_numpy_writes_them() {
+        let data: Vec<u8> = [1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        let want = arr(
+            vec![2, 3],
+            ArrayData::F64(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+        );
+        for hdr in [
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }            \n",
+            "{\"shape\": (2L, 3L), \"descr\": \"<f8\", \"fortran_order\": False}\n",
+            "{'fortran_order':False,'shape':(2,3,),'descr':'<f8'}",
+        ] {
+            assert_eq!(npy_from_bytes("t.npy", &npy_file(hdr, &data)), Ok(want.clone()), "{hdr}");
+        }
+        // Big-endian data.
+        let be: Vec<u8> = [1i32, -2].iter().flat_map(|x| x.to_be_bytes()).collect();
+        assert_eq!(
+            npy_from_bytes(
+                "t.npy",
+                &npy_file("{'descr': '>i4', 'fortran_order': False, 'shape': (2,), }\n", &be)
+            ),
+            Ok(arr(vec![2], ArrayData::I32(vec![1, -2])))
+        );
+        // Fortran order is harmless for 1-d arrays and scalars.
+        assert_eq!(
+            npy_from_bytes(
+                "t.npy",
+                &npy_file("{'descr': '|b1', 'fortran_order': True, 'shape': (), }\n", &[1])
+            ),
+            Ok(Value::Bool(true))
+        );
+        // Fortran order: column-major data, reordered.
+        let col: Vec<u8> = [1i64, 4, 2, 5, 3, 6].iter().flat_map(|x| x.to_le_bytes()).collect();
+        assert_eq!(
+            npy_from_bytes(
+                "t.npy",
+                &npy_file("{'descr': '<i8', 'fortran_order': True, 'shape': (2, 3), }\n", &col)
+            ),
+            Ok(arr(vec![2, 3], ArrayData::I64(vec![1, 2, 3, 4, 5, 6])))
+        );
+        // 2x1x3 and 2x3x2: element [i][j][k] at i + 2j + 2*dj*k in the file.
+        for (d1, d2) in [(1usize, 3usize), (3, 2)] {
+            let n = 2 * d1 * d2;
+            let mut file = vec![0i32; n];
+            let mut want = vec![];
+            for i in 0..2 {
+                for j in 0..d1 {
+                    for k in 0..d2 {
+                        let v = (100 * i + 10 * j + k) as i32;
+                        file[i + 2 * j + 2 * d1 * k] = v;
+                        want.push(v);
+                    }
+                }
+            }
+            let bytes: Vec<u8> = file.iter().flat_map(|x| x.to_le_bytes()).collect();
+            let hdr = format!("{{'descr': '<i4', 'fortran_order': True, 'shape': (2, {d1}, {d2}), }}\n");
+            assert_eq!(
+                npy_from_bytes("t.npy", &npy_file(&hdr, &bytes)),
+                Ok(arr(vec![2, d1, d2], ArrayData::I32(want)))
+            );
+        }
+        // Version 2.0: a 4-byte header length.
+        let hdr = "{'descr': '<i8', 'fortran_order': False, 'shape': (1,), }\n";
+        let mut v2 = b"\x93NUMPY\x02\x00".to_vec();
+        v2.extend_from_slice(&(hdr.len() as u32).to_le_bytes());
+        v2.extend_from_slice(hdr.as_bytes());
+        v2.extend_from_slice(&7i64.to_le_bytes());
+        assert_eq!(
+            npy_from_bytes("t.npy", &v2),
+            Ok(arr(vec![1], ArrayData::I64(vec![7])))
+        );
+        // What we write numpy can read: the data is 64-byte aligned.
+        let bytes = npy_bytes(&want).unwrap();
+        let hlen = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+        assert_eq!((10 + hlen) % 64, 0);
+        assert!(bytes[..10 + hlen].ends_with(b"\n"));
+    }
+
+    #[test]
+    fn npy_hostile_headers() {
+        let err = |hdr: &str, data: &[u8]| npy_from_bytes("h.npy", &npy_file(hdr, data)).unwrap_err();
+        let cases: Vec<(String, &[u8], &str)> = vec![
+            // Deeply nested brackets: refused at the first `[`, in linear time.
+            (
+                format!("{{'descr': {}", "[".repeat(60_000)),
+                &[],
+                "structured dtypes",
+            ),
+            (
+                format!("{{'descr': '<f8', 'fortran_order': False, 'shape': ({}", "(".repeat(1000)),
+                &[],
+                "non-negative integers",
+            ),
+            (
+                "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), 'extra': 1}".into(),
+                &[0; 16],
+                "unexpected key 'extra'",
+            ),
+            (
+                "{'descr': '<f8', 'descr': '<f8', 'fortran_order': False, 'shape': (2,)}".into(),
+                &[0; 16],
+                "appears twice",
+            ),
+            (
+                "{'descr': '<f8', 'fortran_order': False}".into(),
+                &[],
+                "no 'shape' key",
+            ),
+            (
+                "{'descr': '<f8', 'fortran_order': False, 'shape': (-1,)}".into(),
+                &[],
+                "non-negative integers, found `-`",
+            ),
+            (
+                "{'descr': '<f8', 'fortran_order': False, 'shape': (3)}".into(),
+                &[0; 24],
+                "(n,)",
+            ),
+            (
+                "{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999999999999,)}".into(),
+                &[],
+                "too large",
+            ),
+            (
+                "{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4294967296)}".into(),
+                &[],
+                "too many elements",
+            ),
+            (
+                "{'descr': '<f8', 'fortran_order': False, 'shape': (1000000000000000000,)}".into(),
+                &[],
+                "needs 8000000000000000000 bytes, the file holds 0",
+            ),
+            (
+                "{'descr': '<f8', 'fortran_order': False, 'shape': (3000000000000000000,)}".into(),
+                &[],
+                "of float64 is too large",
+            ),
+            (
+                "{'descr': '<f8', 'fortran_order': False, 'shape': (3,)}".into(),
+                &[0; 23],
+                "data section is too short",
+            ),
+            (
+                "{'descr': '<f8', 'fortran_order': False, 'shape': (3,)}".into(),
+                &[0; 25],
+                "1 bytes of trailing data",
+            ),
+            (
+                "{'descr': '|b1', 'fortran_order': False, 'shape': (2,)}".into(),
+                &[1, 7],
+                "not 0 or 1",
+            ),
+            (
+                "{'descr': '<f8', 'fortran_order': Maybe, 'shape': (2,)}".into(),
+                &[0; 16],
+                "True or False",
+            ),
+            (
+                "{'descr': '<f8', 'fortran_order': False, 'shape': (1,)} x".into(),
+                &[0; 8],
+                "after the dict",
+            ),
+            (
+                "{'descr': '<f8\\', 'fortran_order': False, 'shape': (1,)}".into(),
+                &[0; 8],
+                "escapes",
+            ),
+            (
+                format!("{{'descr': '<f8', 'fortran_order': False, 'shape': ({})}}", "1, ".repeat(65)),
+                &[0; 8],
+                "more than 64 axes",
+            ),
+        ];
+        for (hdr, data, needle) in cases {
+            let start = std::time::Instant::now();
+            let e = err(&hdr, data);
+            assert!(start.elapsed().as_secs() < 1, "slow on {hdr:.60}");
+            assert!(e.contains(needle) && e.starts_with("h.npy: "), "{hdr:.80}: {e}");
+        }
+        // Preamble errors.
+        let pre = |b: &[u8]| npy_from_bytes("h.npy", b).unwrap_err();
+        assert!(pre(b"").contains("magic"));
+        assert!(pre(b"\x93NUMPY").contains("version"));
+        assert!(pre(b"\x93NUMPY\x04\x00").contains("unsupported format version 4.0"));
+        assert!(pre(b"\x93NUMPY\x01\x00\x10").contains("header length"));
+        assert!(pre(b"\x93NUMPY\x01\x00\x10\x00{").contains("file ends after 1"));
+        assert!(pre(b"\x93NUMPY\x02\x00\xff\xff\xff\x7f").contains("at most 65536"));
+        assert!(pre(b"\x93NUMPY\x01\x00\x02\x00\xff\xfe").contains("not ASCII"));
+    }
+
+    #[test]
+    fn input_files_must_be_regular_and_bounded() {
+        let s = leaf(Scalar::F64, 1);
+        for dev in ["/dev/zero", "/dev/null"] {
+            for ext in ["", ".npy"] {
+                // The extension decides the reader; a symlink keeps it.
+                let dir = TmpDir::new(&format!("dev{ext}{}", dev.len()));
+                let link = dir.file(&format!("link{ext}"));
+                std::os::unix::fs::symlink(dev, &link).unwrap();
+                let e = parse_arg(&format!("@{}", link.display()), &s).unwrap_err();
+                assert!(e.contains("not a regular file") && e.contains("link"), "{e}");
+            }
+        }
+        let e = parse_arg("@/dev/zero", &s).unwrap_err();
+        assert_eq!(
+            e,
+            "cannot read /dev/zero: it is not a regular file (a device, pipe or socket); pass a regular file"
+        );
+        let e = parse_arg(&format!("@{}", std::env::temp_dir().display()), &s).unwrap_err();
+        assert!(e.contains("it is a directory"), "{e}");
+    }
+
+    #[test]
+    fn atomic_write_keeps_the_old_file_on_failure() {
+        let dir = TmpDir::new("atomic");
+        let f = dir.file("out.json");
+        write_file_atomic(&f, b"old").unwrap();
+        write_file_atomic(&f, b"new").unwrap();
+        assert_eq!(std::fs::read(&f).unwrap(), b"new");
+        // A directory in the way: error naming the path, nothing left behind.
+        let d = dir.file("sub");
+        std::fs::create_dir(&d).unwrap();
+        let e = write_file_atomic(&d, b"x").unwrap_err();
+        assert!(e.contains("sub") && e.contains("directory"), "{e}");
+        // A parent that is a file.
+        let e = write_file_atomic(&f.join("x.npy"), b"x").unwrap_err();
+        assert!(e.starts_with("cannot write ") && e.contains("out.json"), "{e}");
+        assert_eq!(std::fs::read(&f).unwrap(), b"new");
+        let names: Vec<_> = std::fs::read_dir(&dir.0).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        // Devices are written as streams, never replaced.
+        write_file_atomic(Path::new("/dev/null"), b"x").unwrap();
+        assert!(!std::fs::metadata("/dev/null").unwrap().is_file());
+        // A symbolic link keeps pointing at the (new) file.
+        let link = dir.file("link.json");
+        std::os::unix::fs::symlink(&f, &link).unwrap();
+        write_file_atomic(&link, b"via link").unwrap();
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read(&f).unwrap(), b"via link");
+    }
+
+    /// serde_json's default float parser can be off by one unit in the last
+    /// place (`5e39` read as 4.9999999999999995e39, found by cargo-fuzz);
+    /// the `float_roundtrip` feature makes it exact.
+    #[test]
+    fn floats_are_read_exactly() {
+        for text in [
+            "5e39",
+            "0.1",
+            "2.2250738585072014e-308",
+            "1.7976931348623157e308",
+            "5e-324",
+            "9007199254740993",
+            "4.9999999999999995e39",
+            "123456789.12345679",
+        ] {
+            let want: f64 = text.parse().unwrap();
+            assert_eq!(conv(text, &leaf(Scalar::F64, 0)), Ok(Value::F64(want)), "{text}");
+            let Value::Array(a) = conv(&format!("[{text}]"), &leaf(Scalar::F64, 1)).unwrap() else {
+                panic!()
+            };
+            assert_eq!(a.data, ArrayData::F64(vec![want]), "{text}");
+        }
     }
 }

@@ -3,5 +3,7 @@
 
 pub mod value;
 pub mod data;
+pub mod json_stream;
+pub mod npy;
 
 pub use value::{Array, ArrayData, Value};
