@@ -126,6 +126,34 @@ struct RunArgs {
     /// Example: `arden run dot.ard --arg '[1,2]' --arg '[3,4]' --count-ops`.
     #[arg(long)]
     count_ops: bool,
+
+    /// The backend that runs the entry: `c` or `interp`.
+    ///
+    /// `c` generates C with OpenMP, compiles it with `$CC` or `cc` (cached
+    /// under `ARDEN_CACHE_DIR` or the user cache directory, so later runs do
+    /// not compile again) and calls it in-process; `interp` is the reference
+    /// interpreter. Default: `c` when a C compiler is found, otherwise the
+    /// interpreter (with a note on stderr). `--count-ops` needs `interp`.
+    #[arg(long, value_enum, value_name = "BACKEND")]
+    backend: Option<BackendArg>,
+
+    /// Threads for the C backend, e.g. `--threads 4` (default:
+    /// `ARDEN_NUM_THREADS`, else every core). `--threads 1` runs without OpenMP.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    threads: Option<u16>,
+
+    /// Print the backend, compile time, run time and (C backend) the peak
+    /// bytes of arrays allocated by the call to stderr.
+    #[arg(long)]
+    stats: bool,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum BackendArg {
+    /// C with OpenMP, compiled and loaded (fast).
+    C,
+    /// The reference interpreter.
+    Interp,
 }
 
 /// Print the compiler's intermediate representation.
@@ -383,6 +411,20 @@ fn run(a: &RunArgs) -> Outcome {
         )));
     }
     let args = bind_args(func, &a.args)?;
+    if a.count_ops && a.backend == Some(BackendArg::C) {
+        return Err(Failure::Usage {
+            msg: "--count-ops counts the interpreter's operations; it cannot be combined with --backend c".into(),
+            command: "run",
+        });
+    }
+    if !a.count_ops && a.backend != Some(BackendArg::Interp) {
+        if let Some(compiled) = choose_c_backend(&prog, &name, a.backend == Some(BackendArg::C))? {
+            return run_compiled(a, &compiled, &name, &args);
+        }
+    } else if a.threads.is_some() && a.backend != Some(BackendArg::C) {
+        eprintln!("note: --threads applies to the C backend only; the interpreter runs on one thread");
+    }
+    let t0 = std::time::Instant::now();
     if a.count_ops {
         let (value, counts) = entry.call_counting(&args)?;
         emit_result(a, &value)?;
@@ -390,8 +432,64 @@ fn run(a: &RunArgs) -> Outcome {
         eprintln!("ops: arith={} reads={} writes={}{stored}", counts.arith, counts.reads, counts.writes);
         Ok(())
     } else {
-        emit_result(a, &entry.call(&args)?)
+        let value = entry.call(&args)?;
+        if a.stats {
+            eprintln!("stats: backend=interp run={:.3}ms", t0.elapsed().as_secs_f64() * 1e3);
+        }
+        emit_result(a, &value)
     }
+}
+
+/// The C backend for `run`, or None to use the interpreter. Asked for
+/// explicitly (`required`), every failure is an error; chosen by default,
+/// a missing compiler, a failed compilation or an entry the backend refuses
+/// falls back to the interpreter with a one-line note.
+fn choose_c_backend(prog: &Program, entry: &str, required: bool) -> Result<Option<arden::Compiled>, Failure> {
+    if arden::backend::c::find_compiler().is_none() {
+        if required {
+            return Err(Failure::User("--backend c: no C compiler found (install one, e.g. gcc, or set $CC)".into()));
+        }
+        eprintln!("note: no C compiler found, running on the (much slower) interpreter; install gcc or set $CC for the compiled backend");
+        return Ok(None);
+    }
+    let compiled = match prog.compile(arden::Backend::C) {
+        Ok(c) => c,
+        Err(e) if !required => {
+            eprintln!("note: the C backend failed ({}); running on the interpreter", e.to_string().lines().next().unwrap_or(""));
+            return Ok(None);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if let Some(why) = compiled.entry(entry)?.refused() {
+        if required {
+            return Err(Failure::User(format!("the C backend cannot compile `{entry}`: {why}")));
+        }
+        eprintln!("note: the C backend cannot compile `{entry}` ({why}); running on the interpreter");
+        return Ok(None);
+    }
+    Ok(Some(compiled))
+}
+
+fn run_compiled(a: &RunArgs, compiled: &arden::Compiled, name: &str, args: &[Value]) -> Outcome {
+    let mut options = compiled.options();
+    if let Some(n) = a.threads {
+        options.threads = n as usize;
+    }
+    let t0 = std::time::Instant::now();
+    let (value, stats) = compiled.entry(name)?.call_with(args, &options)?;
+    let run_time = t0.elapsed();
+    if a.stats {
+        let lib = compiled.library().expect("the C backend has a library");
+        eprintln!(
+            "stats: backend=c threads={} compile={:.3}ms ({}) run={:.3}ms peak_bytes={}",
+            options.threads,
+            lib.build_time.as_secs_f64() * 1e3,
+            if lib.compiled { "compiled" } else { "cached" },
+            run_time.as_secs_f64() * 1e3,
+            stats.map_or(0, |s| s.peak_bytes)
+        );
+    }
+    emit_result(a, &value)
 }
 
 fn emit_result(a: &RunArgs, value: &Value) -> Outcome {

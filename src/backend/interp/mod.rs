@@ -34,7 +34,7 @@
 
 mod data;
 mod prim;
-mod special;
+pub(crate) mod special;
 #[cfg(test)]
 mod tests;
 

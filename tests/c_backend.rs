@@ -1,0 +1,134 @@
+//! The C backend against the reference interpreter: every `-- test:` case
+//! of `tests/programs/`, `tests/ad_programs/` and `examples/` runs on both,
+//! at 1 thread and at 2 threads with every parallel path forced on (a zero
+//! work threshold); results agree (relative 1e-10, exactly for integers and
+//! booleans), run-time errors agree in message and location, and a call
+//! leaves no buffer behind but its results. Each file compiles to one
+//! shared library (cached under a per-run directory).
+
+mod common;
+use arden::api::{Backend, CallOptions};
+use arden::runtime::ArrayData;
+use arden::{Program, Value};
+use common::*;
+
+fn cache_env() {
+    // one cache for the whole test binary, in the target directory
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("arden-cache");
+    // SAFETY: set before any thread of this test binary reads it (every
+    // test calls this first; the value is always the same).
+    unsafe { std::env::set_var("ARDEN_CACHE_DIR", dir) };
+}
+
+fn close(a: f64, b: f64) -> bool {
+    if a.is_nan() || b.is_nan() {
+        return a.is_nan() && b.is_nan();
+    }
+    if a == b {
+        return true;
+    }
+    (a - b).abs() <= 1e-10 * a.abs().max(b.abs()) || (a - b).abs() <= 1e-300
+}
+
+/// Equal values: floats within 1e-10 relative, everything else exactly.
+pub fn same(x: &Value, y: &Value) -> bool {
+    match (x, y) {
+        (Value::F64(a), Value::F64(b)) => close(*a, *b),
+        (Value::F32(a), Value::F32(b)) => close(*a as f64, *b as f64),
+        (Value::I64(a), Value::I64(b)) => a == b,
+        (Value::I32(a), Value::I32(b)) => a == b,
+        (Value::Bool(a), Value::Bool(b)) => a == b,
+        (Value::Tuple(a), Value::Tuple(b)) => a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same(a, b)),
+        (Value::Array(a), Value::Array(b)) => {
+            a.shape == b.shape
+                && match (&a.data, &b.data) {
+                    (ArrayData::F64(p), ArrayData::F64(q)) => p.iter().zip(q).all(|(a, b)| close(*a, *b)),
+                    (ArrayData::F32(p), ArrayData::F32(q)) => p.iter().zip(q).all(|(a, b)| close(*a as f64, *b as f64)),
+                    (p, q) => p == q,
+                }
+        }
+        _ => false,
+    }
+}
+
+fn count_arrays(v: &Value) -> i64 {
+    match v {
+        Value::Array(_) => 1,
+        Value::Tuple(vs) => vs.iter().map(count_arrays).sum(),
+        _ => 0,
+    }
+}
+
+fn run_dir(dir: &str) {
+    cache_env();
+    let mut failures = vec![];
+    let mut ran = 0;
+    for path in ard_files(dir) {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let name = path.display().to_string();
+        if std::env::var("ARDEN_TEST_TRACE").is_ok() {
+            eprintln!("{name}");
+        }
+        let prog = Program::from_file(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let interp = prog.compile(Backend::Interp).unwrap();
+        let native = match prog.compile(Backend::C) {
+            Ok(c) => c,
+            Err(e) => {
+                failures.push(format!("{name}: C backend: {e}"));
+                continue;
+            }
+        };
+        for case in cases(&text) {
+            let Ok(args) = args_for(&prog, &case) else { continue };
+            let want = interp.entry(&case.entry).unwrap().call(&args);
+            let entry = native.entry(&case.entry).unwrap();
+            if let Some(why) = entry.refused() {
+                failures.push(format!("{name}:{}: refused: {why}", case.line));
+                continue;
+            }
+            if std::env::var("ARDEN_TEST_TRACE").is_ok() {
+                eprintln!("  line {}", case.line);
+            }
+            for opts in [CallOptions { threads: 1, par_min: 1 << 15 }, CallOptions { threads: 2, par_min: 0 }] {
+                ran += 1;
+                let got = entry.call_with(&args, &opts);
+                match (&want, &got) {
+                    (Ok(w), Ok((g, stats))) => {
+                        if !same(w, g) {
+                            failures.push(format!("{name}:{} ({} threads): interpreter {} but C {}", case.line, opts.threads, w.to_json(), g.to_json()));
+                        }
+                        let live = stats.map_or(0, |s| s.live_buffers);
+                        let params: i64 = args.iter().map(count_arrays).sum();
+                        if live > count_arrays(g) + params {
+                            failures.push(format!("{name}:{} ({} threads): {live} buffers left after the call", case.line, opts.threads));
+                        }
+                    }
+                    (Err(w), Err(g)) if w.to_string() == g.to_string() => {}
+                    (w, g) => failures.push(format!(
+                        "{name}:{} ({} threads): interpreter {} but C {}",
+                        case.line,
+                        opts.threads,
+                        w.as_ref().map(|v| v.to_json()).unwrap_or_else(|e| e.to_string()),
+                        g.as_ref().map(|(v, _)| v.to_json()).unwrap_or_else(|e| e.to_string())
+                    )),
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} of {ran} runs differ:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn corpus_programs_agree() {
+    with_big_stack(|| run_dir("tests/programs"));
+}
+
+#[test]
+fn differentiation_programs_agree() {
+    with_big_stack(|| run_dir("tests/ad_programs"));
+}
+
+#[test]
+fn examples_agree() {
+    with_big_stack(|| run_dir("examples"));
+}
