@@ -210,6 +210,11 @@ struct Em {
     par: bool,
     /// the label an error jumps to
     fail: String,
+    /// array variables owned by each enclosing block (innermost last)
+    owned_stack: Vec<FxHashSet<VarId>>,
+    /// views that hold no reference of their own: their buffer is kept
+    /// alive by a variable of an enclosing block for as long as they live
+    borrowed: FxHashSet<VarId>,
 }
 
 type R<T> = Result<T, String>;
@@ -219,7 +224,7 @@ pub fn emit_function(f: &Function, k: usize) -> R<String> {
     if let Some(t) = ty.values().find(|t| t.rank() > IO_MAXR) {
         return Err(format!("an array of rank {} (the C backend handles up to {IO_MAXR})", t.rank()));
     }
-    let mut em = Em { ty, out: String::new(), ind: 1, lbl: 0, par: false, fail: "ard_fail".into() };
+    let mut em = Em { ty, out: String::new(), ind: 1, lbl: 0, par: false, fail: "ard_fail".into(), owned_stack: vec![], borrowed: FxHashSet::default() };
     let _ = writeln!(em.out, "/* entry `{}` */", f.name.replace("*/", "* /"));
     let _ = writeln!(em.out, "int ard_entry_{k}(ard_ctx *ctx, const int64_t *ard_sizes, const ard_io *ard_args, ard_io *ard_res) {{");
     em.line("const int64_t ard_it = -1;");
@@ -414,6 +419,13 @@ impl Em {
                 }
             }
         }
+        self.owned_stack.push(owned.clone());
+        let r = self.block_inner(b, extra, targets, &owned);
+        self.owned_stack.pop();
+        r
+    }
+
+    fn block_inner(&mut self, b: &Block, extra: &[VarId], targets: &[String], owned: &FxHashSet<VarId>) -> R<()> {
         let mut last: FxHashMap<VarId, usize> = FxHashMap::default();
         for (k, s) in b.stmts.iter().enumerate() {
             crate::ir::walk::visit_expr(&s.expr, &mut |u| { last.insert(u, k); }, &mut |_| {});
@@ -424,8 +436,7 @@ impl Em {
         start_release.sort();
         start_release.dedup();
         for v in start_release {
-            let n = self.v(v);
-            self.line(&format!("ard_release(ctx, {n}.b);"));
+            self.release(v);
         }
         for (k, s) in b.stmts.iter().enumerate() {
             let mut dying: Vec<VarId> = owned.iter().copied().filter(|v| last.get(v) == Some(&k) && !in_result.contains(v)).collect();
@@ -436,14 +447,12 @@ impl Em {
             let consumed = self.stmt(s, &dying)?;
             for v in dying {
                 if !consumed.contains(&v) {
-                    let n = self.v(v);
-                    self.line(&format!("ard_release(ctx, {n}.b);"));
+                    self.release(v);
                 }
             }
             for x in &s.binds {
                 if x.ty.rank() > 0 && !last.contains_key(&x.var) && !in_result.contains(&x.var) {
-                    let n = self.v(x.var);
-                    self.line(&format!("ard_release(ctx, {n}.b);"));
+                    self.release(x.var);
                 }
             }
         }
@@ -456,7 +465,7 @@ impl Em {
             if self.is_arr(a) {
                 let Atom::Var(v) = a else { unreachable!() };
                 let last_occurrence = !b.result[j + 1..].contains(a);
-                if owned.contains(v) && last_occurrence {
+                if owned.contains(v) && last_occurrence && !self.borrowed.contains(v) {
                     self.line(&format!("{t} = {src};"));
                 } else {
                     self.line(&format!("{t} = {src}; ard_retain({t}.b);"));
@@ -468,24 +477,47 @@ impl Em {
         Ok(())
     }
 
+    fn release(&mut self, v: VarId) {
+        if !self.borrowed.contains(&v) {
+            let n = self.v(v);
+            self.line(&format!("ard_release(ctx, {n}.b);"));
+        }
+    }
+
     /// Can statement `s` take over the reference of `a` (its last use, and
     /// its only operand naming it)?
     fn consumable(&self, a: &Atom, s: &Stmt, dying: &[VarId]) -> Option<VarId> {
         match a {
-            Atom::Var(v) if dying.contains(v) && uses_in(&s.expr, *v) == 1 => Some(*v),
+            Atom::Var(v) if dying.contains(v) && !self.borrowed.contains(v) && uses_in(&s.expr, *v) == 1 => Some(*v),
             _ => None,
         }
     }
 
-    /// `out` becomes another reference to array `a` (moved when dying).
-    fn alias(&mut self, out: &str, a: &Atom, s: &Stmt, dying: &[VarId], consumed: &mut Vec<VarId>) {
+    /// `out` becomes another reference to array `a`: moved when `a` dies
+    /// here; borrowed (no reference of its own) when `out` is a variable and
+    /// `a`'s buffer is kept alive by an enclosing block for all of this one;
+    /// else a new reference.
+    fn alias_var(&mut self, out: Option<VarId>, out_s: &str, a: &Atom, s: &Stmt, dying: &[VarId], consumed: &mut Vec<VarId>) {
         let src = self.atom(a);
         if let Some(v) = self.consumable(a, s, dying) {
             consumed.push(v);
-            self.line(&format!("{out} = {src};"));
-        } else {
-            self.line(&format!("{out} = {src}; ard_retain({out}.b);"));
+            self.line(&format!("{out_s} = {src};"));
+            return;
         }
+        if let (Some(o), Atom::Var(x)) = (out, a) {
+            let outer = !self.owned_stack.last().is_some_and(|own| own.contains(x));
+            if outer || self.borrowed.contains(x) {
+                self.borrowed.insert(o);
+                self.line(&format!("{out_s} = {src};"));
+                return;
+            }
+        }
+        self.line(&format!("{out_s} = {src}; ard_retain({out_s}.b);"));
+    }
+
+    fn alias(&mut self, out: &str, a: &Atom, s: &Stmt, dying: &[VarId], consumed: &mut Vec<VarId>) {
+        let ov = s.binds.first().map(|b| b.var).filter(|v| out == format!("v{}", v.0));
+        self.alias_var(ov, out, a, s, dying, consumed)
     }
 
     fn new_arr(&mut self, out: &str, elem: Scalar, dims: &[String]) {
@@ -593,7 +625,7 @@ impl Em {
                     let pn = self.v(p.var);
                     self.decl(p.var)?;
                     if p.ty.rank() > 0 {
-                        self.alias(&pn, a, s, dying, &mut consumed);
+                        self.alias_var(None, &pn, a, s, dying, &mut consumed);
                     } else {
                         let src = self.atom(a);
                         self.line(&format!("{pn} = {src};"));
