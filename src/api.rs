@@ -396,6 +396,25 @@ impl Program {
 }
 
 impl Compiled {
+    /// Prepare a set of functions (e.g. gathered from several programs, as
+    /// the random-program tests do to compile many programs at once).
+    /// Entries are then found by position with [`Compiled::entry_at`].
+    pub fn from_functions(functions: Vec<Function>, backend: Backend, opts: &c::COptions) -> Result<Compiled, Error> {
+        let lib = match backend {
+            Backend::Interp => None,
+            Backend::C => {
+                let m = ir::Module { functions: functions.clone() };
+                Some(Arc::new(c::compile(&m, opts).map_err(|e| Error::Backend(e.0))?))
+            }
+        };
+        Ok(Compiled { functions, lib, options: CallOptions::default() })
+    }
+
+    /// The entry at position `k` (declaration order).
+    pub fn entry_at(&self, k: usize) -> Option<CompiledEntry<'_>> {
+        (k < self.functions.len()).then_some(CompiledEntry { c: self, k })
+    }
+
     pub fn backend(&self) -> Backend {
         if self.lib.is_some() { Backend::C } else { Backend::Interp }
     }
