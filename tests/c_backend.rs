@@ -59,7 +59,10 @@ fn count_arrays(v: &Value) -> i64 {
     }
 }
 
-fn run_dir(dir: &str) {
+/// `flags`: extra C compiler flags (the corpus and the differentiation
+/// programs use `-O1`, which compiles in half the time of `-O3`; the
+/// examples use the default flags).
+fn run_dir(dir: &str, flags: &[&str]) {
     cache_env();
     let mut failures = vec![];
     let mut ran = 0;
@@ -71,7 +74,8 @@ fn run_dir(dir: &str) {
         }
         let prog = Program::from_file(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
         let interp = prog.compile(Backend::Interp).unwrap();
-        let native = match prog.compile(Backend::C) {
+        let opts = arden::backend::c::COptions { extra_flags: flags.iter().map(|s| s.to_string()).collect() };
+        let native = match prog.compile_with(Backend::C, &opts) {
             Ok(c) => c,
             Err(e) => {
                 failures.push(format!("{name}: C backend: {e}"));
@@ -120,17 +124,17 @@ fn run_dir(dir: &str) {
 
 #[test]
 fn corpus_programs_agree() {
-    with_big_stack(|| run_dir("tests/programs"));
+    with_big_stack(|| run_dir("tests/programs", &["-O1"]));
 }
 
 #[test]
 fn differentiation_programs_agree() {
-    with_big_stack(|| run_dir("tests/ad_programs"));
+    with_big_stack(|| run_dir("tests/ad_programs", &["-O1"]));
 }
 
 #[test]
 fn examples_agree() {
-    with_big_stack(|| run_dir("examples"));
+    with_big_stack(|| run_dir("examples", &[]));
 }
 
 /// Many threads calling one compiled entry at once (`Compiled` is `Send +

@@ -208,6 +208,9 @@ struct Em {
     lbl: usize,
     /// inside the body of a parallel loop (nested loops stay sequential)
     par: bool,
+    /// inside the sequential form of an outermost `for` (or a parallel
+    /// body): nested constructs get no parallel form of their own
+    seq_only: bool,
     /// the label an error jumps to
     fail: String,
     /// array variables owned by each enclosing block (innermost last)
@@ -224,7 +227,7 @@ pub fn emit_function(f: &Function, k: usize) -> R<String> {
     if let Some(t) = ty.values().find(|t| t.rank() > IO_MAXR) {
         return Err(format!("an array of rank {} (the C backend handles up to {IO_MAXR})", t.rank()));
     }
-    let mut em = Em { ty, out: String::new(), ind: 1, lbl: 0, par: false, fail: "ard_fail".into(), owned_stack: vec![], borrowed: FxHashSet::default() };
+    let mut em = Em { ty, out: String::new(), ind: 1, lbl: 0, par: false, seq_only: false, fail: "ard_fail".into(), owned_stack: vec![], borrowed: FxHashSet::default() };
     let _ = writeln!(em.out, "/* entry `{}` */", f.name.replace("*/", "* /"));
     let _ = writeln!(em.out, "int ard_entry_{k}(ard_ctx *ctx, const int64_t *ard_sizes, const ard_io *ard_args, ard_io *ard_res) {{");
     em.line("const int64_t ard_it = -1;");
@@ -1073,7 +1076,7 @@ impl Em {
             self.line(&format!("int64_t {rl} = {r}; (void){rl};"));
             rows.push((o, rl, b.ty.clone()));
         }
-        let par = !self.par;
+        let par = !self.par && !self.seq_only;
         if par {
             let w = work(body);
             self.open(&format!("if (ctx->nthreads > 1 && ard_mul64({n}, {w}) >= ctx->par_min) {{"));
@@ -1097,7 +1100,9 @@ impl Em {
             self.ind += 1;
         }
         self.open(&format!("for (int64_t ard_i = 0; ard_i < {n}; ard_i++) {{"));
+        let saved = std::mem::replace(&mut self.seq_only, true);
         self.for_body(ivar, body, &rows)?;
+        self.seq_only = saved;
         self.close("}");
         if par {
             self.close("}");
@@ -1184,7 +1189,7 @@ impl Em {
             } else if t.rank() == 1 {
                 self.open("{");
                 self.line(&format!("const {ct} *restrict ard_x = {px}; int64_t ard_n = {x}.d[0]; {ct} ard_acc = {z};"));
-                if !self.par {
+                if !self.par && !self.seq_only {
                     let comb = Self::op_expr(op, t.elem, "ard_acc", "ard_part[ard_t]")?;
                     let opl = Self::op_expr(op, t.elem, "ard_a", "ard_x[ard_i]")?;
                     self.open("if (ctx->nthreads > 1 && ard_n >= ctx->par_min && ard_n > 1) {");
@@ -1347,7 +1352,7 @@ impl Em {
         self.open("{");
         self.line(&format!("{ct} *ard_o = {po}; const {ct} *ard_v = {pv}; const int64_t *ard_ix = ard_ix{k}; int64_t ard_k = ard_k{k}, ard_m = ard_m{k}, ard_nm = ard_n{k} * ard_m{k};"));
         let fail = self.fail.clone();
-        if !self.par {
+        if !self.par && !self.seq_only {
             // parallel histogram: private copies for small targets, atomics for large
             self.open("if (ctx->nthreads > 1 && ard_mul64(ard_k, ard_m) >= ctx->par_min && ard_k > 1) {");
             self.open("if (ard_nm <= 65536) {");
