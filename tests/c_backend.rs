@@ -12,13 +12,10 @@ use arden::runtime::ArrayData;
 use arden::{Program, Value};
 use common::*;
 
-fn cache_env() {
-    // one cache for the whole test binary, in the target directory
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("arden-cache");
-    // SAFETY: set before any thread of this test binary reads it (every
-    // test calls this first; the value is always the same).
-    unsafe { std::env::set_var("ARDEN_CACHE_DIR", dir) };
-}
+/// The tests use the user's cache (`ARDEN_CACHE_DIR` or ~/.cache/arden),
+/// as the command-line and README tests do, so the examples are compiled
+/// once for all of them.
+fn cache_env() {}
 
 fn close(a: f64, b: f64) -> bool {
     if a.is_nan() || b.is_nan() {

@@ -1357,7 +1357,7 @@ impl Em {
             self.open("if (ctx->nthreads > 1 && ard_mul64(ard_k, ard_m) >= ctx->par_min && ard_k > 1) {");
             self.open("if (ard_nm <= 65536) {");
             self.line("ard_arr ard_pv; int ard_nt = ctx->nthreads;");
-            self.line(&format!("{{ int64_t ard_pd[2] = {{ard_nt, ard_nm}}; if (ard_new(ctx, ard_it, &ard_pv, sizeof({ct}), 2, ard_pd)) goto {fail}; }}"));
+            self.line(&format!("{{ int64_t ard_pd[1] = {{ard_nt * ard_nm}}; if (ard_new(ctx, ard_it, &ard_pv, sizeof({ct}), 1, ard_pd)) goto {fail}; }}"));
             self.line(&format!("{ct} *ard_pp = ({ct} *)ard_pv.p; int ard_used = 1;"));
             self.line("#pragma omp parallel num_threads(ard_nt)");
             self.open("{");

@@ -61,10 +61,19 @@ pub const RUNTIME: &str = include_str!("rt.h");
 pub const DEFAULT_PAR_MIN: i64 = 1 << 15;
 
 /// How to compile.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct COptions {
     /// Flags appended to [`FLAGS`] (part of the cache key).
     pub extra_flags: Vec<String>,
+}
+
+impl Default for COptions {
+    /// No extra flags but those of `ARDEN_CFLAGS` (split on whitespace),
+    /// e.g. `ARDEN_CFLAGS="-fsanitize=address,undefined"`.
+    fn default() -> Self {
+        let extra_flags = std::env::var("ARDEN_CFLAGS").map(|s| s.split_whitespace().map(str::to_string).collect()).unwrap_or_default();
+        COptions { extra_flags }
+    }
 }
 
 /// How to call.
