@@ -24,17 +24,26 @@ typedef struct ard_buf {
     int64_t rc;
     int64_t bytes;
     int ext;
+    int list; /* the registry list it is linked into */
     void *data;
 } ard_buf;
+
+/* One registry list per thread (each on its own cache lines), so threads
+ * allocating inside a parallel loop do not contend for one lock. */
+typedef struct ard_list {
+    ard_buf head;
+    unsigned char lock;
+    char pad[64];
+} ard_list;
 
 typedef struct ard_ctx {
     int nthreads;
     int64_t par_min;
     int64_t fail_iter; /* INT64_MAX while no error */
+    unsigned char lock; /* for the message */
     char msg[1024];
-    ard_buf head;
-    unsigned char lock;
     int64_t bytes, peak, nbufs;
+    ard_list lists[ARD_MAX_THREADS];
 } ard_ctx;
 
 /* The calling convention between Rust and an entry (one per flat value). */
@@ -51,8 +60,11 @@ typedef struct ard_io {
 
 typedef struct { ard_buf *b; void *p; int64_t d[ARD_MAXR]; } ard_arr;
 
-static inline void ard_lock(ard_ctx *c) { while (__atomic_test_and_set(&c->lock, __ATOMIC_ACQUIRE)) { } }
-static inline void ard_unlock(ard_ctx *c) { __atomic_clear(&c->lock, __ATOMIC_RELEASE); }
+static inline void ard_spin(unsigned char *l) { while (__atomic_test_and_set(l, __ATOMIC_ACQUIRE)) { } }
+static inline void ard_unspin(unsigned char *l) { __atomic_clear(l, __ATOMIC_RELEASE); }
+static inline void ard_lock(ard_ctx *c) { ard_spin(&c->lock); }
+static inline void ard_unlock(ard_ctx *c) { ard_unspin(&c->lock); }
+
 
 ard_ctx *ard_ctx_new(int nthreads, int64_t par_min) {
     ard_ctx *c = (ard_ctx *)calloc(1, sizeof(ard_ctx));
@@ -60,16 +72,18 @@ ard_ctx *ard_ctx_new(int nthreads, int64_t par_min) {
     c->nthreads = nthreads < 1 ? 1 : (nthreads > ARD_MAX_THREADS ? ARD_MAX_THREADS : nthreads);
     c->par_min = par_min;
     c->fail_iter = INT64_MAX;
-    c->head.next = c->head.prev = &c->head;
+    for (int i = 0; i < ARD_MAX_THREADS; i++) c->lists[i].head.next = c->lists[i].head.prev = &c->lists[i].head;
     return c;
 }
 
 void ard_ctx_free(ard_ctx *c) {
-    ard_buf *b = c->head.next;
-    while (b != &c->head) {
-        ard_buf *n = b->next;
-        free(b);
-        b = n;
+    for (int i = 0; i < ARD_MAX_THREADS; i++) {
+        ard_buf *h = &c->lists[i].head, *b = h->next;
+        while (b != h) {
+            ard_buf *n = b->next;
+            free(b);
+            b = n;
+        }
     }
     free(c);
 }
@@ -95,25 +109,42 @@ static inline int ard_failed_before(ard_ctx *c, int64_t iter) {
     return __atomic_load_n(&c->fail_iter, __ATOMIC_RELAXED) < iter;
 }
 
+/* the calling thread's list (0 with one thread: no OpenMP call at all) */
+static inline int ard_thread(const ard_ctx *c) {
+#ifdef _OPENMP
+    if (c->nthreads == 1) return 0;
+    int t = omp_get_thread_num();
+    return t < ARD_MAX_THREADS ? t : t % ARD_MAX_THREADS;
+#else
+    (void)c;
+    return 0;
+#endif
+}
+
 static void ard_link(ard_ctx *c, ard_buf *b) {
-    ard_lock(c);
-    b->next = c->head.next;
-    b->prev = &c->head;
-    c->head.next->prev = b;
-    c->head.next = b;
-    c->bytes += b->bytes;
-    if (c->bytes > c->peak) c->peak = c->bytes;
-    c->nbufs++;
-    ard_unlock(c);
+    int t = ard_thread(c);
+    ard_list *l = &c->lists[t];
+    b->list = t;
+    ard_spin(&l->lock);
+    b->next = l->head.next;
+    b->prev = &l->head;
+    l->head.next->prev = b;
+    l->head.next = b;
+    ard_unspin(&l->lock);
+    int64_t now = __atomic_add_fetch(&c->bytes, b->bytes, __ATOMIC_RELAXED);
+    int64_t peak = __atomic_load_n(&c->peak, __ATOMIC_RELAXED);
+    while (now > peak && !__atomic_compare_exchange_n(&c->peak, &peak, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) { }
+    __atomic_add_fetch(&c->nbufs, 1, __ATOMIC_RELAXED);
 }
 
 static void ard_free_buf(ard_ctx *c, ard_buf *b) {
-    ard_lock(c);
+    ard_list *l = &c->lists[b->list];
+    ard_spin(&l->lock);
     b->prev->next = b->next;
     b->next->prev = b->prev;
-    c->bytes -= b->bytes;
-    c->nbufs--;
-    ard_unlock(c);
+    ard_unspin(&l->lock);
+    __atomic_sub_fetch(&c->bytes, b->bytes, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&c->nbufs, 1, __ATOMIC_RELAXED);
     free(b);
 }
 
