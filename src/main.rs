@@ -42,6 +42,33 @@ enum Command {
     Check(CheckArgs),
     Run(RunArgs),
     Ir(IrArgs),
+    Build(BuildArgs),
+}
+
+/// Write a C library for the program's entry points.
+#[derive(clap::Args, Debug)]
+#[command(
+    about = "Write the program as a C library (a .c and a documented .h)",
+    long_about = "Compile a program to C and write FILE_STEM.c and FILE_STEM.h into a directory: one \
+function `arden_ENTRY` per entry point (inputs as pointers plus sizes, array results allocated \
+by the library, an error code and message). The header's first comment gives the one-line \
+command that compiles it into a C program.\n\n\
+Examples:\n  \
+arden build dot.ard -o out/\n  \
+arden build dot.ard --emit-c > dot.c"
+)]
+struct BuildArgs {
+    /// The program (a `.ard` file), e.g. `dot.ard`.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+
+    /// The directory to write the `.c` and `.h` into (created if missing).
+    #[arg(long, short = 'o', value_name = "DIR", required_unless_present = "emit_c")]
+    output: Option<PathBuf>,
+
+    /// Print the C library to stdout instead of writing files.
+    #[arg(long)]
+    emit_c: bool,
 }
 
 /// Type- and size-check a program.
@@ -288,6 +315,7 @@ fn execute(cli: Cli) -> Outcome {
         Command::Check(a) => check(&a),
         Command::Run(a) => run(&a),
         Command::Ir(a) => ir_cmd(&a),
+        Command::Build(a) => build_cmd(&a),
     }
 }
 
@@ -499,6 +527,22 @@ fn emit_result(a: &RunArgs, value: &Value) -> Outcome {
             .map_err(|e| Failure::User(format!("cannot write {}: {e}", path.display()))),
         Some(path) => data::write_npy(path, value).map_err(Failure::User),
     }
+}
+
+fn build_cmd(a: &BuildArgs) -> Outcome {
+    let prog = Program::from_file(&a.file)?;
+    let stem = a.file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "arden".into());
+    let (c, h) = arden::backend::c::emit::emit_library(prog.module(), &a.file.display().to_string(), &stem).map_err(Failure::User)?;
+    if a.emit_c {
+        return print_out(&c);
+    }
+    let dir = a.output.as_ref().expect("clap requires -o without --emit-c");
+    std::fs::create_dir_all(dir).map_err(|e| Failure::User(format!("cannot create {}: {e}", dir.display())))?;
+    for (ext, text) in [("c", &c), ("h", &h)] {
+        let path = dir.join(format!("{stem}.{ext}"));
+        std::fs::write(&path, text).map_err(|e| Failure::User(format!("cannot write {}: {e}", path.display())))?;
+    }
+    print_out(&format!("wrote {0}/{stem}.c and {0}/{stem}.h\n", dir.display()))
 }
 
 fn ir_cmd(a: &IrArgs) -> Outcome {
