@@ -218,6 +218,9 @@ struct Em {
     /// views that hold no reference of their own: their buffer is kept
     /// alive by a variable of an enclosing block for as long as they live
     borrowed: FxHashSet<VarId>,
+    /// destination passing: a `for` that is the row result of an enclosing
+    /// `for` body writes straight into that row (outer array, row length)
+    dest_rows: FxHashMap<VarId, (String, String)>,
 }
 
 type R<T> = Result<T, String>;
@@ -227,7 +230,7 @@ pub fn emit_function(f: &Function, k: usize) -> R<String> {
     if let Some(t) = ty.values().find(|t| t.rank() > IO_MAXR) {
         return Err(format!("an array of rank {} (the C backend handles up to {IO_MAXR})", t.rank()));
     }
-    let mut em = Em { ty, out: String::new(), ind: 1, lbl: 0, par: false, seq_only: false, fail: "ard_fail".into(), owned_stack: vec![], borrowed: FxHashSet::default() };
+    let mut em = Em { ty, out: String::new(), ind: 1, lbl: 0, par: false, seq_only: false, fail: "ard_fail".into(), owned_stack: vec![], borrowed: FxHashSet::default(), dest_rows: FxHashMap::default() };
     let _ = writeln!(em.out, "/* entry `{}` */", f.name.replace("*/", "* /"));
     let _ = writeln!(em.out, "int ard_entry_{k}(ard_ctx *ctx, const int64_t *ard_sizes, const ard_io *ard_args, ard_io *ard_res) {{");
     em.line("const int64_t ard_it = -1;");
@@ -1068,9 +1071,19 @@ impl Em {
                 return Err("internal: a `for` binds a scalar".into());
             }
             let o = self.v(b.var);
-            let mut dims = vec![n.clone()];
-            dims.extend(b.ty.shape[1..].iter().map(|d| self.size(d)));
-            self.new_arr(&o, b.ty.elem, &dims);
+            if let Some((outer, orl)) = self.dest_rows.get(&b.var).cloned() {
+                // a view of row `ard_i` of the enclosing `for`'s result
+                self.line(&format!("{o} = {outer}; {o}.p = (void *)({} + ard_i * {orl});", self.elem_ptr(&outer, b.ty.elem)));
+                self.line(&format!("{o}.d[0] = {n};"));
+                for d in 1..b.ty.rank() {
+                    self.line(&format!("{o}.d[{d}] = {outer}.d[{}];", d + 1));
+                }
+                self.borrowed.insert(b.var);
+            } else {
+                let mut dims = vec![n.clone()];
+                dims.extend(b.ty.shape[1..].iter().map(|d| self.size(d)));
+                self.new_arr(&o, b.ty.elem, &dims);
+            }
             let rl = format!("ard_rl{k}_{j}");
             let r = self.rowlen(&o, b.ty.rank(), 1);
             self.line(&format!("int64_t {rl} = {r}; (void){rl};"));
@@ -1124,12 +1137,32 @@ impl Em {
                 targets.push(tn);
             }
         }
-        self.block(body, &[], &targets)?;
+        // rows built by a `for` of the body are written in place
+        let mut direct = vec![false; rows.len()];
+        for (j, (o, rl, t)) in rows.iter().enumerate() {
+            if let Atom::Var(v) = &body.result[j]
+                && t.rank() > 1
+                && body.result.iter().filter(|a| *a == &body.result[j]).count() == 1
+                && body.stmts.iter().any(|st| matches!(st.expr, Expr::For { .. }) && st.binds.iter().any(|b| b.var == *v))
+            {
+                self.dest_rows.insert(*v, (o.clone(), rl.clone()));
+                direct[j] = true;
+            }
+        }
+        let r = self.block(body, &[], &targets);
+        for (j, a) in body.result.iter().enumerate() {
+            if let (true, Atom::Var(v)) = (direct[j], a) {
+                self.dest_rows.remove(v);
+            }
+        }
+        r?;
         for (j, (o, rl, t)) in rows.iter().enumerate() {
             if t.rank() > 1 {
                 let tn = &targets[j];
-                let p = self.elem_ptr(o, t.elem);
-                self.line(&format!("ard_copy({p} + ard_i * {rl}, {tn}.p, {rl} * (int64_t)sizeof({}));", ctype(t.elem)));
+                if !direct[j] {
+                    let p = self.elem_ptr(o, t.elem);
+                    self.line(&format!("ard_copy({p} + ard_i * {rl}, {tn}.p, {rl} * (int64_t)sizeof({}));", ctype(t.elem)));
+                }
                 self.line(&format!("ard_release(ctx, {tn}.b);"));
             }
         }
@@ -1295,9 +1328,9 @@ impl Em {
         self.open("{");
         self.block(&l.body, &owned, &temps)?;
         self.close("}");
-        for j in 0..kk {
-            let pn = self.v(l.params[j].var);
-            self.line(&format!("{pn} = {};", temps[j]));
+        for (p, t) in l.params.iter().zip(&temps) {
+            let pn = self.v(p.var);
+            self.line(&format!("{pn} = {t};"));
         }
         if scan {
             for (j, b) in s.binds.iter().enumerate() {
@@ -1504,7 +1537,7 @@ pub fn emit_library(m: &Module, file: &str, stem: &str) -> R<(String, String)> {
             let _ = writeln!(c, "    int64_t v{} = {}; ard_sizes[{j}] = v{};", v.0, param_ident(n), v.0);
         }
         let _ = writeln!(c, "    ard_io ard_args[{}]; memset(ard_args, 0, sizeof ard_args);", f.params.len().max(1));
-        let em = Em { ty: var_types(f), out: String::new(), ind: 0, lbl: 0, par: false, seq_only: false, fail: String::new(), owned_stack: vec![], borrowed: FxHashSet::default() };
+        let em = Em { ty: var_types(f), out: String::new(), ind: 0, lbl: 0, par: false, seq_only: false, fail: String::new(), owned_stack: vec![], borrowed: FxHashSet::default(), dest_rows: FxHashMap::default() };
         for (j, (b, n)) in f.params.iter().zip(&names).enumerate() {
             let n = param_ident(n);
             if b.ty.rank() == 0 {
