@@ -34,6 +34,9 @@ pub enum Error {
     /// A failure while running: bounds, coercion, division by zero.
     #[error("runtime error: {0}")]
     Runtime(String),
+    /// The C backend could not compile or load the program.
+    #[error("C backend: {0}")]
+    Backend(String),
 }
 
 /// The compiler stages whose IR can be shown.
@@ -356,5 +359,141 @@ fn rebuild(shape: &Shape, it: &mut impl Iterator<Item = Value>) -> Value {
     match shape {
         Shape::Leaf(_) => it.next().expect("interpreter returned one value per result leaf"),
         Shape::Tuple(ts) => Value::Tuple(ts.iter().map(|t| rebuild(t, it)).collect()),
+    }
+}
+
+// ---- choosing a backend -------------------------------------------------
+
+pub use crate::backend::c::{CallOptions, CallStats};
+use crate::backend::c;
+use std::sync::Arc;
+
+/// Which backend runs a program's entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// The reference interpreter.
+    Interp,
+    /// C with OpenMP, compiled by the system C compiler and loaded.
+    C,
+}
+
+/// A program prepared for one backend. `Send + Sync`: many threads may call
+/// its entries at once.
+pub struct Compiled {
+    functions: Vec<Function>,
+    lib: Option<Arc<c::Library>>,
+    options: CallOptions,
+}
+
+impl Program {
+    /// Prepare every entry for `backend`: for `Backend::C`, generate C,
+    /// compile it (or find it in the cache) and load it. An entry the C
+    /// backend refuses reports why when called ([`CompiledEntry::refused`]).
+    pub fn compile(&self, backend: Backend) -> Result<Compiled, Error> {
+        self.compile_with(backend, &c::COptions::default())
+    }
+
+    /// [`Program::compile`] with C compiler options (extra flags).
+    pub fn compile_with(&self, backend: Backend, opts: &c::COptions) -> Result<Compiled, Error> {
+        let lib = match backend {
+            Backend::Interp => None,
+            Backend::C => Some(Arc::new(c::compile(&self.module, opts).map_err(|e| Error::Backend(e.0))?)),
+        };
+        Ok(Compiled { functions: self.module.functions.clone(), lib, options: CallOptions::default() })
+    }
+}
+
+impl Compiled {
+    /// Prepare a set of functions (e.g. gathered from several programs, as
+    /// the random-program tests do to compile many programs at once).
+    /// Entries are then found by position with [`Compiled::entry_at`].
+    pub fn from_functions(functions: Vec<Function>, backend: Backend, opts: &c::COptions) -> Result<Compiled, Error> {
+        let lib = match backend {
+            Backend::Interp => None,
+            Backend::C => {
+                let m = ir::Module { functions: functions.clone() };
+                Some(Arc::new(c::compile(&m, opts).map_err(|e| Error::Backend(e.0))?))
+            }
+        };
+        Ok(Compiled { functions, lib, options: CallOptions::default() })
+    }
+
+    /// The entry at position `k` (declaration order).
+    pub fn entry_at(&self, k: usize) -> Option<CompiledEntry<'_>> {
+        (k < self.functions.len()).then_some(CompiledEntry { c: self, k })
+    }
+
+    pub fn backend(&self) -> Backend {
+        if self.lib.is_some() { Backend::C } else { Backend::Interp }
+    }
+
+    /// The loaded library (C backend only).
+    pub fn library(&self) -> Option<&c::Library> {
+        self.lib.as_deref()
+    }
+
+    /// Threads and parallel thresholds for every later call.
+    pub fn set_options(&mut self, options: CallOptions) {
+        self.options = options;
+    }
+
+    pub fn options(&self) -> CallOptions {
+        self.options
+    }
+
+    pub fn entry(&self, name: &str) -> Result<CompiledEntry<'_>, Error> {
+        match self.functions.iter().position(|f| f.name == name) {
+            Some(k) => Ok(CompiledEntry { c: self, k }),
+            None => Err(Error::NoEntry {
+                name: name.to_string(),
+                available: if self.functions.is_empty() {
+                    "(none)".to_string()
+                } else {
+                    self.functions.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")
+                },
+            }),
+        }
+    }
+}
+
+/// An entry of a [`Compiled`] program.
+pub struct CompiledEntry<'c> {
+    c: &'c Compiled,
+    k: usize,
+}
+
+impl CompiledEntry<'_> {
+    pub fn function(&self) -> &Function {
+        &self.c.functions[self.k]
+    }
+
+    /// Why the C backend refused this entry (None when it runs compiled, and
+    /// on the interpreter backend).
+    pub fn refused(&self) -> Option<&str> {
+        self.c.lib.as_ref().and_then(|l| l.refused(self.k))
+    }
+
+    /// Call with one value per parameter (tuples as `Value::Tuple`).
+    pub fn call(&self, args: &[Value]) -> Result<Value, Error> {
+        self.call_with(args, &self.c.options).map(|(v, _)| v)
+    }
+
+    /// Call with explicit options; the C backend also returns its
+    /// statistics (peak bytes allocated, buffers left).
+    pub fn call_with(&self, args: &[Value], options: &CallOptions) -> Result<(Value, Option<CallStats>), Error> {
+        let func = &self.c.functions[self.k];
+        let (sizes, flat) = bind_arguments(func, args)?;
+        let (results, stats) = match &self.c.lib {
+            None => {
+                let mut counts = OpCounts::default();
+                (interp::run(func, &sizes, &flat, &mut counts).map_err(|e| Error::Runtime(e.message))?, None)
+            }
+            Some(lib) => {
+                let (r, s) = lib.call(self.k, func, &sizes, &flat, options).map_err(Error::Runtime)?;
+                (r, Some(s))
+            }
+        };
+        let mut it = results.into_iter();
+        Ok((rebuild(&func.result_shape, &mut it), stats))
     }
 }

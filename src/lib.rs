@@ -18,5 +18,5 @@ pub mod runtime;
 pub mod syntax;
 pub mod types;
 
-pub use api::{Entry, Error, OpCounts, Program, Stage};
+pub use api::{Backend, Compiled, CompiledEntry, Entry, Error, OpCounts, Program, Stage};
 pub use runtime::Value;

@@ -48,6 +48,33 @@ enum Command {
     Check(CheckArgs),
     Run(RunArgs),
     Ir(IrArgs),
+    Build(BuildArgs),
+}
+
+/// Write a C library for the program's entry points.
+#[derive(clap::Args, Debug)]
+#[command(
+    about = "Write the program as a C library (a .c and a documented .h)",
+    long_about = "Compile a program to C and write FILE_STEM.c and FILE_STEM.h into a directory: one \
+function `arden_ENTRY` per entry point (inputs as pointers plus sizes, array results allocated \
+by the library, an error code and message). The header's first comment gives the one-line \
+command that compiles it into a C program.\n\n\
+Examples:\n  \
+arden build dot.ard -o out/\n  \
+arden build dot.ard --emit-c > dot.c"
+)]
+struct BuildArgs {
+    /// The program (a `.ard` file), e.g. `dot.ard`.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+
+    /// The directory to write the `.c` and `.h` into (created if missing).
+    #[arg(long, short = 'o', value_name = "DIR", required_unless_present = "emit_c")]
+    output: Option<PathBuf>,
+
+    /// Print the C library to stdout instead of writing files.
+    #[arg(long)]
+    emit_c: bool,
 }
 
 /// Type- and size-check a program.
@@ -158,6 +185,26 @@ struct RunArgs {
     /// exit code 130).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     timeout: Option<f64>,
+
+    /// The backend that runs the entry: `c` or `interp`.
+    ///
+    /// `c` generates C with OpenMP, compiles it with `$CC` or `cc` (cached
+    /// under `ARDEN_CACHE_DIR` or the user cache directory, so later runs do
+    /// not compile again) and calls it in-process; `interp` is the reference
+    /// interpreter. Default: `c` when a C compiler is found, otherwise the
+    /// interpreter (with a note on stderr). `--count-ops` needs `interp`.
+    #[arg(long, value_enum, value_name = "BACKEND")]
+    backend: Option<BackendArg>,
+
+    /// Threads for the C backend, e.g. `--threads 4` (default:
+    /// `ARDEN_NUM_THREADS`, else every core). `--threads 1` runs without OpenMP.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    threads: Option<u16>,
+
+    /// Print the backend, compile time, run time and (C backend) the peak
+    /// bytes of arrays allocated by the call to stderr.
+    #[arg(long)]
+    stats: bool,
 }
 
 /// A positive number of seconds.
@@ -166,6 +213,15 @@ fn parse_seconds(text: &str) -> Result<f64, String> {
         Ok(x) if x > 0.0 && x.is_finite() && x < 1e9 => Ok(x),
         _ => Err(format!("`{text}` is not a positive number of seconds (e.g. 10 or 0.5)")),
     }
+}
+
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum BackendArg {
+    /// C with OpenMP, compiled and loaded (fast).
+    C,
+    /// The reference interpreter.
+    Interp,
 }
 
 /// Print the compiler's intermediate representation.
@@ -306,6 +362,7 @@ fn execute(cli: Cli) -> Outcome {
         Command::Check(a) => check(&a),
         Command::Run(a) => run(&a),
         Command::Ir(a) => ir_cmd(&a),
+        Command::Build(a) => build_cmd(&a),
     }
 }
 
@@ -445,11 +502,33 @@ fn run(a: &RunArgs) -> Outcome {
         )));
     }
     let args = bind_args(func, &a.args)?;
+    if a.count_ops && a.backend == Some(BackendArg::C) {
+        return Err(Failure::Usage {
+            msg: "--count-ops counts the interpreter's operations; it cannot be combined with --backend c".into(),
+            command: "run",
+        });
+    }
+    if a.backend == Some(BackendArg::C) {
+        // The limits below are the interpreter's (it polls them in every
+        // loop); compiled code does not check them yet.
+        if a.max_memory.is_some() || a.timeout.is_some() {
+            return Err(Failure::Usage {
+                msg: "--max-memory and --timeout are enforced by the interpreter only; the C backend does not check them yet".into(),
+                command: "run",
+            });
+        }
+        let compiled = c_backend(&prog, &name)?;
+        return run_compiled(a, &compiled, &name, &args);
+    }
+    if a.threads.is_some() {
+        eprintln!("note: --threads applies to the C backend (--backend c) only; the interpreter runs on one thread");
+    }
     start_limits(a);
     let interrupted = |e: Error| match memory::stop() {
         memory::INTERRUPTED => Failure::Interrupted(e.to_string()),
         _ => Failure::from(e),
     };
+    let t0 = std::time::Instant::now();
     if a.count_ops {
         let (value, counts) = entry.call_counting(&args).map_err(interrupted)?;
         emit_result(a, &value)?;
@@ -457,7 +536,11 @@ fn run(a: &RunArgs) -> Outcome {
         eprintln!("ops: arith={} reads={} writes={}{stored}", counts.arith, counts.reads, counts.writes);
         Ok(())
     } else {
-        emit_result(a, &entry.call(&args).map_err(interrupted)?)
+        let value = entry.call(&args).map_err(interrupted)?;
+        if a.stats {
+            eprintln!("stats: backend=interp run={:.3}ms", t0.elapsed().as_secs_f64() * 1e3);
+        }
+        emit_result(a, &value)
     }
 }
 
@@ -477,6 +560,43 @@ fn start_limits(a: &RunArgs) {
     }
 }
 
+/// The C backend for `run` (asked for with `--backend c`): every failure —
+/// no compiler, a failed compilation, an entry it refuses — is an error.
+/// The interpreter stays the default until compiled code also honours
+/// `--max-memory`, `--timeout` and Ctrl-C (issue 8's contract).
+fn c_backend(prog: &Program, entry: &str) -> Result<arden::Compiled, Failure> {
+    if arden::backend::c::find_compiler().is_none() {
+        return Err(Failure::User("--backend c: no C compiler found (install one, e.g. gcc, or set $CC)".into()));
+    }
+    let compiled = prog.compile(arden::Backend::C)?;
+    if let Some(why) = compiled.entry(entry)?.refused() {
+        return Err(Failure::User(format!("the C backend cannot compile `{entry}`: {why}")));
+    }
+    Ok(compiled)
+}
+
+fn run_compiled(a: &RunArgs, compiled: &arden::Compiled, name: &str, args: &[Value]) -> Outcome {
+    let mut options = compiled.options();
+    if let Some(n) = a.threads {
+        options.threads = n as usize;
+    }
+    let t0 = std::time::Instant::now();
+    let (value, stats) = compiled.entry(name)?.call_with(args, &options)?;
+    let run_time = t0.elapsed();
+    if a.stats {
+        let lib = compiled.library().expect("the C backend has a library");
+        eprintln!(
+            "stats: backend=c threads={} compile={:.3}ms ({}) run={:.3}ms peak_bytes={}",
+            options.threads,
+            lib.build_time.as_secs_f64() * 1e3,
+            if lib.compiled { "compiled" } else { "cached" },
+            run_time.as_secs_f64() * 1e3,
+            stats.map_or(0, |s| s.peak_bytes)
+        );
+    }
+    emit_result(a, &value)
+}
+
 fn emit_result(a: &RunArgs, value: &Value) -> Outcome {
     match &a.output {
         None => print_out(&format!("{}\n", value.to_json())),
@@ -487,6 +607,22 @@ fn emit_result(a: &RunArgs, value: &Value) -> Outcome {
         }
         Some(path) => data::write_npy(path, value).map_err(Failure::User),
     }
+}
+
+fn build_cmd(a: &BuildArgs) -> Outcome {
+    let prog = Program::from_file(&a.file)?;
+    let stem = a.file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "arden".into());
+    let (c, h) = arden::backend::c::emit::emit_library(prog.module(), &a.file.display().to_string(), &stem).map_err(Failure::User)?;
+    if a.emit_c {
+        return print_out(&c);
+    }
+    let dir = a.output.as_ref().expect("clap requires -o without --emit-c");
+    std::fs::create_dir_all(dir).map_err(|e| Failure::User(format!("cannot create {}: {e}", dir.display())))?;
+    for (ext, text) in [("c", &c), ("h", &h)] {
+        let path = dir.join(format!("{stem}.{ext}"));
+        std::fs::write(&path, text).map_err(|e| Failure::User(format!("cannot write {}: {e}", path.display())))?;
+    }
+    print_out(&format!("wrote {0}/{stem}.c and {0}/{stem}.h\n", dir.display()))
 }
 
 fn ir_cmd(a: &IrArgs) -> Outcome {

@@ -1,2 +1,3 @@
 //! Backends that run core IR.
+pub mod c;
 pub mod interp;

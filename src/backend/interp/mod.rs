@@ -36,7 +36,7 @@ mod data;
 mod live;
 pub mod memory;
 mod prim;
-mod special;
+pub(crate) mod special;
 #[cfg(test)]
 mod tests;
 

@@ -46,6 +46,12 @@ fn zeta_coeffs() -> &'static [f64; ZETA_TERMS] {
     })
 }
 
+/// The constants the C backend's copy of these functions needs, with the
+/// same bits: Euler's γ, `ln(2π)/2` and the series coefficients.
+pub(crate) fn constants_for_c() -> (f64, f64, &'static [f64; ZETA_TERMS]) {
+    (EULER_GAMMA, HALF_LN_2PI, zeta_coeffs())
+}
+
 /// `ln Γ(2 + z)` for `|z| ≤ 1/2`.
 fn lgamma_near2(z: f64) -> f64 {
     let c = zeta_coeffs();

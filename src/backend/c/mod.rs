@@ -1,0 +1,359 @@
+//! The native backend: post-AD IR to C99 with OpenMP, compiled by the
+//! system C compiler into a shared library (cached by content hash), loaded
+//! with `libloading` and called in-process.
+//!
+//! - `emit.rs`: code generation, one method per IR construct.
+//! - `rt.h`: the runtime every generated file starts with (buffers,
+//!   registry, errors, wrapping arithmetic, special functions).
+//! - `cc.rs`: the compiler, its flags, the cache.
+//!
+//! # Memory
+//! An array is a view `(buffer, data pointer, dims)` on a reference-counted
+//! buffer. The block that binds a variable owns one reference and releases
+//! it right after the variable's last use (or passes it on as a block
+//! result); rows (`a[i]`), slices, `flatten`/`unflatten` and copies of
+//! variables are views that take a reference instead of copying. `update`
+//! and `scatter_add` write in place when their array operand dies at that
+//! statement and its buffer is not shared (reference count 1), else they
+//! copy. Every buffer of a call is linked into the call's registry (in its
+//! `ard_ctx`), so an error — anywhere, inside parallel loops too — frees
+//! everything at once, and a successful call leaves only its results there.
+//! Entry arguments are wrapped, never copied and never written.
+//!
+//! # Errors
+//! Generated code never aborts: a failed check records its message in the
+//! context and jumps to the function's failure label (or, inside a
+//! parallel loop, to the end of the iteration); the entry returns 1. In a
+//! parallel loop the error of the lowest failing iteration wins and later
+//! iterations are skipped, which is the error the interpreter (running
+//! iterations in order) reports.
+//!
+//! # Parallelism
+//! The outermost parallel `for` whose estimated work (trip count × a static
+//! estimate of its body) reaches `par_min` runs as `#pragma omp parallel
+//! for schedule(static)`; loops inside it are sequential. Built-in
+//! reductions of 1-d arrays split the array into one static chunk per
+//! thread and combine the partial results in thread order (the same bits
+//! for the same thread count). `scatter_add` validates its indexes, then
+//! adds with per-thread private copies combined in thread order when the
+//! target is small (≤ 65,536 elements) or with atomic adds when it is
+//! large. With one thread no OpenMP construct is entered.
+
+mod cc;
+pub mod emit;
+
+pub use cc::{Compiler, FLAGS, cache_dir, find_compiler, valid_cached};
+
+use crate::ir::{Function, Module, Scalar, Type};
+use crate::runtime::{ArrayData, Value};
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// `RTLD_NODELETE` (glibc and musl on Linux).
+const RTLD_NODELETE: c_int = 0x1000;
+
+/// The runtime included at the top of every generated file.
+pub const RUNTIME: &str = include_str!("rt.h");
+
+/// Default minimum work (element operations) before a loop runs in parallel.
+pub const DEFAULT_PAR_MIN: i64 = 1 << 15;
+
+/// How to compile.
+#[derive(Clone, Debug)]
+pub struct COptions {
+    /// Flags appended to [`FLAGS`] (part of the cache key).
+    pub extra_flags: Vec<String>,
+}
+
+impl Default for COptions {
+    /// No extra flags but those of `ARDEN_CFLAGS` (split on whitespace),
+    /// e.g. `ARDEN_CFLAGS="-fsanitize=address,undefined"`.
+    fn default() -> Self {
+        let extra_flags = std::env::var("ARDEN_CFLAGS").map(|s| s.split_whitespace().map(str::to_string).collect()).unwrap_or_default();
+        COptions { extra_flags }
+    }
+}
+
+/// How to call.
+#[derive(Clone, Copy, Debug)]
+pub struct CallOptions {
+    pub threads: usize,
+    /// Minimum estimated work for a parallel loop (tests use 0 to run every
+    /// parallel path on small inputs).
+    pub par_min: i64,
+}
+
+impl Default for CallOptions {
+    fn default() -> Self {
+        CallOptions { threads: default_threads(), par_min: DEFAULT_PAR_MIN }
+    }
+}
+
+/// `ARDEN_NUM_THREADS`, else the number of cores.
+pub fn default_threads() -> usize {
+    std::env::var("ARDEN_NUM_THREADS")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .filter(|n| *n >= 1)
+        .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct ArdIo {
+    data: *mut c_void,
+    rank: i64,
+    dims: [i64; emit::IO_MAXR],
+    f64: f64,
+    f32: f32,
+    i64: i64,
+    i32: i32,
+    b: u8,
+}
+
+impl Default for ArdIo {
+    fn default() -> Self {
+        ArdIo { data: std::ptr::null_mut(), rank: 0, dims: [0; emit::IO_MAXR], f64: 0.0, f32: 0.0, i64: 0, i32: 0, b: 0 }
+    }
+}
+
+type CtxNew = unsafe extern "C" fn(c_int, i64) -> *mut c_void;
+type CtxFree = unsafe extern "C" fn(*mut c_void);
+type CtxMsg = unsafe extern "C" fn(*mut c_void) -> *const c_char;
+type CtxI64 = unsafe extern "C" fn(*mut c_void) -> i64;
+type EntryFn = unsafe extern "C" fn(*mut c_void, *const i64, *const ArdIo, *mut ArdIo) -> c_int;
+
+/// A loaded library: one compiled function per entry of the module (or the
+/// reason it was refused). `Send + Sync`: every call has its own context.
+pub struct Library {
+    _lib: libloading::Library,
+    ctx_new: CtxNew,
+    ctx_free: CtxFree,
+    ctx_msg: CtxMsg,
+    ctx_peak: CtxI64,
+    ctx_live: CtxI64,
+    entries: Vec<Result<EntryFn, String>>,
+    /// the generated C
+    pub source: Arc<String>,
+    pub path: PathBuf,
+    /// whether the C compiler ran (false: loaded from the cache)
+    pub compiled: bool,
+    /// time to generate, compile (or find in the cache) and load
+    pub build_time: Duration,
+}
+
+/// Statistics of one call.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CallStats {
+    /// peak bytes of array buffers allocated by the call
+    pub peak_bytes: i64,
+    /// buffers left in the registry after the call (the results; more
+    /// would be a leak, which the tests check)
+    pub live_buffers: i64,
+}
+
+/// A failure to compile or load.
+#[derive(Debug, Clone)]
+pub struct CError(pub String);
+
+impl std::fmt::Display for CError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Generate, compile (or find in the cache) and load a module.
+pub fn compile(m: &Module, opts: &COptions) -> Result<Library, CError> {
+    let t0 = Instant::now();
+    let g = emit::emit_module(m);
+    let cc = find_compiler().ok_or_else(|| CError("no C compiler found (set $CC or install `cc`)".into()))?;
+    let built = cc::build(&cc, &g.source, &opts.extra_flags).map_err(CError)?;
+    // SAFETY: the library is ours (generated and compiled above, verified
+    // by its trailer); its initialisers are the C runtime's only.
+    // Loaded with RTLD_NODELETE: OpenMP's idle worker threads live in
+    // libgomp, which the library pulls in; unloading it under them would
+    // crash the process. A library therefore stays mapped until exit.
+    let lib: libloading::Library = unsafe {
+        libloading::os::unix::Library::open(Some(&built.path), libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL | RTLD_NODELETE)
+    }
+    .map_err(|e| CError(format!("cannot load {}: {e}", built.path.display())))?
+    .into();
+    // SAFETY: the symbols are defined by rt.h / emit.rs with these types.
+    unsafe {
+        let ctx_new = *lib.get::<CtxNew>(b"ard_ctx_new\0").map_err(|e| CError(e.to_string()))?;
+        let ctx_free = *lib.get::<CtxFree>(b"ard_ctx_free\0").map_err(|e| CError(e.to_string()))?;
+        let ctx_msg = *lib.get::<CtxMsg>(b"ard_ctx_msg\0").map_err(|e| CError(e.to_string()))?;
+        let ctx_peak = *lib.get::<CtxI64>(b"ard_ctx_peak\0").map_err(|e| CError(e.to_string()))?;
+        let ctx_live = *lib.get::<CtxI64>(b"ard_ctx_live\0").map_err(|e| CError(e.to_string()))?;
+        let mut entries = vec![];
+        for (k, e) in g.entries.iter().enumerate() {
+            entries.push(match e {
+                Ok(()) => {
+                    let name = format!("ard_entry_{k}\0");
+                    Ok(*lib.get::<EntryFn>(name.as_bytes()).map_err(|e| CError(e.to_string()))?)
+                }
+                Err(why) => Err(why.clone()),
+            });
+        }
+        Ok(Library {
+            _lib: lib,
+            ctx_new,
+            ctx_free,
+            ctx_msg,
+            ctx_peak,
+            ctx_live,
+            entries,
+            source: Arc::new(g.source),
+            path: built.path,
+            compiled: built.compiled,
+            build_time: t0.elapsed(),
+        })
+    }
+}
+
+/// Frees the call context however the call ends.
+struct Ctx<'a> {
+    lib: &'a Library,
+    ptr: *mut c_void,
+}
+
+impl Drop for Ctx<'_> {
+    fn drop(&mut self) {
+        // SAFETY: created by ctx_new, freed once.
+        unsafe { (self.lib.ctx_free)(self.ptr) }
+    }
+}
+
+impl Library {
+    /// Why entry `k` was not compiled, if it was not.
+    pub fn refused(&self, k: usize) -> Option<&str> {
+        match self.entries.get(k) {
+            Some(Err(why)) => Some(why),
+            _ => None,
+        }
+    }
+
+    /// Call function `k` (whose IR is `func`) with concrete sizes and flat
+    /// arguments (checked by the caller against the function's types, as for
+    /// the interpreter); returns the flat results.
+    pub fn call(&self, k: usize, func: &Function, sizes: &[i64], args: &[Value], opts: &CallOptions) -> Result<(Vec<Value>, CallStats), String> {
+        let entry = match self.entries.get(k) {
+            Some(Ok(f)) => *f,
+            Some(Err(why)) => return Err(format!("the C backend cannot compile `{}`: {why}", func.name)),
+            None => return Err(format!("internal: no compiled function {k}")),
+        };
+        if args.len() != func.params.len() || sizes.len() != func.size_params.len() {
+            return Err(format!("internal: `{}` called with the wrong number of arguments", func.name));
+        }
+        let mut ios = Vec::with_capacity(args.len());
+        // keep 0-d arrays' scalars alive
+        for (a, b) in args.iter().zip(&func.params) {
+            let mut io = ArdIo::default();
+            let a = match a {
+                Value::Array(x) if x.shape.is_empty() && x.data.len() == 1 => x.data.get(0),
+                v => v.clone(),
+            };
+            match (&a, b.ty.rank()) {
+                (Value::F64(x), 0) => io.f64 = *x,
+                (Value::F32(x), 0) => io.f32 = *x,
+                (Value::I64(x), 0) => io.i64 = *x,
+                (Value::I32(x), 0) => io.i32 = *x,
+                (Value::Bool(x), 0) => io.b = *x as u8,
+                (Value::Array(x), r) if x.shape.len() == r && x.elem() == b.ty.elem && r > 0 => {
+                    io.rank = r as i64;
+                    for (d, s) in io.dims.iter_mut().zip(&x.shape) {
+                        *d = *s as i64;
+                    }
+                    io.data = match &x.data {
+                        ArrayData::F64(v) => v.as_ptr() as *mut c_void,
+                        ArrayData::F32(v) => v.as_ptr() as *mut c_void,
+                        ArrayData::I64(v) => v.as_ptr() as *mut c_void,
+                        ArrayData::I32(v) => v.as_ptr() as *mut c_void,
+                        ArrayData::Bool(v) => v.as_ptr() as *mut c_void,
+                    };
+                }
+                _ => return Err(format!("internal: argument of type {:?} for a parameter of type {}", a.elem(), b.ty.elem.name())),
+            }
+            ios.push(io);
+        }
+        let rtys: Vec<Type> = func
+            .body
+            .result
+            .iter()
+            .map(|a| match a {
+                crate::ir::Atom::Var(v) => result_type(func, *v),
+                crate::ir::Atom::Lit(l) => Type::scalar(l.scalar()),
+            })
+            .collect();
+        let mut res = vec![ArdIo::default(); rtys.len().max(1)];
+        let threads = opts.threads.clamp(1, 256) as c_int;
+        // SAFETY: ctx_new allocates a fresh context.
+        let ptr = unsafe { (self.ctx_new)(threads, opts.par_min) };
+        if ptr.is_null() {
+            return Err("out of memory".into());
+        }
+        let ctx = Ctx { lib: self, ptr };
+        // SAFETY: the entry reads `args` (kept alive by `args`) and writes
+        // `res`; arrays are never written through argument pointers.
+        let rc = unsafe { entry(ctx.ptr, sizes.as_ptr(), ios.as_ptr(), res.as_mut_ptr()) };
+        if rc != 0 {
+            // SAFETY: the message is a NUL-terminated buffer in the context.
+            let msg = unsafe { CStr::from_ptr((self.ctx_msg)(ctx.ptr)) }.to_string_lossy().into_owned();
+            return Err(msg);
+        }
+        let mut out = Vec::with_capacity(rtys.len());
+        for (t, io) in rtys.iter().zip(&res) {
+            out.push(read_result(t, io));
+        }
+        // SAFETY: plain reads of the context.
+        let stats = unsafe { CallStats { peak_bytes: (self.ctx_peak)(ctx.ptr), live_buffers: (self.ctx_live)(ctx.ptr) } };
+        Ok((out, stats))
+    }
+}
+
+/// The type of a top-level result variable.
+fn result_type(func: &Function, v: crate::ir::VarId) -> Type {
+    if func.size_params.iter().any(|(_, x)| *x == v) {
+        return Type::scalar(Scalar::I64);
+    }
+    if let Some(b) = func.params.iter().find(|b| b.var == v) {
+        return b.ty.clone();
+    }
+    func.body.stmts.iter().flat_map(|s| &s.binds).find(|b| b.var == v).map(|b| b.ty.clone()).unwrap_or(Type::scalar(Scalar::F64))
+}
+
+fn read_result(t: &Type, io: &ArdIo) -> Value {
+    if t.rank() == 0 {
+        return match t.elem {
+            Scalar::F64 => Value::F64(io.f64),
+            Scalar::F32 => Value::F32(io.f32),
+            Scalar::I64 => Value::I64(io.i64),
+            Scalar::I32 => Value::I32(io.i32),
+            Scalar::Bool => Value::Bool(io.b != 0),
+        };
+    }
+    let shape: Vec<usize> = io.dims[..t.rank()].iter().map(|d| *d as usize).collect();
+    let n: usize = shape.iter().product();
+    // SAFETY: the entry returned a buffer of `n` elements of this type
+    // (alive until the context is freed, after this copy).
+    let data = unsafe {
+        match t.elem {
+            Scalar::F64 => ArrayData::F64(copy_out(io.data as *const f64, n)),
+            Scalar::F32 => ArrayData::F32(copy_out(io.data as *const f32, n)),
+            Scalar::I64 => ArrayData::I64(copy_out(io.data as *const i64, n)),
+            Scalar::I32 => ArrayData::I32(copy_out(io.data as *const i32, n)),
+            Scalar::Bool => ArrayData::Bool(copy_out(io.data as *const u8, n).into_iter().map(|b| b != 0).collect()),
+        }
+    };
+    Value::array(shape, data)
+}
+
+unsafe fn copy_out<T: Copy>(p: *const T, n: usize) -> Vec<T> {
+    if n == 0 || p.is_null() {
+        return vec![];
+    }
+    // SAFETY: guaranteed by the caller.
+    unsafe { std::slice::from_raw_parts(p, n).to_vec() }
+}

@@ -1,0 +1,356 @@
+/* arden C runtime: buffers with reference counts and a per-call registry,
+ * errors, wrapping integer arithmetic, conversions and special functions.
+ * Included at the top of every generated file (see src/backend/c/mod.rs).
+ * The generated file defines ARD_MAXR (largest rank, >= 1) before this. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+#include <stdarg.h>
+#include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define ARD_IO_MAXR 16
+#define ARD_MAX_ELEMS ((int64_t)1 << 33)
+#define ARD_MAX_THREADS 256
+
+/* One heap buffer. `ext` buffers wrap caller memory: only the node is freed.
+ * Every buffer of a call is linked into the call's registry, so an error
+ * anywhere (inside parallel loops too) frees everything with ard_ctx_free. */
+typedef struct ard_buf {
+    struct ard_buf *prev, *next;
+    int64_t rc;
+    int64_t bytes;
+    int ext;
+    int list; /* the registry list it is linked into */
+    void *data;
+} ard_buf;
+
+/* One registry list per thread (each on its own cache lines), so threads
+ * allocating inside a parallel loop do not contend for one lock. */
+typedef struct ard_list {
+    ard_buf head;
+    unsigned char lock;
+    char pad[64];
+} ard_list;
+
+typedef struct ard_ctx {
+    int nthreads;
+    int64_t par_min;
+    int64_t fail_iter; /* INT64_MAX while no error */
+    unsigned char lock; /* for the message */
+    char msg[1024];
+    int64_t bytes, peak, nbufs;
+    ard_list lists[ARD_MAX_THREADS];
+} ard_ctx;
+
+/* The calling convention between Rust and an entry (one per flat value). */
+typedef struct ard_io {
+    void *data;
+    int64_t rank;
+    int64_t dims[ARD_IO_MAXR];
+    double f64;
+    float f32;
+    int64_t i64;
+    int32_t i32;
+    uint8_t b;
+} ard_io;
+
+typedef struct { ard_buf *b; void *p; int64_t d[ARD_MAXR]; } ard_arr;
+
+static inline void ard_spin(unsigned char *l) { while (__atomic_test_and_set(l, __ATOMIC_ACQUIRE)) { } }
+static inline void ard_unspin(unsigned char *l) { __atomic_clear(l, __ATOMIC_RELEASE); }
+static inline void ard_lock(ard_ctx *c) { ard_spin(&c->lock); }
+static inline void ard_unlock(ard_ctx *c) { ard_unspin(&c->lock); }
+
+
+ard_ctx *ard_ctx_new(int nthreads, int64_t par_min) {
+    ard_ctx *c = (ard_ctx *)calloc(1, sizeof(ard_ctx));
+    if (!c) return NULL;
+    c->nthreads = nthreads < 1 ? 1 : (nthreads > ARD_MAX_THREADS ? ARD_MAX_THREADS : nthreads);
+    c->par_min = par_min;
+    c->fail_iter = INT64_MAX;
+    for (int i = 0; i < ARD_MAX_THREADS; i++) c->lists[i].head.next = c->lists[i].head.prev = &c->lists[i].head;
+    return c;
+}
+
+void ard_ctx_free(ard_ctx *c) {
+    for (int i = 0; i < ARD_MAX_THREADS; i++) {
+        ard_buf *h = &c->lists[i].head, *b = h->next;
+        while (b != h) {
+            ard_buf *n = b->next;
+            free(b);
+            b = n;
+        }
+    }
+    free(c);
+}
+
+const char *ard_ctx_msg(ard_ctx *c) { return c->msg; }
+int64_t ard_ctx_peak(ard_ctx *c) { return c->peak; }
+/* buffers still registered (after a successful call: the results' only) */
+int64_t ard_ctx_live(ard_ctx *c) { return c->nbufs; }
+
+static void ard_fail(ard_ctx *c, int64_t iter, const char *fmt, ...) {
+    ard_lock(c);
+    if (iter < c->fail_iter) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->msg, sizeof c->msg, fmt, ap);
+        va_end(ap);
+        c->fail_iter = iter;
+    }
+    ard_unlock(c);
+}
+
+static inline int ard_failed_before(ard_ctx *c, int64_t iter) {
+    return __atomic_load_n(&c->fail_iter, __ATOMIC_RELAXED) < iter;
+}
+
+/* the calling thread's list (0 with one thread: no OpenMP call at all) */
+static inline int ard_thread(const ard_ctx *c) {
+#ifdef _OPENMP
+    if (c->nthreads == 1) return 0;
+    int t = omp_get_thread_num();
+    return t < ARD_MAX_THREADS ? t : t % ARD_MAX_THREADS;
+#else
+    (void)c;
+    return 0;
+#endif
+}
+
+static void ard_link(ard_ctx *c, ard_buf *b) {
+    int t = ard_thread(c);
+    ard_list *l = &c->lists[t];
+    b->list = t;
+    ard_spin(&l->lock);
+    b->next = l->head.next;
+    b->prev = &l->head;
+    l->head.next->prev = b;
+    l->head.next = b;
+    ard_unspin(&l->lock);
+    int64_t now = __atomic_add_fetch(&c->bytes, b->bytes, __ATOMIC_RELAXED);
+    int64_t peak = __atomic_load_n(&c->peak, __ATOMIC_RELAXED);
+    while (now > peak && !__atomic_compare_exchange_n(&c->peak, &peak, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) { }
+    __atomic_add_fetch(&c->nbufs, 1, __ATOMIC_RELAXED);
+}
+
+static void ard_free_buf(ard_ctx *c, ard_buf *b) {
+    ard_list *l = &c->lists[b->list];
+    ard_spin(&l->lock);
+    b->prev->next = b->next;
+    b->next->prev = b->prev;
+    ard_unspin(&l->lock);
+    __atomic_sub_fetch(&c->bytes, b->bytes, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&c->nbufs, 1, __ATOMIC_RELAXED);
+    free(b);
+}
+
+static inline void ard_retain(ard_buf *b) { __atomic_add_fetch(&b->rc, 1, __ATOMIC_RELAXED); }
+static inline void ard_release(ard_ctx *c, ard_buf *b) {
+    if (__atomic_sub_fetch(&b->rc, 1, __ATOMIC_ACQ_REL) == 0) ard_free_buf(c, b);
+}
+static inline int ard_unique(ard_buf *b) { return __atomic_load_n(&b->rc, __ATOMIC_ACQUIRE) == 1; }
+
+static void ard_shape_str(char *out, size_t cap, int rank, const int64_t *d) {
+    size_t k = 0;
+    out[0] = 0;
+    if (rank == 0) { snprintf(out, cap, "[]"); return; }
+    for (int i = 0; i < rank && k < cap; i++) k += snprintf(out + k, cap - k, "[%lld]", (long long)d[i]);
+}
+
+/* A new array of the given shape; 0 on success, 1 after recording an error. */
+static int ard_new(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize, int rank, const int64_t *d) {
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) {
+        if (d[i] < 0 || (d[i] != 0 && n > ARD_MAX_ELEMS / d[i]) ) { n = -1; break; }
+        n *= d[i];
+    }
+    if (n < 0 || n > ARD_MAX_ELEMS) {
+        char s[256];
+        ard_shape_str(s, sizeof s, rank, d);
+        ard_fail(c, it, "array of shape %s is too large", s);
+        return 1;
+    }
+    size_t bytes = (size_t)n * (size_t)esize;
+    ard_buf *b = (ard_buf *)malloc(sizeof(ard_buf) + bytes + 64);
+    if (!b) {
+        ard_fail(c, it, "out of memory: cannot allocate %lld bytes", (long long)bytes);
+        return 1;
+    }
+    uintptr_t p = ((uintptr_t)(b + 1) + 63) & ~(uintptr_t)63;
+    b->data = (void *)p;
+    b->rc = 1;
+    b->ext = 0;
+    b->bytes = (int64_t)bytes;
+    ard_link(c, b);
+    a->b = b;
+    a->p = b->data;
+    for (int i = 0; i < rank; i++) a->d[i] = d[i];
+    return 0;
+}
+
+/* Wrap caller memory (an entry argument): never written, never freed here. */
+static int ard_wrap(ard_ctx *c, ard_arr *a, void *data, int rank, const int64_t *d) {
+    ard_buf *b = (ard_buf *)malloc(sizeof(ard_buf));
+    if (!b) { ard_fail(c, -1, "out of memory"); return 1; }
+    b->data = data;
+    b->rc = 2; /* one reference belongs to the caller: never unique */
+    b->ext = 1;
+    b->bytes = 0;
+    ard_link(c, b);
+    a->b = b;
+    a->p = data;
+    for (int i = 0; i < rank; i++) a->d[i] = d[i];
+    return 0;
+}
+
+static inline void ard_copy(void *dst, const void *src, int64_t bytes) {
+    if (bytes > 0) memcpy(dst, src, (size_t)bytes);
+}
+
+/* ---- wrapping integer arithmetic (as Rust's wrapping_*) ---- */
+static inline int64_t ard_add64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+static inline int64_t ard_sub64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+static inline int64_t ard_mul64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+static inline int64_t ard_neg64(int64_t a) { return (int64_t)(0 - (uint64_t)a); }
+static inline int64_t ard_abs64(int64_t a) { return a < 0 ? ard_neg64(a) : a; }
+static inline int64_t ard_div64(int64_t a, int64_t b) { return b == -1 ? ard_neg64(a) : a / b; }
+static inline int64_t ard_rem64(int64_t a, int64_t b) { return b == -1 ? 0 : a % b; }
+static inline int32_t ard_add32(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
+static inline int32_t ard_sub32(int32_t a, int32_t b) { return (int32_t)((uint32_t)a - (uint32_t)b); }
+static inline int32_t ard_mul32(int32_t a, int32_t b) { return (int32_t)((uint32_t)a * (uint32_t)b); }
+static inline int32_t ard_neg32(int32_t a) { return (int32_t)(0 - (uint32_t)a); }
+static inline int32_t ard_abs32(int32_t a) { return a < 0 ? ard_neg32(a) : a; }
+static inline int32_t ard_div32(int32_t a, int32_t b) { return b == -1 ? ard_neg32(a) : a / b; }
+static inline int32_t ard_rem32(int32_t a, int32_t b) { return b == -1 ? 0 : a % b; }
+/* size arithmetic: truncating division, 0 for a zero divisor (never reached:
+ * sizes used as divisors are checked where they are computed) */
+static inline int64_t ard_sdiv(int64_t a, int64_t b) { return b == 0 ? 0 : ard_div64(a, b); }
+
+/* ---- NaN-propagating min/max (the first NaN operand wins) ---- */
+static inline double ard_fmin64(double a, double b) { return isnan(a) ? a : (isnan(b) || b < a) ? b : a; }
+static inline double ard_fmax64(double a, double b) { return isnan(a) ? a : (isnan(b) || b > a) ? b : a; }
+static inline float ard_fmin32(float a, float b) { return isnan(a) ? a : (isnan(b) || b < a) ? b : a; }
+static inline float ard_fmax32(float a, float b) { return isnan(a) ? a : (isnan(b) || b > a) ? b : a; }
+static inline int64_t ard_imin64(int64_t a, int64_t b) { return b < a ? b : a; }
+static inline int64_t ard_imax64(int64_t a, int64_t b) { return b > a ? b : a; }
+static inline int32_t ard_imin32(int32_t a, int32_t b) { return b < a ? b : a; }
+static inline int32_t ard_imax32(int32_t a, int32_t b) { return b > a ? b : a; }
+
+/* ---- conversions: float to int truncates and saturates, NaN gives 0 ---- */
+static inline int64_t ard_f2i64(double a) {
+    if (isnan(a)) return 0;
+    if (a >= 9223372036854775808.0) return INT64_MAX;
+    if (a < -9223372036854775808.0) return INT64_MIN;
+    return (int64_t)a;
+}
+static inline int32_t ard_f2i32(double a) {
+    if (isnan(a)) return 0;
+    if (a >= 2147483648.0) return INT32_MAX;
+    if (a <= -2147483649.0) return INT32_MIN;
+    return (int32_t)a;
+}
+
+static inline double ard_sigmoid64(double a) {
+    if (a >= 0.0) return 1.0 / (1.0 + exp(-a));
+    double e = exp(a);
+    return e / (1.0 + e);
+}
+static inline float ard_sigmoid32(float a) {
+    if (a >= 0.0f) return 1.0f / (1.0f + expf(-a));
+    float e = expf(a);
+    return e / (1.0f + e);
+}
+static inline double ard_relu64(double a) { return (a > 0.0 || isnan(a)) ? a : 0.0; }
+static inline float ard_relu32(float a) { return (a > 0.0f || isnan(a)) ? a : 0.0f; }
+
+/* ---- special functions: the same algorithms as the interpreter
+ * (src/backend/interp/special.rs); ARD_ZETA, ARD_PI, ARD_EULER, ARD_HALF_LN_2PI
+ * and ARD_FRAC_2_SQRT_PI are emitted by the generator from the interpreter's
+ * own values, so both compute with the same bits ---- */
+
+static double ard_lgamma_near2(double z) {
+    double w = -z, acc = 0.0;
+    for (int k = ARD_ZETA_TERMS - 1; k >= 2; k--) acc = ARD_ZETA[k] + w * acc;
+    return (1.0 - ARD_EULER) * z + w * w * acc;
+}
+static double ard_lgamma_stirling(double x) {
+    static const double S[8] = {1.0 / 12.0, -1.0 / 360.0, 1.0 / 1260.0, -1.0 / 1680.0,
+                                1.0 / 1188.0, -691.0 / 360360.0, 1.0 / 156.0, -3617.0 / 122400.0};
+    double r = 1.0 / x, r2 = r * r, acc = 0.0;
+    for (int i = 7; i >= 0; i--) acc = S[i] + r2 * acc;
+    return (x - 0.5) * log(x) - x + ARD_HALF_LN_2PI + r * acc;
+}
+static double ard_lgamma(double x) {
+    if (isnan(x)) return x;
+    if (isinf(x)) return INFINITY;
+    if (x <= 0.0) {
+        if (x == floor(x)) return INFINITY;
+        double nx = -x;
+        double f = nx - trunc(nx);
+        double m = f < 1.0 - f ? f : 1.0 - f;
+        double s = sin(ARD_PI * m);
+        return log(ARD_PI) - log(s) - ard_lgamma(1.0 - x);
+    }
+    if (x < 0.5) return ard_lgamma_near2(x) - log1p(x) - log(x);
+    if (x < 1.5) { double z = x - 1.0; return ard_lgamma_near2(z) - log1p(z); }
+    if (x < 2.5) return ard_lgamma_near2(x - 2.0);
+    if (x < 10.0) {
+        double y = x, prod = 1.0;
+        while (y >= 2.5) { y -= 1.0; prod *= y; }
+        return ard_lgamma_near2(y - 2.0) + log(prod);
+    }
+    return ard_lgamma_stirling(x);
+}
+static double ard_erf_series(double a) {
+    double x2 = a * a, term = a, sum = a, n = 0.0;
+    while (term > sum * 1e-17) { n += 1.0; term *= 2.0 * x2 / (2.0 * n + 1.0); sum += term; }
+    return ARD_FRAC_2_SQRT_PI * exp(-x2) * sum;
+}
+static double ard_erfc_cf(double a) {
+    const double TINY = 1e-300;
+    double f = a, c = a, d = 0.0;
+    for (int n = 1; n < 1000; n++) {
+        double an = (double)n * 0.5;
+        d = a + an * d;
+        if (d == 0.0) d = TINY;
+        d = 1.0 / d;
+        c = a + an / c;
+        if (c == 0.0) c = TINY;
+        double delta = c * d;
+        f *= delta;
+        if (fabs(delta - 1.0) < 1e-16) break;
+    }
+    return exp(-a * a) * (0.5 * ARD_FRAC_2_SQRT_PI) / f;
+}
+static double ard_erf(double x) {
+    if (isnan(x)) return x;
+    double a = fabs(x), r;
+    if (a < 2.5) r = ard_erf_series(a);
+    else if (a < 6.0) r = 1.0 - ard_erfc_cf(a);
+    else r = 1.0;
+    return copysign(r, x);
+}
+static double ard_digamma(double x) {
+    if (isnan(x) || x == -INFINITY) return NAN;
+    if (x <= 0.0 && x == floor(x)) return NAN;
+    if (x < 0.0) return ard_digamma(1.0 - x) - ARD_PI / tan(ARD_PI * x);
+    double acc = 0.0;
+    while (x < 10.0) { acc -= 1.0 / x; x += 1.0; }
+    double inv2 = 1.0 / (x * x);
+    double series = inv2 * (1.0 / 12.0 - inv2 * (1.0 / 120.0 - inv2 * (1.0 / 252.0 - inv2 * (1.0 / 240.0 - inv2 * (1.0 / 132.0)))));
+    return acc + log(x) - 0.5 / x - series;
+}
+static double ard_trigamma(double x) {
+    if (isnan(x) || x == -INFINITY) return NAN;
+    if (x <= 0.0 && x == floor(x)) return NAN;
+    if (x < 0.0) { double s = sin(ARD_PI * x); return ARD_PI * ARD_PI / (s * s) - ard_trigamma(1.0 - x); }
+    double acc = 0.0;
+    while (x < 10.0) { acc += 1.0 / (x * x); x += 1.0; }
+    double inv = 1.0 / x, inv2 = inv * inv;
+    double series = inv + 0.5 * inv2 + inv * inv2 * (1.0 / 6.0 - inv2 * (1.0 / 30.0 - inv2 * (1.0 / 42.0 - inv2 * (1.0 / 30.0 - inv2 * (5.0 / 66.0)))));
+    return acc + series;
+}

@@ -1,0 +1,204 @@
+//! The C backend against the reference interpreter: every `-- test:` case
+//! of `tests/programs/`, `tests/ad_programs/` and `examples/` runs on both,
+//! at 1 thread and at 2 threads with every parallel path forced on (a zero
+//! work threshold); results agree (relative 1e-10, exactly for integers and
+//! booleans), run-time errors agree in message and location, and a call
+//! leaves no buffer behind but its results. Each file compiles to one
+//! shared library (cached under a per-run directory).
+
+mod common;
+use arden::api::{Backend, CallOptions};
+use arden::runtime::ArrayData;
+use arden::{Program, Value};
+use common::*;
+
+/// The tests use the user's cache (`ARDEN_CACHE_DIR` or ~/.cache/arden),
+/// as the command-line and README tests do, so the examples are compiled
+/// once for all of them.
+fn cache_env() {}
+
+fn close(a: f64, b: f64) -> bool {
+    if a.is_nan() || b.is_nan() {
+        return a.is_nan() && b.is_nan();
+    }
+    if a == b {
+        return true;
+    }
+    (a - b).abs() <= 1e-10 * a.abs().max(b.abs()) || (a - b).abs() <= 1e-300
+}
+
+/// Equal values: floats within 1e-10 relative, everything else exactly.
+pub fn same(x: &Value, y: &Value) -> bool {
+    match (x, y) {
+        (Value::F64(a), Value::F64(b)) => close(*a, *b),
+        (Value::F32(a), Value::F32(b)) => close(*a as f64, *b as f64),
+        (Value::I64(a), Value::I64(b)) => a == b,
+        (Value::I32(a), Value::I32(b)) => a == b,
+        (Value::Bool(a), Value::Bool(b)) => a == b,
+        (Value::Tuple(a), Value::Tuple(b)) => a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same(a, b)),
+        (Value::Array(a), Value::Array(b)) => {
+            a.shape == b.shape
+                && match (&a.data, &b.data) {
+                    (ArrayData::F64(p), ArrayData::F64(q)) => p.iter().zip(q).all(|(a, b)| close(*a, *b)),
+                    (ArrayData::F32(p), ArrayData::F32(q)) => p.iter().zip(q).all(|(a, b)| close(*a as f64, *b as f64)),
+                    (p, q) => p == q,
+                }
+        }
+        _ => false,
+    }
+}
+
+fn count_arrays(v: &Value) -> i64 {
+    match v {
+        Value::Array(_) => 1,
+        Value::Tuple(vs) => vs.iter().map(count_arrays).sum(),
+        _ => 0,
+    }
+}
+
+/// `flags`: extra C compiler flags (the corpus and the differentiation
+/// programs use `-O1`, which compiles in half the time of `-O3`; the
+/// examples use the default flags).
+fn run_dir(dir: &str, flags: &[&str]) {
+    if arden::backend::c::find_compiler().is_none() {
+        eprintln!("note: no C compiler found: C backend test skipped");
+        return;
+    }
+    cache_env();
+    let mut failures = vec![];
+    let mut ran = 0;
+    for path in ard_files(dir) {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let name = path.display().to_string();
+        if std::env::var("ARDEN_TEST_TRACE").is_ok() {
+            eprintln!("{name}");
+        }
+        let prog = Program::from_file(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let interp = prog.compile(Backend::Interp).unwrap();
+        let opts = arden::backend::c::COptions { extra_flags: flags.iter().map(|s| s.to_string()).collect() };
+        let native = match prog.compile_with(Backend::C, &opts) {
+            Ok(c) => c,
+            Err(e) => {
+                failures.push(format!("{name}: C backend: {e}"));
+                continue;
+            }
+        };
+        for case in cases(&text) {
+            let Ok(args) = args_for(&prog, &case) else { continue };
+            let want = interp.entry(&case.entry).unwrap().call(&args);
+            let entry = native.entry(&case.entry).unwrap();
+            if let Some(why) = entry.refused() {
+                failures.push(format!("{name}:{}: refused: {why}", case.line));
+                continue;
+            }
+            if std::env::var("ARDEN_TEST_TRACE").is_ok() {
+                eprintln!("  line {}", case.line);
+            }
+            for opts in [CallOptions { threads: 1, par_min: 1 << 15 }, CallOptions { threads: 2, par_min: 0 }] {
+                ran += 1;
+                let got = entry.call_with(&args, &opts);
+                match (&want, &got) {
+                    (Ok(w), Ok((g, stats))) => {
+                        if !same(w, g) {
+                            failures.push(format!("{name}:{} ({} threads): interpreter {} but C {}", case.line, opts.threads, w.to_json(), g.to_json()));
+                        }
+                        let live = stats.map_or(0, |s| s.live_buffers);
+                        let params: i64 = args.iter().map(count_arrays).sum();
+                        if live > count_arrays(g) + params {
+                            failures.push(format!("{name}:{} ({} threads): {live} buffers left after the call", case.line, opts.threads));
+                        }
+                    }
+                    (Err(w), Err(g)) if w.to_string() == g.to_string() => {}
+                    (w, g) => failures.push(format!(
+                        "{name}:{} ({} threads): interpreter {} but C {}",
+                        case.line,
+                        opts.threads,
+                        w.as_ref().map(|v| v.to_json()).unwrap_or_else(|e| e.to_string()),
+                        g.as_ref().map(|(v, _)| v.to_json()).unwrap_or_else(|e| e.to_string())
+                    )),
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} of {ran} runs differ:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn corpus_programs_agree() {
+    with_big_stack(|| run_dir("tests/programs", &["-O1"]));
+}
+
+#[test]
+fn differentiation_programs_agree() {
+    with_big_stack(|| run_dir("tests/ad_programs", &["-O1"]));
+}
+
+#[test]
+fn examples_agree() {
+    with_big_stack(|| run_dir("examples", &[]));
+}
+
+/// Many threads calling one compiled entry at once (`Compiled` is `Send +
+/// Sync`); each call has its own context, so results stay right.
+#[test]
+fn many_threads_call_one_entry() {
+    if arden::backend::c::find_compiler().is_none() {
+        eprintln!("note: no C compiler found: C backend test skipped");
+        return;
+    }
+    cache_env();
+    let src = "entry f [n] (x: [n]f64) (k: i64) : ([n]f64, f64) =\n  let y = for i. x[i] * f64 k + 1.0\n  in (y, sum y)\n\
+               entry g [n] (x: [n]f64) (i: i64) : f64 = x[i]\n";
+    let prog = Program::from_source("conc.ard", src).unwrap();
+    let compiled = std::sync::Arc::new(prog.compile(Backend::C).unwrap());
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let c = compiled.clone();
+            std::thread::spawn(move || {
+                let f = c.entry("f").unwrap();
+                let g = c.entry("g").unwrap();
+                let opts = if t % 2 == 0 { CallOptions { threads: 1, par_min: 1 << 15 } } else { CallOptions { threads: 2, par_min: 0 } };
+                let calls = if t % 2 == 0 { 1000 } else { 200 };
+                for k in 0..calls {
+                    let n = 1 + (k + t) % 17;
+                    let x: Vec<f64> = (0..n).map(|i| i as f64).collect();
+                    let xv = Value::array(vec![n], ArrayData::F64(x.clone()));
+                    let (v, _) = f.call_with(&[xv.clone(), Value::I64(k as i64)], &opts).unwrap();
+                    let y: Vec<f64> = x.iter().map(|a| a * k as f64 + 1.0).collect();
+                    let want = Value::Tuple(vec![Value::array(vec![n], ArrayData::F64(y.clone())), Value::F64(y.iter().sum())]);
+                    assert!(same(&v, &want), "thread {t} call {k}: {}", v.to_json());
+                    // an error in one thread does not disturb the others
+                    let e = g.call_with(&[xv, Value::I64(n as i64 + 3)], &opts).unwrap_err().to_string();
+                    assert!(e.contains("index out of bounds at conc.ard:4:"), "{e}");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+/// Errors inside a parallel loop: the lowest failing iteration's error,
+/// as the interpreter (which runs iterations in order) reports it.
+#[test]
+fn parallel_errors_match_the_interpreter() {
+    if arden::backend::c::find_compiler().is_none() {
+        eprintln!("note: no C compiler found: C backend test skipped");
+        return;
+    }
+    cache_env();
+    let src = "entry f [n] (x: [n]f64) (idx: [n]i64) : [n]f64 = for i. x[idx[i]] * 2.0\n";
+    let prog = Program::from_source("perr.ard", src).unwrap();
+    let native = prog.compile(Backend::C).unwrap();
+    let interp = prog.compile(Backend::Interp).unwrap();
+    for bad in [vec![0i64, 1, 99, 2, -5, 3, 100, 0], vec![7, 7, 7, 7, 7, 7, 7, -1], vec![-3, 50, 1, 2, 3, 4, 5, 6]] {
+        let n = bad.len();
+        let args = [Value::array(vec![n], ArrayData::F64((0..n).map(|i| i as f64).collect())), Value::array(vec![n], ArrayData::I64(bad))];
+        let want = interp.entry("f").unwrap().call(&args).unwrap_err().to_string();
+        for threads in [1, 2] {
+            let got = native.entry("f").unwrap().call_with(&args, &CallOptions { threads, par_min: 0 }).unwrap_err().to_string();
+            assert_eq!(got, want);
+        }
+    }
+}
