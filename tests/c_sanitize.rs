@@ -10,7 +10,7 @@
 //! Skipped, with a note, when the compiler has no ASan runtime.
 //!
 //! Not part of the default `cargo test`: compiling the whole corpus with
-//! the sanitizers takes about 9 minutes of one core. Run it with
+//! the sanitizers takes 4 to 9 minutes on a shared 2-core machine. Run it with
 //! `cargo test --release --test c_sanitize -- --ignored` (it found a
 //! stack overflow in `scatter_add`'s private copies that no other test saw).
 
