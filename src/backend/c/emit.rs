@@ -24,12 +24,24 @@ pub struct Generated {
 pub fn emit_module(m: &Module) -> Generated {
     let mut bodies = String::new();
     let mut entries = vec![];
+    // Accumulating loops (`ForAcc`) run here as the stacked `for` and
+    // `reduce add` they were made from: correct, but a per-iteration
+    // cotangent is materialised (per-thread accumulators are still to do).
+    let functions: Vec<Function> = m
+        .functions
+        .iter()
+        .map(|f| {
+            let mut g = f.clone();
+            crate::ir::accumulate::unfuse(&mut g);
+            g
+        })
+        .collect();
     let mut maxr = 1;
-    for f in &m.functions {
+    for f in &functions {
         let tys = var_types(f);
         maxr = maxr.max(tys.values().map(|t| t.rank()).max().unwrap_or(0));
     }
-    for (k, f) in m.functions.iter().enumerate() {
+    for (k, f) in functions.iter().enumerate() {
         match emit_function(f, k) {
             Ok(text) => {
                 bodies.push_str(&text);
@@ -226,12 +238,6 @@ struct Em {
 type R<T> = Result<T, String>;
 
 pub fn emit_function(f: &Function, k: usize) -> R<String> {
-    // Accumulating loops (`ForAcc`) run here as the stacked `for` and
-    // `reduce add` they were made from: correct, but a per-iteration
-    // cotangent is materialised (per-thread accumulators are still to do).
-    let mut unfused = f.clone();
-    crate::ir::accumulate::unfuse(&mut unfused);
-    let f = &unfused;
     let ty = var_types(f);
     if let Some(t) = ty.values().find(|t| t.rank() > IO_MAXR) {
         return Err(format!("an array of rank {} (the C backend handles up to {IO_MAXR})", t.rank()));
