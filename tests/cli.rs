@@ -472,3 +472,17 @@ entry pair (x: f64) : (f64, i64) = (x, 3)
         assert_exit(&o, 1);
     }
 }
+
+/// The interpreter is the default backend: the C backend does not check
+/// the run's limits yet, so asking for both is a usage error, and without
+/// `--backend c` a program runs on the interpreter (`--stats` says so).
+#[test]
+fn limits_and_the_c_backend() {
+    let o = arden(&["run", "examples/dot.ard", "--entry", "dot", "--arg", "[1]", "--arg", "[2]", "--backend", "c", "--timeout", "5"]);
+    assert_exit(&o, 2);
+    assert!(stderr(&o).contains("--timeout are enforced by the interpreter only"), "{}", stderr(&o));
+    let o = arden(&["run", "examples/dot.ard", "--entry", "dot", "--arg", "[1]", "--arg", "[2]", "--stats"]);
+    assert_exit(&o, 0);
+    assert!(stderr(&o).contains("backend=interp"), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), "2.0");
+}
