@@ -19,8 +19,8 @@ use arden::backend::c::COptions;
 use arden::runtime::ArrayData;
 use arden::runtime::data::value_from_json;
 use arden::{Program, Value};
-use common::{Rng, with_big_stack};
-use programs::{Env, Gen, Ty};
+use common::with_big_stack;
+use programs::Ty;
 
 const PARAMS: &str = "[n][k] (x: f64) (y: f64) (v: [n]f64) (w: [k]f64) (m: [k][n]f64) (p: i64)";
 
@@ -50,27 +50,17 @@ struct Prepared {
 }
 
 fn prepare(seed: u64) -> Option<Prepared> {
-    let mut g = Gen::new(seed);
-    let ty = if g.rng.below(100) < 30 { Ty::VN } else { Ty::F };
-    let depth = 2 + g.rng.below(5);
-    let body = g.expr(ty, &Env::params(), depth);
-    let (n, k) = (2 + g.rng.below(3), 1 + g.rng.below(3));
-    let mut r = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
-    let mut vec = |len: usize| (0..len).map(|_| r.unit()).collect::<Vec<f64>>();
-    let (x, y, v, w) = (vec(1)[0], vec(1)[0], vec(n), vec(k));
-    let m: Vec<Vec<f64>> = (0..k).map(|_| vec(n)).collect();
-    let p = g.rng.below(4);
-    let rt = if ty == Ty::VN { "[n]f64" } else { "f64" };
-    let mut source = format!("def body {PARAMS} : {rt} =\n  {}\n\nentry f {PARAMS} : {rt} = body x y v w m p\n", body.text());
-    if ty == Ty::VN {
+    let sm = programs::sample(seed);
+    let rt = if sm.body.ty == Ty::VN { "[n]f64" } else { "f64" };
+    let mut source = format!("def body {PARAMS} : {rt} =\n  {}\n\nentry f {PARAMS} : {rt} = body x y v w m p\n", sm.body.text());
+    if sm.body.ty == Ty::VN {
         source += &format!("entry d {PARAMS} : [n][n]f64 = jacrev (\\u -> body x y u w m p) v\n");
     } else {
         source += &format!("entry d {PARAMS} : ([n]f64, [k][n]f64) = grad (\\(u, a) -> body x y u w a p) (v, m)\n");
     }
     let prog = Program::from_source("fuzz.ard", &source).ok()?;
-    let json = serde_json::json!([x, y, v, w, m, p]);
     let e = prog.entry("f").ok()?;
-    let args = e.params().iter().zip(json.as_array()?).map(|((_, s), j)| value_from_json(j, s)).collect::<Result<Vec<_>, _>>().ok()?;
+    let args = e.params().iter().zip(sm.args.as_array()?).map(|((_, s), j)| value_from_json(j, s)).collect::<Result<Vec<_>, _>>().ok()?;
     Some(Prepared { source, prog, args })
 }
 

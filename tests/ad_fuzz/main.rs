@@ -25,8 +25,7 @@ mod programs;
 use arden::runtime::data::value_from_json;
 use arden::{Program, Value};
 use common::{Rng, direction, floats, with_big_stack};
-use programs::{Env, Gen, Ty, E};
-use serde_json::json;
+use programs::{Env, Ty, E};
 
 /// What a program is checked for; a failure keeps its kind so shrinking
 /// keeps the same failure.
@@ -100,22 +99,13 @@ fn source(c: &Case) -> String {
 }
 
 fn random_case(seed: u64) -> Case {
-    let mut g = Gen::new(seed);
-    let ty = if g.rng.below(100) < 30 { Ty::VN } else { Ty::F };
-    let depth = 2 + g.rng.below(5);
-    let body = g.expr(ty, &Env::params(), depth);
-    let (n, k) = (2 + g.rng.below(3), 1 + g.rng.below(3));
-    let mut r = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
-    let mut vec = |len: usize| (0..len).map(|_| r.unit()).collect::<Vec<f64>>();
-    let (x, y, v, w) = (vec(1)[0], vec(1)[0], vec(n), vec(k));
-    let m: Vec<Vec<f64>> = (0..k).map(|_| vec(n)).collect();
-    let p = g.rng.below(4);
-    let extra = match (ty, g.rng.below(3)) {
+    let mut sm = programs::sample(seed);
+    let extra = match (sm.body.ty, sm.rng.below(3)) {
         (Ty::VN, _) => Extra::Jacobian,
         (_, 0) => Extra::Hessian,
         _ => Extra::None,
     };
-    Case { body, n, k, args: json!([x, y, v, w, m, p]), extra }
+    Case { body: sm.body, n: sm.n, k: sm.k, args: sm.args, extra }
 }
 
 fn values(prog: &Program, entry: &str, args: &serde_json::Value) -> Result<Vec<Value>, String> {

@@ -21,6 +21,31 @@
 
 use super::common::Rng;
 
+/// A random program body (an `f64` or an `[n]f64`), its sizes, and
+/// argument values for `x y v w m p` as JSON, all from one seed; `rng` goes
+/// on for choices the caller makes after.
+pub struct Sample {
+    pub body: E,
+    pub n: usize,
+    pub k: usize,
+    pub args: serde_json::Value,
+    pub rng: Rng,
+}
+
+pub fn sample(seed: u64) -> Sample {
+    let mut g = Gen::new(seed);
+    let ty = if g.rng.below(100) < 30 { Ty::VN } else { Ty::F };
+    let depth = 2 + g.rng.below(5);
+    let body = g.expr(ty, &Env::params(), depth);
+    let (n, k) = (2 + g.rng.below(3), 1 + g.rng.below(3));
+    let mut r = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
+    let mut vec = |len: usize| (0..len).map(|_| r.unit()).collect::<Vec<f64>>();
+    let (x, y, v, w) = (vec(1)[0], vec(1)[0], vec(n), vec(k));
+    let m: Vec<Vec<f64>> = (0..k).map(|_| vec(n)).collect();
+    let p = g.rng.below(4);
+    Sample { body, n, k, args: serde_json::json!([x, y, v, w, m, p]), rng: g.rng }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Ty {
     /// `f64`
