@@ -1,7 +1,7 @@
 //! Emitting IR statements during a transform: fresh variables named in the
 //! function's name table, the types of all variables, and zeros.
 
-use crate::ir::{Atom, Binder, Block, Expr, Lit, LoopKind, Prim, ReduceOp, Scalar, Size, Stmt, Type, VarId};
+use crate::ir::{Atom, Binder, Block, Expr, Lit, Prim, Scalar, Size, Stmt, Type, VarId};
 
 /// The size held by an `i64` operand.
 pub fn size_of_atom(a: &Atom) -> Size {
@@ -36,7 +36,7 @@ impl<'a> Builder<'a> {
         for p in f_params {
             types.insert(p.var, p.ty.clone());
         }
-        collect_types(body, &mut types);
+        crate::ir::walk::binder_types(body, &mut types);
         Builder { names, types, blocks: vec![vec![]], replicas: FxHashMap::default(), residuals: vec![] }
     }
 
@@ -60,10 +60,7 @@ impl<'a> Builder<'a> {
     /// Record the types a statement binds without emitting it (for code
     /// that is assembled into a block later).
     pub fn declare(&mut self, s: &Stmt) {
-        for b in &s.binds {
-            self.types.insert(b.var, b.ty.clone());
-        }
-        record_nested_types(&s.expr, &mut self.types);
+        crate::ir::walk::stmt_types(s, &mut self.types);
     }
 
     pub fn set_type(&mut self, v: VarId, ty: Type) {
@@ -82,10 +79,7 @@ impl<'a> Builder<'a> {
         if let (Expr::Replicate { val, .. }, [bind]) = (&s.expr, s.binds.as_slice()) {
             self.replicas.insert(bind.var, *val);
         }
-        for b in &s.binds {
-            self.types.insert(b.var, b.ty.clone());
-        }
-        record_nested_types(&s.expr, &mut self.types);
+        crate::ir::walk::stmt_types(&s, &mut self.types);
         match self.blocks.last_mut() {
             Some(b) => b.push(s),
             None => self.blocks.push(vec![s]),
@@ -162,48 +156,6 @@ impl<'a> Builder<'a> {
     /// An array (or scalar) of zeros of type `ty`.
     pub fn zeros(&mut self, ty: &Type) -> Atom {
         self.filled(ty, lit(ty.elem, 0.0))
-    }
-}
-
-/// Types of variables bound inside an expression (loop params, lambdas, nested blocks).
-fn record_nested_types(e: &Expr, types: &mut FxHashMap<VarId, Type>) {
-    match e {
-        Expr::For { ivar, body, .. } => {
-            types.insert(*ivar, Type::scalar(Scalar::I64));
-            collect_types(body, types);
-        }
-        Expr::Loop { params, kind, body, .. } => {
-            for p in params {
-                types.insert(p.var, p.ty.clone());
-            }
-            match kind {
-                LoopKind::Count { ivar, .. } => {
-                    types.insert(*ivar, Type::scalar(Scalar::I64));
-                }
-                LoopKind::While { cond } => collect_types(cond, types),
-            }
-            collect_types(body, types);
-        }
-        Expr::If { then_b, else_b, .. } => {
-            collect_types(then_b, types);
-            collect_types(else_b, types);
-        }
-        Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } | Expr::Jvp { lam: l, .. } | Expr::Vjp { lam: l, .. } => {
-            for p in &l.params {
-                types.insert(p.var, p.ty.clone());
-            }
-            collect_types(&l.body, types);
-        }
-        _ => {}
-    }
-}
-
-fn collect_types(b: &Block, types: &mut FxHashMap<VarId, Type>) {
-    for s in &b.stmts {
-        for x in &s.binds {
-            types.insert(x.var, x.ty.clone());
-        }
-        record_nested_types(&s.expr, types);
     }
 }
 

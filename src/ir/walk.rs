@@ -346,3 +346,48 @@ fn dce_nested(e: &mut Expr) {
         _ => {}
     }
 }
+
+/// Record the type of every variable bound in `b`, nested blocks included:
+/// statement binders, `for` indexes, loop parameters and counters, lambda
+/// parameters.
+pub fn binder_types(b: &Block, types: &mut FxHashMap<VarId, Type>) {
+    for s in &b.stmts {
+        stmt_types(s, types);
+    }
+}
+
+/// [`binder_types`] of one statement.
+pub fn stmt_types(s: &Stmt, types: &mut FxHashMap<VarId, Type>) {
+    for x in &s.binds {
+        types.insert(x.var, x.ty.clone());
+    }
+    match &s.expr {
+        Expr::For { ivar, body, .. } | Expr::ForAcc { ivar, body, .. } => {
+            types.insert(*ivar, Type::scalar(super::Scalar::I64));
+            binder_types(body, types);
+        }
+        Expr::Loop { params, kind, body, .. } => {
+            for p in params {
+                types.insert(p.var, p.ty.clone());
+            }
+            match kind {
+                LoopKind::Count { ivar, .. } => {
+                    types.insert(*ivar, Type::scalar(super::Scalar::I64));
+                }
+                LoopKind::While { cond } => binder_types(cond, types),
+            }
+            binder_types(body, types);
+        }
+        Expr::If { then_b, else_b, .. } => {
+            binder_types(then_b, types);
+            binder_types(else_b, types);
+        }
+        Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } | Expr::Jvp { lam: l, .. } | Expr::Vjp { lam: l, .. } => {
+            for p in &l.params {
+                types.insert(p.var, p.ty.clone());
+            }
+            binder_types(&l.body, types);
+        }
+        _ => {}
+    }
+}

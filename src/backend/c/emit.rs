@@ -77,45 +77,7 @@ fn var_types(f: &Function) -> FxHashMap<VarId, Type> {
     for b in &f.params {
         m.insert(b.var, b.ty.clone());
     }
-    fn block(b: &Block, m: &mut FxHashMap<VarId, Type>) {
-        for s in &b.stmts {
-            for x in &s.binds {
-                m.insert(x.var, x.ty.clone());
-            }
-            match &s.expr {
-                Expr::For { ivar, body, .. } => {
-                    m.insert(*ivar, Type::scalar(Scalar::I64));
-                    block(body, m);
-                }
-                Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => lambda(l, m),
-                Expr::Jvp { lam, .. } | Expr::Vjp { lam, .. } => lambda(lam, m),
-                Expr::Loop { params, kind, body, .. } => {
-                    for p in params {
-                        m.insert(p.var, p.ty.clone());
-                    }
-                    match kind {
-                        LoopKind::Count { ivar, .. } => {
-                            m.insert(*ivar, Type::scalar(Scalar::I64));
-                        }
-                        LoopKind::While { cond } => block(cond, m),
-                    }
-                    block(body, m);
-                }
-                Expr::If { then_b, else_b, .. } => {
-                    block(then_b, m);
-                    block(else_b, m);
-                }
-                _ => {}
-            }
-        }
-    }
-    fn lambda(l: &Lambda, m: &mut FxHashMap<VarId, Type>) {
-        for p in &l.params {
-            m.insert(p.var, p.ty.clone());
-        }
-        block(&l.body, m);
-    }
-    block(&f.body, &mut m);
+    crate::ir::walk::binder_types(&f.body, &mut m);
     m
 }
 
