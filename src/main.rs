@@ -190,9 +190,10 @@ struct RunArgs {
     ///
     /// `c` generates C with OpenMP, compiles it with `$CC` or `cc` (cached
     /// under `ARDEN_CACHE_DIR` or the user cache directory, so later runs do
-    /// not compile again) and calls it in-process; `interp` is the reference
-    /// interpreter. Default: `c` when a C compiler is found, otherwise the
-    /// interpreter (with a note on stderr). `--count-ops` needs `interp`.
+    /// not compile again; extra compiler flags from `ARDEN_CFLAGS`) and calls
+    /// it in-process; `interp` is the reference interpreter. Default:
+    /// `interp`, the only backend that enforces `--max-memory`, `--timeout`
+    /// and Ctrl-C so far. `--count-ops` needs `interp`.
     #[arg(long, value_enum, value_name = "BACKEND")]
     backend: Option<BackendArg>,
 
