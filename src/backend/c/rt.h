@@ -43,8 +43,17 @@ typedef struct ard_ctx {
     unsigned char lock; /* for the message */
     char msg[1024];
     int64_t bytes, peak, nbufs;
+    /* limits (ard_ctx_limits): the caller's stop flag (nonzero: stop;
+     * ARD_TIMED_OUT: the time limit passed), the memory limit of the
+     * process, the bytes it held before the call and the time limit (for
+     * messages) */
+    const unsigned char *stop;
+    int64_t max_bytes, base_bytes;
+    double timeout_s;
     ard_list lists[ARD_MAX_THREADS];
 } ard_ctx;
+
+#define ARD_TIMED_OUT 2
 
 /* The calling convention between Rust and an entry (one per flat value). */
 typedef struct ard_io {
@@ -72,6 +81,7 @@ ard_ctx *ard_ctx_new(int nthreads, int64_t par_min) {
     c->nthreads = nthreads < 1 ? 1 : (nthreads > ARD_MAX_THREADS ? ARD_MAX_THREADS : nthreads);
     c->par_min = par_min;
     c->fail_iter = INT64_MAX;
+    c->max_bytes = INT64_MAX;
     for (int i = 0; i < ARD_MAX_THREADS; i++) c->lists[i].head.next = c->lists[i].head.prev = &c->lists[i].head;
     return c;
 }
@@ -86,6 +96,14 @@ void ard_ctx_free(ard_ctx *c) {
         }
     }
     free(c);
+}
+
+/* The run's limits (the CLI's --max-memory, --timeout and Ctrl-C). */
+void ard_ctx_limits(ard_ctx *c, const unsigned char *stop, int64_t max_bytes, int64_t base_bytes, double timeout_s) {
+    c->stop = stop;
+    c->max_bytes = max_bytes;
+    c->base_bytes = base_bytes;
+    c->timeout_s = timeout_s;
 }
 
 const char *ard_ctx_msg(ard_ctx *c) { return c->msg; }
@@ -103,6 +121,19 @@ static void ard_fail(ard_ctx *c, int64_t iter, const char *fmt, ...) {
         c->fail_iter = iter;
     }
     ard_unlock(c);
+}
+
+/* Polled at every iteration of sequential loops, user reductions and the
+ * `for` loops that contain loops (innermost loops stay check-free so that
+ * they vectorise): one relaxed load. */
+#define ARD_STOPPING(c) ((c)->stop && __atomic_load_n((c)->stop, __ATOMIC_RELAXED))
+
+/* The interpreter's messages for a run stopped by the time limit or Ctrl-C. */
+static void ard_stopped(ard_ctx *c, int64_t iter, const char *at) {
+    if (__atomic_load_n(c->stop, __ATOMIC_RELAXED) == ARD_TIMED_OUT)
+        ard_fail(c, iter, "time limit of %g s exceeded%s: this loop was still running (raise the limit with --timeout SECONDS)", c->timeout_s, at);
+    else
+        ard_fail(c, iter, "interrupted%s: this loop was running when Ctrl-C was pressed", at);
 }
 
 static inline int ard_failed_before(ard_ctx *c, int64_t iter) {
@@ -161,8 +192,25 @@ static void ard_shape_str(char *out, size_t cap, int rank, const int64_t *d) {
     for (int i = 0; i < rank && k < cap; i++) k += snprintf(out + k, cap - k, "[%lld]", (long long)d[i]);
 }
 
-/* A new array of the given shape; 0 on success, 1 after recording an error. */
-static int ard_new(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize, int rank, const int64_t *d) {
+/* `N bytes (x.xx GiB)`, as the interpreter writes sizes. */
+static void ard_bytes_str(char *out, size_t cap, int64_t b) {
+    static const char *U[3] = {"GiB", "MiB", "KiB"};
+    static const int S[3] = {30, 20, 10};
+    for (int i = 0; i < 3; i++)
+        if (b >= ((int64_t)1 << S[i])) { snprintf(out, cap, "%lld bytes (%.2f %s)", (long long)b, (double)b / (double)((int64_t)1 << S[i]), U[i]); return; }
+    snprintf(out, cap, "%lld bytes", (long long)b);
+}
+
+static const char *ard_elem_name(int64_t esize, int is_float) {
+    if (is_float) return esize == 8 ? "f64" : "f32";
+    return esize == 8 ? "i64" : esize == 4 ? "i32" : "bool";
+}
+
+/* A new array of the given shape, `at` the statement's location (" at
+ * FILE:L:C" or ""); 0 on success, 1 after recording an error. The memory
+ * limit counts the bytes the process held before the call (base_bytes)
+ * plus the call's live buffers, like the interpreter's check. */
+static int ard_new_at(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize, int is_float, int rank, const int64_t *d, const char *at) {
     int64_t n = 1;
     for (int i = 0; i < rank; i++) {
         if (d[i] < 0 || (d[i] != 0 && n > ARD_MAX_ELEMS / d[i]) ) { n = -1; break; }
@@ -175,9 +223,20 @@ static int ard_new(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize, int rank, 
         return 1;
     }
     size_t bytes = (size_t)n * (size_t)esize;
-    ard_buf *b = (ard_buf *)malloc(sizeof(ard_buf) + bytes + 64);
+    int64_t held = c->base_bytes + __atomic_load_n(&c->bytes, __ATOMIC_RELAXED);
+    int over = (int64_t)bytes > c->max_bytes - held;
+    ard_buf *b = over ? NULL : (ard_buf *)malloc(sizeof(ard_buf) + bytes + 64);
     if (!b) {
-        ard_fail(c, it, "out of memory: cannot allocate %lld bytes", (long long)bytes);
+        char need[64], use[64], lim[64];
+        ard_bytes_str(need, sizeof need, (int64_t)bytes);
+        ard_bytes_str(use, sizeof use, held);
+        ard_bytes_str(lim, sizeof lim, c->max_bytes);
+        if (over)
+            ard_fail(c, it, "out of memory%s: an array of %lld %s elements needs %s with %s in use, over the memory limit of %s (set it with --max-memory)",
+                     at, (long long)n, ard_elem_name(esize, is_float), need, use, lim);
+        else
+            ard_fail(c, it, "out of memory%s: an array of %lld %s elements needs %s with %s in use, and the system refused the allocation",
+                     at, (long long)n, ard_elem_name(esize, is_float), need, use);
         return 1;
     }
     uintptr_t p = ((uintptr_t)(b + 1) + 63) & ~(uintptr_t)63;
