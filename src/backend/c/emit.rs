@@ -151,23 +151,6 @@ fn has_loop(b: &Block) -> bool {
     })
 }
 
-/// Static estimate of the work of a block (to decide on parallelism).
-fn work(b: &Block) -> i64 {
-    let mut w: i64 = 0;
-    for s in &b.stmts {
-        let x = match &s.expr {
-            Expr::For { body, .. } | Expr::ForAcc { body, .. } => 16i64.saturating_mul(work(body)),
-            Expr::Loop { body, .. } => 16i64.saturating_mul(work(body)),
-            Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => 16i64.saturating_mul(work(&l.body)),
-            Expr::Reduce { .. } | Expr::Scan { .. } | Expr::ScatterAdd { .. } | Expr::Replicate { .. } | Expr::Concat(..) => 16,
-            Expr::If { then_b, else_b, .. } => work(then_b).max(work(else_b)),
-            _ => 1,
-        };
-        w = w.saturating_add(x);
-    }
-    w.max(1)
-}
-
 fn uses_in(e: &Expr, v: VarId) -> usize {
     let mut n = 0;
     crate::ir::walk::visit_expr(e, &mut |u| if u == v { n += 1 }, &mut |_| {});
@@ -194,6 +177,8 @@ struct Em {
     /// destination passing: a `for` that is the row result of an enclosing
     /// `for` body writes straight into that row (outer array, row length)
     dest_rows: FxHashMap<VarId, (String, String)>,
+    /// the function's size parameters (known everywhere in it)
+    size_params: FxHashSet<VarId>,
     /// ` at LOC` of the statement being emitted (a C string literal; the
     /// nearest located enclosing statement's, else ` in entry `NAME``), for
     /// allocation and time-limit errors
@@ -244,7 +229,7 @@ pub fn emit_function(f: &Function, k: usize) -> R<String> {
     if let Some(t) = ty.values().find(|t| t.rank() > IO_MAXR) {
         return Err(format!("an array of rank {} (the C backend handles up to {IO_MAXR})", t.rank()));
     }
-    let mut em = Em { ty, out: String::new(), ind: 1, lbl: 0, par: false, seq_only: false, fail: "ard_fail".into(), owned_stack: vec![], borrowed: FxHashSet::default(), dest_rows: FxHashMap::default(), at: cstr(&format!(" in entry `{}`", f.name)) };
+    let mut em = Em { ty, out: String::new(), ind: 1, lbl: 0, par: false, seq_only: false, fail: "ard_fail".into(), owned_stack: vec![], borrowed: FxHashSet::default(), dest_rows: FxHashMap::default(), size_params: f.size_params.iter().map(|(_, v)| *v).collect(), at: cstr(&format!(" in entry `{}`", f.name)) };
     let _ = writeln!(em.out, "/* entry `{}` */", f.name.replace("*/", "* /"));
     let _ = writeln!(em.out, "int ard_entry_{k}(ard_ctx *ctx, const int64_t *ard_sizes, const ard_io *ard_args, ard_io *ard_res) {{");
     em.line("const int64_t ard_it = -1;");
@@ -417,6 +402,55 @@ impl Em {
             });
         }
         total.unwrap_or_else(|| "((int64_t)0)".into())
+    }
+
+    /// A size as a C expression when it can be evaluated anywhere in the
+    /// function (its variables are the function's size parameters).
+    fn known(&self, s: &Size) -> Option<String> {
+        s.vars().iter().all(|v| self.size_params.contains(v)).then(|| self.size(s))
+    }
+
+    /// The trip count of a loop over `s` for the work estimate (16 when it
+    /// is not known before the loop).
+    fn trips(&self, s: Option<&Size>) -> String {
+        s.and_then(|s| self.known(s)).unwrap_or_else(|| "16".into())
+    }
+
+    /// Estimated element operations of one run of a block, as a C
+    /// expression evaluated before the enclosing loop (saturating): loop
+    /// trip counts are the real sizes where the types give them in terms
+    /// of the function's size parameters, else 16. It decides which `for`
+    /// runs in parallel.
+    fn work(&self, b: &Block) -> String {
+        let mut units: i64 = 0;
+        let mut terms: Vec<String> = vec![];
+        let outer = |a: &Atom| self.atom_ty(a).shape.first().cloned();
+        let elems = |a: &Atom| {
+            let t = self.atom_ty(a);
+            t.shape.iter().map(|d| self.trips(Some(d))).reduce(|x, y| format!("ard_wmul({x}, {y})")).unwrap_or_else(|| "1".into())
+        };
+        for s in &b.stmts {
+            match &s.expr {
+                Expr::For { size, body, .. } | Expr::ForAcc { size, body, .. } => terms.push(format!("ard_wmul({}, {})", self.trips(Some(size)), self.work(body))),
+                Expr::Loop { kind, body, .. } => {
+                    let n = match kind {
+                        LoopKind::Count { n: Atom::Lit(Lit::I64(n)), .. } => n.max(&0).to_string(),
+                        LoopKind::Count { n: Atom::Var(v), .. } if self.size_params.contains(v) => self.v(*v),
+                        _ => "16".into(),
+                    };
+                    terms.push(format!("ard_wmul({n}, {})", self.work(body)));
+                }
+                Expr::Reduce { op: ReduceOp::Lambda(l), arrs, .. } | Expr::Scan { op: ReduceOp::Lambda(l), arrs, .. } => {
+                    terms.push(format!("ard_wmul({}, {})", self.trips(arrs.first().and_then(outer).as_ref()), self.work(&l.body)))
+                }
+                Expr::Reduce { arrs, .. } | Expr::Scan { arrs, .. } => terms.extend(arrs.iter().map(elems)),
+                Expr::ScatterAdd { vals: a, .. } | Expr::Concat(a, _) => terms.push(elems(a)),
+                Expr::Replicate { .. } => terms.push(s.binds.first().map_or("16".into(), |b| elems(&Atom::Var(b.var)))),
+                Expr::If { then_b, else_b, .. } => terms.push(format!("ard_wmax({}, {})", self.work(then_b), self.work(else_b))),
+                _ => units += 1,
+            }
+        }
+        terms.into_iter().fold(units.max(1).to_string(), |acc, t| format!("ard_wadd({acc}, {t})"))
     }
 
     /// Number of elements of the rows of `x` after its first `k` axes.
@@ -1140,8 +1174,8 @@ impl Em {
         }
         let par = !self.par && !self.seq_only;
         if par {
-            let w = work(body);
-            self.open(&format!("if (ctx->nthreads > 1 && ard_mul64({n}, {w}) >= ctx->par_min) {{"));
+            let w = self.work(body);
+            self.open(&format!("if (ctx->nthreads > 1 && ard_wmul({n}, {w}) >= ctx->par_min) {{"));
             let partial = self.partial_sums(k, &rows)?;
             self.line("#pragma omp parallel for schedule(static) num_threads(ctx->nthreads)");
             self.open(&format!("for (int64_t ard_i = 0; ard_i < {n}; ard_i++) {{"));
@@ -1670,7 +1704,7 @@ pub fn emit_library(m: &Module, file: &str, stem: &str) -> R<(String, String)> {
             let _ = writeln!(c, "    int64_t v{} = {}; ard_sizes[{j}] = v{};", v.0, param_ident(n), v.0);
         }
         let _ = writeln!(c, "    ard_io ard_args[{}]; memset(ard_args, 0, sizeof ard_args);", f.params.len().max(1));
-        let em = Em { ty: var_types(f), out: String::new(), ind: 0, lbl: 0, par: false, seq_only: false, fail: String::new(), owned_stack: vec![], borrowed: FxHashSet::default(), dest_rows: FxHashMap::default(), at: cstr(&format!(" in entry `{}`", f.name)) };
+        let em = Em { ty: var_types(f), out: String::new(), ind: 0, lbl: 0, par: false, seq_only: false, fail: String::new(), owned_stack: vec![], borrowed: FxHashSet::default(), dest_rows: FxHashMap::default(), size_params: f.size_params.iter().map(|(_, v)| *v).collect(), at: cstr(&format!(" in entry `{}`", f.name)) };
         for (j, (b, n)) in f.params.iter().zip(&names).enumerate() {
             let n = param_ident(n);
             if b.ty.rank() == 0 {

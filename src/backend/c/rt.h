@@ -285,6 +285,13 @@ static inline int32_t ard_neg32(int32_t a) { return (int32_t)(0 - (uint32_t)a); 
 static inline int32_t ard_abs32(int32_t a) { return a < 0 ? ard_neg32(a) : a; }
 static inline int32_t ard_div32(int32_t a, int32_t b) { return b == -1 ? ard_neg32(a) : a / b; }
 static inline int32_t ard_rem32(int32_t a, int32_t b) { return b == -1 ? 0 : a % b; }
+/* saturating non-negative arithmetic for work estimates */
+static inline int64_t ard_wadd(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
+static inline int64_t ard_wmul(int64_t a, int64_t b) {
+    if (a <= 0 || b <= 0) return 0;
+    return a > INT64_MAX / b ? INT64_MAX : a * b;
+}
+static inline int64_t ard_wmax(int64_t a, int64_t b) { return a > b ? a : b; }
 /* size arithmetic: truncating division, 0 for a zero divisor (never reached:
  * sizes used as divisors are checked where they are computed) */
 static inline int64_t ard_sdiv(int64_t a, int64_t b) { return b == 0 ? 0 : ard_div64(a, b); }
