@@ -151,6 +151,38 @@ fn has_loop(b: &Block) -> bool {
     })
 }
 
+/// The IR variables (`v123`) a piece of generated C names (outside string
+/// literals: messages quote file names).
+fn var_names_in(c: &str) -> FxHashSet<VarId> {
+    let b = c.as_bytes();
+    let ident = |x: u8| x.is_ascii_alphanumeric() || x == b'_';
+    let mut out = FxHashSet::default();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'"' {
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            i += 1;
+        } else if b[i] == b'v' && (i == 0 || !ident(b[i - 1])) {
+            let mut j = i + 1;
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+            if j > i + 1 && (j == b.len() || !ident(b[j])) {
+                if let Ok(n) = c[i + 1..j].parse() {
+                    out.insert(VarId(n));
+                }
+            }
+            i = j.max(i + 1);
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
 fn uses_in(e: &Expr, v: VarId) -> usize {
     let mut n = 0;
     crate::ir::walk::visit_expr(e, &mut |u| if u == v { n += 1 }, &mut |_| {});
@@ -158,8 +190,12 @@ fn uses_in(e: &Expr, v: VarId) -> usize {
 }
 
 struct Em {
+    /// the entry's position (outlined functions are named after it)
+    entry: usize,
     ty: FxHashMap<VarId, Type>,
     out: String,
+    /// functions the entry calls (outlined loop bodies), emitted before it
+    helpers: String,
     ind: usize,
     lbl: usize,
     /// inside the body of a parallel loop (nested loops stay sequential)
@@ -229,7 +265,7 @@ pub fn emit_function(f: &Function, k: usize) -> R<String> {
     if let Some(t) = ty.values().find(|t| t.rank() > IO_MAXR) {
         return Err(format!("an array of rank {} (the C backend handles up to {IO_MAXR})", t.rank()));
     }
-    let mut em = Em { ty, out: String::new(), ind: 1, lbl: 0, par: false, seq_only: false, fail: "ard_fail".into(), owned_stack: vec![], borrowed: FxHashSet::default(), dest_rows: FxHashMap::default(), size_params: f.size_params.iter().map(|(_, v)| *v).collect(), at: cstr(&format!(" in entry `{}`", f.name)) };
+    let mut em = Em::new(f, k, ty, 1, "ard_fail");
     let _ = writeln!(em.out, "/* entry `{}` */", f.name.replace("*/", "* /"));
     let _ = writeln!(em.out, "int ard_entry_{k}(ard_ctx *ctx, const int64_t *ard_sizes, const ard_io *ard_args, ard_io *ard_res) {{");
     em.line("const int64_t ard_it = -1;");
@@ -274,7 +310,7 @@ pub fn emit_function(f: &Function, k: usize) -> R<String> {
     em.out.push_str("ard_fail:\n");
     em.line("return 1;");
     em.out.push_str("}\n\n");
-    Ok(em.out)
+    Ok(em.helpers + &em.out)
 }
 
 /// 1 for floating-point element types (allocation messages name the type).
@@ -293,6 +329,25 @@ fn io_field(s: Scalar) -> &'static str {
 }
 
 impl Em {
+    fn new(f: &Function, entry: usize, ty: FxHashMap<VarId, Type>, ind: usize, fail: &str) -> Em {
+        Em {
+            entry,
+            ty,
+            out: String::new(),
+            helpers: String::new(),
+            ind,
+            lbl: 0,
+            par: false,
+            seq_only: false,
+            fail: fail.into(),
+            owned_stack: vec![],
+            borrowed: FxHashSet::default(),
+            dest_rows: FxHashMap::default(),
+            size_params: f.size_params.iter().map(|(_, v)| *v).collect(),
+            at: cstr(&format!(" in entry `{}`", f.name)),
+        }
+    }
+
     fn line(&mut self, s: &str) {
         for _ in 0..self.ind {
             self.out.push_str("    ");
@@ -1172,43 +1227,97 @@ impl Em {
             self.line(&format!("int64_t {rl} = {r}; (void){rl};"));
             rows.push(Row::Stacked { out: o, len: rl, ty: b.ty.clone() });
         }
-        let par = !self.par && !self.seq_only;
-        if par {
-            let w = self.work(body);
-            self.open(&format!("if (ctx->nthreads > 1 && ard_wmul({n}, {w}) >= ctx->par_min) {{"));
-            let partial = self.partial_sums(k, &rows)?;
-            self.line("#pragma omp parallel for schedule(static) num_threads(ctx->nthreads)");
+        if self.par || self.seq_only {
+            // inside a parallel loop's body: sequential, inline
             self.open(&format!("for (int64_t ard_i = 0; ard_i < {n}; ard_i++) {{"));
-            self.line("if (ard_failed_before(ctx, ard_i)) continue;");
-            let skip = format!("ard_skip{k}");
-            let saved = std::mem::replace(&mut self.fail, skip.clone());
-            self.par = true;
-            self.open("{");
-            self.line("const int64_t ard_it = ard_i; (void)ard_it;");
-            if rows.iter().any(|r| matches!(r, Row::Summed { .. })) {
-                self.line("const int ard_tid = omp_get_thread_num();");
-            }
-            self.for_body(ivar, body, &partial)?;
+            self.for_body(ivar, body, &rows)?;
             self.close("}");
-            self.par = false;
-            self.fail = saved;
-            self.line(&format!("{skip}: ;"));
-            self.close("}");
-            let fail = self.fail.clone();
-            self.line(&format!("if (ctx->fail_iter != INT64_MAX) goto {fail};"));
-            self.combine_partial_sums(&rows, &partial)?;
-            self.close("} else {");
-            self.ind += 1;
+            return Ok(());
         }
-        self.open(&format!("for (int64_t ard_i = 0; ard_i < {n}; ard_i++) {{"));
-        let saved = std::mem::replace(&mut self.seq_only, true);
-        self.for_body(ivar, body, &rows)?;
-        self.seq_only = saved;
+        // An outermost `for`: its body becomes one function over a range of
+        // iterations, called once (sequentially) or by every thread on its
+        // static chunk. One copy of the body for both forms keeps the C
+        // small: OpenMP regions cost the C compiler far more than plain code.
+        let w = self.work(body);
+        let (fname, caps) = self.outline(k, ivar, body, &rows)?;
+        let caps = if caps.is_empty() { String::new() } else { format!(", {}", caps.join(", ")) };
+        let fail = self.fail.clone();
+        self.open(&format!("if (ctx->nthreads > 1 && ard_wmul({n}, {w}) >= ctx->par_min) {{"));
+        let partial = self.partial_sums(k, &rows)?;
+        let accs = |rows: &[Row]| rows.iter().filter_map(|r| if let Row::Summed { ptr, .. } = r { Some(format!(", {ptr}")) } else { None }).collect::<String>();
+        self.line("#pragma omp parallel num_threads(ctx->nthreads)");
+        self.open("{");
+        self.line("const int64_t ard_t = omp_get_thread_num(), ard_nt = omp_get_num_threads();");
+        self.line(&format!("const int64_t ard_q = {n} / ard_nt, ard_r = {n} % ard_nt;"));
+        self.line("const int64_t ard_lo = ard_t * ard_q + (ard_t < ard_r ? ard_t : ard_r), ard_hi = ard_lo + ard_q + (ard_t < ard_r);");
+        self.line(&format!("(void){fname}(ctx, ard_lo, ard_hi, 1, ard_it{caps}{});", accs(&partial)));
         self.close("}");
-        if par {
-            self.close("}");
-        }
+        self.line(&format!("if (ctx->fail_iter != INT64_MAX) goto {fail};"));
+        self.combine_partial_sums(&rows, &partial)?;
+        self.close("} else {");
+        self.ind += 1;
+        self.line(&format!("if ({fname}(ctx, 0, {n}, 0, ard_it{caps}{})) goto {fail};", accs(&rows)));
+        self.close("}");
         Ok(())
+    }
+
+    /// Emit the body of an outermost `for` as a function
+    /// `int ard_eE_forK(ctx, lo, hi, par, it0, captured variables..., sums...)`
+    /// running iterations `lo..hi` (into the helpers), and return its name
+    /// and the captured variables' names. Captured variables keep their
+    /// names as parameters, so the body is the same code as inline; summed
+    /// results are added through pointers (the accumulator, or the calling
+    /// thread's partial sum). With `par`, errors are recorded for their
+    /// iteration and a lower failed iteration stops the range.
+    fn outline(&mut self, k: usize, ivar: VarId, body: &Block, rows: &[Row]) -> R<(String, Vec<String>)> {
+        let name = format!("ard_e{}_for{k}", self.entry);
+        let saved_out = std::mem::take(&mut self.out);
+        let saved_ind = std::mem::replace(&mut self.ind, 1);
+        let saved_fail = std::mem::replace(&mut self.fail, format!("ard_ofail{k}"));
+        let saved_par = std::mem::replace(&mut self.par, true);
+        let mut inner = vec![];
+        let mut acc_params = String::new();
+        for (j, r) in rows.iter().enumerate() {
+            match r {
+                Row::Stacked { out, len, ty } => {
+                    let l = self.rowlen(out, ty.rank(), 1);
+                    self.line(&format!("const int64_t {len} = {l}; (void){len};"));
+                    inner.push(r.clone());
+                }
+                Row::Summed { len, ty, .. } => {
+                    let p = format!("ard_acc{j}");
+                    let _ = write!(acc_params, ", {} *restrict {p}", ctype(ty.elem));
+                    inner.push(Row::Summed { ptr: p, len: len.clone(), ty: ty.clone(), part: None });
+                }
+            }
+        }
+        self.open("for (int64_t ard_i = ard_lo; ard_i < ard_hi; ard_i++) {");
+        self.line("if (ard_par && ard_failed_before(ctx, ard_i)) return 0;");
+        self.line("const int64_t ard_it = ard_par ? ard_i : ard_it0; (void)ard_it;");
+        let res = self.for_body(ivar, body, &inner);
+        self.close("}");
+        self.line("return 0;");
+        let text = std::mem::replace(&mut self.out, saved_out);
+        self.ind = saved_ind;
+        self.fail = saved_fail;
+        self.par = saved_par;
+        res?;
+        let mut bound = crate::ir::walk::bound_vars_block(body);
+        bound.insert(ivar);
+        let mut caps: Vec<VarId> = var_names_in(&text).into_iter().filter(|v| !bound.contains(v)).collect();
+        caps.sort_by_key(|v| v.0);
+        let mut params = String::new();
+        for v in &caps {
+            let t = self.vty(*v)?;
+            let cty = if t.rank() == 0 { ctype(t.elem) } else { "ard_arr" };
+            let _ = write!(params, ", {cty} {}", self.v(*v));
+        }
+        let _ = write!(
+            self.helpers,
+            "static int {name}(ard_ctx *ctx, int64_t ard_lo, int64_t ard_hi, int ard_par, int64_t ard_it0{params}{acc_params}) {{\n{text}{0}:\n    return 1;\n}}\n\n",
+            format_args!("ard_ofail{k}")
+        );
+        Ok((name, caps.iter().map(|v| self.v(*v)).collect()))
     }
 
     /// A zeroed accumulator for a summed result of type `t` in `out`.
@@ -1241,7 +1350,7 @@ impl Em {
             self.new_arr(&buf, ty.elem, &[format!("ctx->nthreads * ({len})")]);
             let p = self.elem_ptr(&buf, ty.elem);
             self.line(&format!("memset({buf}.p, 0, (size_t)(ctx->nthreads * ({len})) * sizeof({}));", ctype(ty.elem)));
-            out.push(Row::Summed { ptr: format!("({p} + ard_tid * ({len}))"), len: len.clone(), ty: ty.clone(), part: Some(buf) });
+            out.push(Row::Summed { ptr: format!("({p} + ard_t * ({len}))"), len: len.clone(), ty: ty.clone(), part: Some(buf) });
         }
         Ok(out)
     }
@@ -1704,7 +1813,7 @@ pub fn emit_library(m: &Module, file: &str, stem: &str) -> R<(String, String)> {
             let _ = writeln!(c, "    int64_t v{} = {}; ard_sizes[{j}] = v{};", v.0, param_ident(n), v.0);
         }
         let _ = writeln!(c, "    ard_io ard_args[{}]; memset(ard_args, 0, sizeof ard_args);", f.params.len().max(1));
-        let em = Em { ty: var_types(f), out: String::new(), ind: 0, lbl: 0, par: false, seq_only: false, fail: String::new(), owned_stack: vec![], borrowed: FxHashSet::default(), dest_rows: FxHashMap::default(), size_params: f.size_params.iter().map(|(_, v)| *v).collect(), at: cstr(&format!(" in entry `{}`", f.name)) };
+        let em = Em::new(f, k, var_types(f), 0, "");
         for (j, (b, n)) in f.params.iter().zip(&names).enumerate() {
             let n = param_ident(n);
             if b.ty.rank() == 0 {

@@ -55,6 +55,13 @@ typedef struct ard_ctx {
 
 #define ARD_TIMED_OUT 2
 
+/* Slow paths and heavy functions are never inlined: generated code calls
+ * them from hundreds of places, and inlining them everywhere made the C
+ * compiler's time grow by a third for nothing (they are off the hot path
+ * or cost far more than a call). Error paths are also cold. */
+#define ARD_SLOW __attribute__((noinline))
+#define ARD_COLD __attribute__((noinline, cold))
+
 /* The calling convention between Rust and an entry (one per flat value). */
 typedef struct ard_io {
     void *data;
@@ -111,7 +118,7 @@ int64_t ard_ctx_peak(ard_ctx *c) { return c->peak; }
 /* buffers still registered (after a successful call: the results' only) */
 int64_t ard_ctx_live(ard_ctx *c) { return c->nbufs; }
 
-static void ard_fail(ard_ctx *c, int64_t iter, const char *fmt, ...) {
+ARD_COLD static void ard_fail(ard_ctx *c, int64_t iter, const char *fmt, ...) {
     ard_lock(c);
     if (iter < c->fail_iter) {
         va_list ap;
@@ -129,7 +136,7 @@ static void ard_fail(ard_ctx *c, int64_t iter, const char *fmt, ...) {
 #define ARD_STOPPING(c) ((c)->stop && __atomic_load_n((c)->stop, __ATOMIC_RELAXED))
 
 /* The interpreter's messages for a run stopped by the time limit or Ctrl-C. */
-static void ard_stopped(ard_ctx *c, int64_t iter, const char *at) {
+ARD_COLD static void ard_stopped(ard_ctx *c, int64_t iter, const char *at) {
     if (__atomic_load_n(c->stop, __ATOMIC_RELAXED) == ARD_TIMED_OUT)
         ard_fail(c, iter, "time limit of %g s exceeded%s: this loop was still running (raise the limit with --timeout SECONDS)", c->timeout_s, at);
     else
@@ -152,7 +159,7 @@ static inline int ard_thread(const ard_ctx *c) {
 #endif
 }
 
-static void ard_link(ard_ctx *c, ard_buf *b) {
+ARD_SLOW static void ard_link(ard_ctx *c, ard_buf *b) {
     int t = ard_thread(c);
     ard_list *l = &c->lists[t];
     b->list = t;
@@ -168,7 +175,7 @@ static void ard_link(ard_ctx *c, ard_buf *b) {
     __atomic_add_fetch(&c->nbufs, 1, __ATOMIC_RELAXED);
 }
 
-static void ard_free_buf(ard_ctx *c, ard_buf *b) {
+ARD_SLOW static void ard_free_buf(ard_ctx *c, ard_buf *b) {
     ard_list *l = &c->lists[b->list];
     ard_spin(&l->lock);
     b->prev->next = b->next;
@@ -185,7 +192,7 @@ static inline void ard_release(ard_ctx *c, ard_buf *b) {
 }
 static inline int ard_unique(ard_buf *b) { return __atomic_load_n(&b->rc, __ATOMIC_ACQUIRE) == 1; }
 
-static void ard_shape_str(char *out, size_t cap, int rank, const int64_t *d) {
+ARD_COLD static void ard_shape_str(char *out, size_t cap, int rank, const int64_t *d) {
     size_t k = 0;
     out[0] = 0;
     if (rank == 0) { snprintf(out, cap, "[]"); return; }
@@ -193,7 +200,7 @@ static void ard_shape_str(char *out, size_t cap, int rank, const int64_t *d) {
 }
 
 /* `N bytes (x.xx GiB)`, as the interpreter writes sizes. */
-static void ard_bytes_str(char *out, size_t cap, int64_t b) {
+ARD_COLD static void ard_bytes_str(char *out, size_t cap, int64_t b) {
     static const char *U[3] = {"GiB", "MiB", "KiB"};
     static const int S[3] = {30, 20, 10};
     for (int i = 0; i < 3; i++)
@@ -210,7 +217,7 @@ static const char *ard_elem_name(int64_t esize, int is_float) {
  * FILE:L:C" or ""); 0 on success, 1 after recording an error. The memory
  * limit counts the bytes the process held before the call (base_bytes)
  * plus the call's live buffers, like the interpreter's check. */
-static int ard_new_at(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize, int is_float, int rank, const int64_t *d, const char *at) {
+ARD_SLOW static int ard_new_at(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize, int is_float, int rank, const int64_t *d, const char *at) {
     int64_t n = 1;
     for (int i = 0; i < rank; i++) {
         if (d[i] < 0 || (d[i] != 0 && n > ARD_MAX_ELEMS / d[i]) ) { n = -1; break; }
@@ -252,7 +259,7 @@ static int ard_new_at(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize, int is_
 }
 
 /* Wrap caller memory (an entry argument): never written, never freed here. */
-static int ard_wrap(ard_ctx *c, ard_arr *a, void *data, int rank, const int64_t *d) {
+ARD_SLOW static int ard_wrap(ard_ctx *c, ard_arr *a, void *data, int rank, const int64_t *d) {
     ard_buf *b = (ard_buf *)malloc(sizeof(ard_buf));
     if (!b) { ard_fail(c, -1, "out of memory"); return 1; }
     b->data = data;
@@ -350,7 +357,7 @@ static double ard_lgamma_stirling(double x) {
     for (int i = 7; i >= 0; i--) acc = S[i] + r2 * acc;
     return (x - 0.5) * log(x) - x + ARD_HALF_LN_2PI + r * acc;
 }
-static double ard_lgamma(double x) {
+ARD_SLOW static double ard_lgamma(double x) {
     if (isnan(x)) return x;
     if (isinf(x)) return INFINITY;
     if (x <= 0.0) {
@@ -392,7 +399,7 @@ static double ard_erfc_cf(double a) {
     }
     return exp(-a * a) * (0.5 * ARD_FRAC_2_SQRT_PI) / f;
 }
-static double ard_erf(double x) {
+ARD_SLOW static double ard_erf(double x) {
     if (isnan(x)) return x;
     double a = fabs(x), r;
     if (a < 2.5) r = ard_erf_series(a);
@@ -400,7 +407,7 @@ static double ard_erf(double x) {
     else r = 1.0;
     return copysign(r, x);
 }
-static double ard_digamma(double x) {
+ARD_SLOW static double ard_digamma(double x) {
     if (isnan(x) || x == -INFINITY) return NAN;
     if (x <= 0.0 && x == floor(x)) return NAN;
     if (x < 0.0) return ard_digamma(1.0 - x) - ARD_PI / tan(ARD_PI * x);
@@ -410,7 +417,7 @@ static double ard_digamma(double x) {
     double series = inv2 * (1.0 / 12.0 - inv2 * (1.0 / 120.0 - inv2 * (1.0 / 252.0 - inv2 * (1.0 / 240.0 - inv2 * (1.0 / 132.0)))));
     return acc + log(x) - 0.5 / x - series;
 }
-static double ard_trigamma(double x) {
+ARD_SLOW static double ard_trigamma(double x) {
     if (isnan(x) || x == -INFINITY) return NAN;
     if (x <= 0.0 && x == floor(x)) return NAN;
     if (x < 0.0) { double s = sin(ARD_PI * x); return ARD_PI * ARD_PI / (s * s) - ard_trigamma(1.0 - x); }
