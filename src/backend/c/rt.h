@@ -28,10 +28,20 @@ typedef struct ard_buf {
     void *data;
 } ard_buf;
 
+/* Freed buffers of up to ARD_CACHE_BYTES are kept (up to ARD_CACHE_SLOTS
+ * per list) for the next allocation of exactly the same size: loop bodies
+ * allocate the same small arrays at every iteration, and malloc plus
+ * registry linking cost more than the work on a row of 16 doubles. */
+#define ARD_CACHE_SLOTS 8
+#define ARD_CACHE_BYTES ((int64_t)1 << 20)
+
 /* One registry list per thread (each on its own cache lines), so threads
- * allocating inside a parallel loop do not contend for one lock. */
+ * allocating inside a parallel loop do not contend for one lock. Cached
+ * buffers stay linked (ard_ctx_free frees them with the rest). */
 typedef struct ard_list {
     ard_buf head;
+    ard_buf *cache[ARD_CACHE_SLOTS];
+    int ncache;
     unsigned char lock;
     char pad[64];
 } ard_list;
@@ -159,6 +169,14 @@ static inline int ard_thread(const ard_ctx *c) {
 #endif
 }
 
+/* Count a buffer as live (bytes, peak, number). */
+static inline void ard_count(ard_ctx *c, ard_buf *b) {
+    int64_t now = __atomic_add_fetch(&c->bytes, b->bytes, __ATOMIC_RELAXED);
+    int64_t peak = __atomic_load_n(&c->peak, __ATOMIC_RELAXED);
+    while (now > peak && !__atomic_compare_exchange_n(&c->peak, &peak, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) { }
+    __atomic_add_fetch(&c->nbufs, 1, __ATOMIC_RELAXED);
+}
+
 ARD_SLOW static void ard_link(ard_ctx *c, ard_buf *b) {
     int t = ard_thread(c);
     ard_list *l = &c->lists[t];
@@ -169,20 +187,42 @@ ARD_SLOW static void ard_link(ard_ctx *c, ard_buf *b) {
     l->head.next->prev = b;
     l->head.next = b;
     ard_unspin(&l->lock);
-    int64_t now = __atomic_add_fetch(&c->bytes, b->bytes, __ATOMIC_RELAXED);
-    int64_t peak = __atomic_load_n(&c->peak, __ATOMIC_RELAXED);
-    while (now > peak && !__atomic_compare_exchange_n(&c->peak, &peak, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) { }
-    __atomic_add_fetch(&c->nbufs, 1, __ATOMIC_RELAXED);
+    ard_count(c, b);
+}
+
+/* A cached buffer of exactly `bytes` from the calling thread's list, or NULL. */
+static ard_buf *ard_cached(ard_ctx *c, int64_t bytes) {
+    if (bytes > ARD_CACHE_BYTES) return NULL;
+    ard_list *l = &c->lists[ard_thread(c)];
+    ard_buf *b = NULL;
+    ard_spin(&l->lock);
+    for (int i = l->ncache - 1; i >= 0; i--)
+        if (l->cache[i]->bytes == bytes) {
+            b = l->cache[i];
+            l->cache[i] = l->cache[--l->ncache];
+            break;
+        }
+    ard_unspin(&l->lock);
+    if (b) {
+        b->rc = 1;
+        ard_count(c, b);
+    }
+    return b;
 }
 
 ARD_SLOW static void ard_free_buf(ard_ctx *c, ard_buf *b) {
     ard_list *l = &c->lists[b->list];
+    __atomic_sub_fetch(&c->bytes, b->bytes, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&c->nbufs, 1, __ATOMIC_RELAXED);
     ard_spin(&l->lock);
+    if (!b->ext && b->bytes <= ARD_CACHE_BYTES && l->ncache < ARD_CACHE_SLOTS) {
+        l->cache[l->ncache++] = b;
+        ard_unspin(&l->lock);
+        return;
+    }
     b->prev->next = b->next;
     b->next->prev = b->prev;
     ard_unspin(&l->lock);
-    __atomic_sub_fetch(&c->bytes, b->bytes, __ATOMIC_RELAXED);
-    __atomic_sub_fetch(&c->nbufs, 1, __ATOMIC_RELAXED);
     free(b);
 }
 
@@ -232,7 +272,14 @@ ARD_SLOW static int ard_new_at(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize
     size_t bytes = (size_t)n * (size_t)esize;
     int64_t held = c->base_bytes + __atomic_load_n(&c->bytes, __ATOMIC_RELAXED);
     int over = (int64_t)bytes > c->max_bytes - held;
-    ard_buf *b = over ? NULL : (ard_buf *)malloc(sizeof(ard_buf) + bytes + 64);
+    ard_buf *b = over ? NULL : ard_cached(c, (int64_t)bytes);
+    if (b) {
+        a->b = b;
+        a->p = b->data;
+        for (int i = 0; i < rank; i++) a->d[i] = d[i];
+        return 0;
+    }
+    b = over ? NULL : (ard_buf *)malloc(sizeof(ard_buf) + bytes + 64);
     if (!b) {
         char need[64], use[64], lim[64];
         ard_bytes_str(need, sizeof need, (int64_t)bytes);
