@@ -49,6 +49,8 @@ enum Command {
     Run(RunArgs),
     Ir(IrArgs),
     Build(BuildArgs),
+    /// Speak the GradBench protocol on stdin/stdout (all 12 evals).
+    Gradbench(arden::gradbench::Args),
 }
 
 /// Write a C library for the program's entry points.
@@ -364,6 +366,7 @@ fn execute(cli: Cli) -> Outcome {
         Command::Run(a) => run(&a),
         Command::Ir(a) => ir_cmd(&a),
         Command::Build(a) => build_cmd(&a),
+        Command::Gradbench(a) => arden::gradbench::main(&a).map_err(Failure::User),
     }
 }
 
