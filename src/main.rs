@@ -49,7 +49,6 @@ enum Command {
     Run(RunArgs),
     Ir(IrArgs),
     Build(BuildArgs),
-    /// Speak the GradBench protocol on stdin/stdout (all 12 evals).
     Gradbench(arden::gradbench::Args),
 }
 
