@@ -506,14 +506,14 @@ fn evaluate(tool: &mut Tool, id: u64, module: &str, function: &str, input: Json)
     r
 }
 
-/// det beyond the logs: ell = 7 (one table of 7! permutations) and ell = 9
-/// (9 chunks with row 0's column fixed, the path the large workloads take),
-/// against elimination and cofactors.
+/// det beyond the logs: ell = 1, 2, 3, 7 (one padded 8 × 8 minor) and
+/// ell = 10 (rows 0 and 1 fixed per chunk: the path the large workloads
+/// take), against elimination and cofactors.
 #[test]
 fn det_gradient_is_the_cofactor_matrix() {
     let mut tool = Tool::start(&[]);
     let mut failures = vec![];
-    for (k, ell) in [3usize, 7, 9].into_iter().enumerate() {
+    for (k, ell) in [1usize, 2, 3, 7, 10].into_iter().enumerate() {
         let a: Vec<f64> = uniform(k as u64 + 11, ell * ell).iter().map(|v| 2.0 * v - 1.0).collect();
         for function in ["primal", "gradient"] {
             let r = evaluate(&mut tool, k as u64, "det", function, json!({"A": a, "ell": ell, "min_runs": 1, "min_seconds": 0}));
