@@ -231,19 +231,23 @@ fn ba(function: &str, input: &Json) -> Result<Prepared, String> {
         return Ok(Prepared { entry: "objective", args, finish });
     }
     // The CSR Jacobian's sample: the first 30 entries and the last one of
-    // the row pointers, the columns and the values.
+    // the row pointers, the columns and the values (columns and values come
+    // in two parts, the reprojection blocks and the weight entries, whose
+    // concatenation is the CSR array).
     let finish: Finish = Box::new(|v| {
         let rows = j::i64_data(j::component(v, 0)?)?;
-        let cols = j::i64_data(j::component(v, 1)?)?;
-        let vals = j::f64_data(j::component(v, 2)?)?;
-        fn sample<T: Copy + Into<Json>>(v: &[T]) -> Json {
-            let mut s: Vec<Json> = v.iter().take(30).map(|&x| x.into()).collect();
-            if let Some(&last) = v.last() {
+        let cols = j::component(v, 1)?;
+        let vals = j::component(v, 2)?;
+        let (block_cols, wcols) = (j::i64_data(j::component(cols, 0)?)?, j::i64_data(j::component(cols, 1)?)?);
+        let (blocks, wd) = (j::f64_data(j::component(vals, 0)?)?, j::f64_data(j::component(vals, 1)?)?);
+        fn sample<T: Copy + Into<Json>>(head: &[T], tail: &[T]) -> Json {
+            let mut s: Vec<Json> = head.iter().chain(tail).take(30).map(|&x| x.into()).collect();
+            if let Some(&last) = tail.last().or(head.last()) {
                 s.push(last.into());
             }
             Json::Array(s)
         }
-        Ok(json!({"rows": sample(&rows), "cols": sample(&cols), "vals": sample(&vals)}))
+        Ok(json!({"rows": sample(&rows, &[]), "cols": sample(&block_cols, &wcols), "vals": sample(&blocks, &wd)}))
     });
     Ok(Prepared { entry: "jacobian", args, finish })
 }
