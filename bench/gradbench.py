@@ -252,7 +252,7 @@ def main():
                 r = ask({"kind": "evaluate", "module": name, "function": f, "input": inp, "description": desc})
                 ts = [t["nanoseconds"] / 1e6 for t in r["timings"] if t["name"] == "evaluate"]
                 mean = sum(ts) / len(ts)
-                target = TARGETS.get((name, f))
+                target = None if args.small else TARGETS.get((name, f))
                 if name == "ht" and "simple" in desc:
                     target = None
                 ratio = f"{mean / target:6.2f}" if target else ""
