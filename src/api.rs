@@ -395,11 +395,17 @@ impl Program {
 
     /// [`Program::compile`] with C compiler options (extra flags).
     pub fn compile_with(&self, backend: Backend, opts: &c::COptions) -> Result<Compiled, Error> {
-        let lib = match backend {
-            Backend::Interp => None,
-            Backend::C => Some(Arc::new(c::compile(&self.module, opts).map_err(|e| Error::Backend(e.0))?)),
-        };
-        Ok(Compiled { functions: self.module.functions.clone(), lib, options: CallOptions::default() })
+        Compiled::from_functions(self.module.functions.clone(), backend, opts)
+    }
+
+    /// Prepare only the named entries (the C compiler's time grows with the
+    /// code it is given: `arden run` compiles just the entry it runs).
+    pub fn compile_entries(&self, names: &[&str], backend: Backend, opts: &c::COptions) -> Result<Compiled, Error> {
+        for n in names {
+            self.entry(n)?;
+        }
+        let functions = self.module.functions.iter().filter(|f| names.contains(&f.name.as_str())).cloned().collect();
+        Compiled::from_functions(functions, backend, opts)
     }
 }
 

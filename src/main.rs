@@ -6,7 +6,7 @@
 //! without `--entry` on a program with several entry points).
 
 use arden::api::{self, Error};
-use arden::backend::interp::memory;
+use arden::backend::limits;
 use arden::ir::{self, Function};
 use arden::runtime::data;
 use arden::{Program, Value};
@@ -21,7 +21,7 @@ const STACK_SIZE: usize = 256 << 20;
 /// Counts the bytes the process holds, so that `--max-memory` is checked
 /// against them.
 #[global_allocator]
-static ALLOC: memory::CountingAlloc = memory::CountingAlloc;
+static ALLOC: limits::CountingAlloc = limits::CountingAlloc;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -176,7 +176,7 @@ struct RunArgs {
     /// the run with an error naming the statement and the size asked for.
     /// Default: the machine's available memory (MemAvailable in
     /// /proc/meminfo).
-    #[arg(long, value_name = "SIZE", value_parser = memory::parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = limits::parse_size)]
     max_memory: Option<u64>,
 
     /// Stop the run with an error after SECONDS, e.g. `--timeout 10`.
@@ -189,12 +189,14 @@ struct RunArgs {
 
     /// The backend that runs the entry: `c` or `interp`.
     ///
-    /// `c` generates C with OpenMP, compiles it with `$CC` or `cc` (cached
-    /// under `ARDEN_CACHE_DIR` or the user cache directory, so later runs do
-    /// not compile again; extra compiler flags from `ARDEN_CFLAGS`) and calls
-    /// it in-process; `interp` is the reference interpreter. Default:
-    /// `interp`, the only backend that enforces `--max-memory`, `--timeout`
-    /// and Ctrl-C so far. `--count-ops` needs `interp`.
+    /// `c` generates C with OpenMP for the entry, compiles it with `$CC` or
+    /// `cc` (cached under `ARDEN_CACHE_DIR` or the user cache directory, so
+    /// later runs do not compile again; extra compiler flags from
+    /// `ARDEN_CFLAGS`) and calls it in-process; `interp` is the reference
+    /// interpreter. Default: `c` when a C compiler is found, else `interp`
+    /// with a note (also when the C backend fails, with the reason);
+    /// `--count-ops` alone means `interp`. Both backends honour
+    /// `--max-memory`, `--timeout` and Ctrl-C.
     #[arg(long, value_enum, value_name = "BACKEND")]
     backend: Option<BackendArg>,
 
@@ -511,35 +513,30 @@ fn run(a: &RunArgs) -> Outcome {
             command: "run",
         });
     }
-    if a.backend == Some(BackendArg::C) {
-        // The limits below are the interpreter's (it polls them in every
-        // loop); compiled code does not check them yet.
-        if a.max_memory.is_some() || a.timeout.is_some() {
-            return Err(Failure::Usage {
-                msg: "--max-memory and --timeout are enforced by the interpreter only; the C backend does not check them yet".into(),
-                command: "run",
-            });
-        }
-        let compiled = c_backend(&prog, &name)?;
+    start_limits(a);
+    let compiled = match choose_backend(a) {
+        BackendArg::C => compile_entry(&prog, &name, a.backend == Some(BackendArg::C))?,
+        BackendArg::Interp => None,
+    };
+    // The time limit counts the run, not the compilation.
+    if let Some(t) = a.timeout {
+        limits::set_timeout(std::time::Duration::from_secs_f64(t));
+    }
+    if let Some(compiled) = compiled {
         return run_compiled(a, &compiled, &name, &args);
     }
     if a.threads.is_some() {
-        eprintln!("note: --threads applies to the C backend (--backend c) only; the interpreter runs on one thread");
+        eprintln!("note: --threads applies to the C backend only; the interpreter runs on one thread");
     }
-    start_limits(a);
-    let interrupted = |e: Error| match memory::stop() {
-        memory::INTERRUPTED => Failure::Interrupted(e.to_string()),
-        _ => Failure::from(e),
-    };
     let t0 = std::time::Instant::now();
     if a.count_ops {
-        let (value, counts) = entry.call_counting(&args).map_err(interrupted)?;
+        let (value, counts) = entry.call_counting(&args).map_err(stopped_or)?;
         emit_result(a, &value)?;
         let stored = if func.stored.is_empty() { String::new() } else { format!(" stored={}", counts.stored) };
         eprintln!("ops: arith={} reads={} writes={}{stored}", counts.arith, counts.reads, counts.writes);
         Ok(())
     } else {
-        let value = entry.call(&args).map_err(interrupted)?;
+        let value = entry.call(&args).map_err(stopped_or)?;
         if a.stats {
             eprintln!("stats: backend=interp run={:.3}ms", t0.elapsed().as_secs_f64() * 1e3);
         }
@@ -547,35 +544,75 @@ fn run(a: &RunArgs) -> Outcome {
     }
 }
 
-/// Set the run's memory limit and time limit, and make Ctrl-C stop it.
-fn start_limits(a: &RunArgs) {
-    memory::set_max_memory(a.max_memory.or_else(memory::available_memory));
-    // Ctrl-C asks the interpreter to stop (it polls at every loop
-    // iteration); a second Ctrl-C ends the process at once.
-    let _ = ctrlc::set_handler(|| {
-        if memory::stop() == memory::INTERRUPTED {
-            std::process::exit(130);
-        }
-        memory::interrupt();
-    });
-    if let Some(t) = a.timeout {
-        memory::set_timeout(std::time::Duration::from_secs_f64(t));
+/// A run-time error, or the exit for Ctrl-C when that is what stopped it.
+fn stopped_or(e: Error) -> Failure {
+    match limits::stop() {
+        limits::INTERRUPTED => Failure::Interrupted(e.to_string()),
+        _ => Failure::from(e),
     }
 }
 
-/// The C backend for `run` (asked for with `--backend c`): every failure —
-/// no compiler, a failed compilation, an entry it refuses — is an error.
-/// The interpreter stays the default until compiled code also honours
-/// `--max-memory`, `--timeout` and Ctrl-C (issue 8's contract).
-fn c_backend(prog: &Program, entry: &str) -> Result<arden::Compiled, Failure> {
+/// `--backend`, else the C backend when a C compiler is found (with a note
+/// on stderr when it is not), else the interpreter. `--count-ops` alone
+/// means the interpreter (it counts the interpreter's operations).
+fn choose_backend(a: &RunArgs) -> BackendArg {
+    match a.backend {
+        Some(b) => b,
+        None if a.count_ops => BackendArg::Interp,
+        None if arden::backend::c::find_compiler().is_some() => BackendArg::C,
+        None => {
+            eprintln!(
+                "note: no C compiler found, so this runs on the (much slower) interpreter; install one \
+(e.g. `apt-get install gcc`) or set $CC for compiled, multicore runs"
+            );
+            BackendArg::Interp
+        }
+    }
+}
+
+/// Set the run's memory limit and make Ctrl-C stop it (the time limit
+/// starts after compilation, in `run`).
+fn start_limits(a: &RunArgs) {
+    limits::set_max_memory(a.max_memory.or_else(limits::available_memory));
+    // Ctrl-C asks the run to stop (both backends poll the flag in their
+    // loops); a second Ctrl-C ends the process at once.
+    let _ = ctrlc::set_handler(|| {
+        if limits::stop() == limits::INTERRUPTED {
+            std::process::exit(130);
+        }
+        limits::interrupt();
+    });
+}
+
+/// Compile just the entry `run` calls, with the C backend. Asked for
+/// explicitly (`--backend c`), every failure is an error; as the default,
+/// a failure is a note on stderr and the run falls back to the
+/// interpreter (`None`).
+fn compile_entry(prog: &Program, entry: &str, explicit: bool) -> Result<Option<arden::Compiled>, Failure> {
+    let failed = |why: String| {
+        if limits::stop() == limits::INTERRUPTED {
+            return Err(Failure::Interrupted("interrupted while compiling".into()));
+        }
+        if explicit {
+            return Err(Failure::User(why));
+        }
+        eprintln!("note: {why}; running on the interpreter instead");
+        Ok(None)
+    };
     if arden::backend::c::find_compiler().is_none() {
-        return Err(Failure::User("--backend c: no C compiler found (install one, e.g. gcc, or set $CC)".into()));
+        return failed("--backend c: no C compiler found (install one, e.g. gcc, or set $CC)".into());
     }
-    let compiled = prog.compile(arden::Backend::C)?;
+    let compiled = match prog.compile_entries(&[entry], arden::Backend::C, &arden::backend::c::COptions::default()) {
+        Ok(c) => c,
+        Err(e) => return failed(e.to_string()),
+    };
     if let Some(why) = compiled.entry(entry)?.refused() {
-        return Err(Failure::User(format!("the C backend cannot compile `{entry}`: {why}")));
+        return failed(format!("the C backend cannot compile `{entry}`: {why}"));
     }
-    Ok(compiled)
+    if limits::stop() == limits::INTERRUPTED {
+        return Err(Failure::Interrupted("interrupted while compiling".into()));
+    }
+    Ok(Some(compiled))
 }
 
 fn run_compiled(a: &RunArgs, compiled: &arden::Compiled, name: &str, args: &[Value]) -> Outcome {
@@ -584,7 +621,7 @@ fn run_compiled(a: &RunArgs, compiled: &arden::Compiled, name: &str, args: &[Val
         options.threads = n as usize;
     }
     let t0 = std::time::Instant::now();
-    let (value, stats) = compiled.entry(name)?.call_with(args, &options)?;
+    let (value, stats) = compiled.entry(name)?.call_with(args, &options).map_err(stopped_or)?;
     let run_time = t0.elapsed();
     if a.stats {
         let lib = compiled.library().expect("the C backend has a library");

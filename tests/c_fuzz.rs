@@ -4,9 +4,9 @@
 //! the C backend, at 1 thread and at 2 threads with every parallel path
 //! forced on; results agree (relative 1e-10) and errors agree exactly.
 //! The programs are compiled in batches (one shared library per batch).
-//! `ARDEN_C_FUZZ_CASES` (default 300 in `cargo test`: the C compiler is
-//! the cost, about 15 s of CPU per batch of 100; the 2,000 with
-//! `ARDEN_C_FUZZ_CASES=2000`) and `ARDEN_FUZZ_SEED` (default 1).
+//! `ARDEN_C_FUZZ_CASES` (default 2,000 in `cargo test`: the C compiler is
+//! the cost, about 15 s of CPU per batch of 100 at -O0, so the batches are
+//! shared between two threads) and `ARDEN_FUZZ_SEED` (default 1).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -64,11 +64,14 @@ fn prepare(seed: u64) -> Option<Prepared> {
     Some(Prepared { source, prog, args })
 }
 
-fn run(cases: u64, seed0: u64) {
-    const BATCH: u64 = 100;
+const BATCH: u64 = 100;
+
+/// Run the batches `lane`, `lane + lanes`, ... of `cases` programs; returns
+/// the calls compared and the differences found.
+fn run(cases: u64, seed0: u64, lane: u64, lanes: u64) -> (u64, Vec<String>) {
     let mut failures = vec![];
     let mut compared = 0;
-    let mut start = 0;
+    let mut start = lane * BATCH;
     while start < cases {
         let end = (start + BATCH).min(cases);
         let progs: Vec<Prepared> = (start..end).filter_map(|i| prepare(seed0.wrapping_add(i))).collect();
@@ -107,13 +110,12 @@ fn run(cases: u64, seed0: u64) {
             }
             k += p.prog.module().functions.len();
         }
-        start = end;
+        start += lanes * BATCH;
         if failures.len() > 5 {
             break;
         }
     }
-    assert!(failures.is_empty(), "{} differences (of {compared} calls); the first:\n{}", failures.len(), failures.iter().take(5).cloned().collect::<Vec<_>>().join("\n---\n"));
-    eprintln!("{compared} calls agree");
+    (compared, failures)
 }
 
 #[test]
@@ -125,7 +127,16 @@ fn random_programs_agree_on_both_backends() {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("arden-cache");
     // SAFETY: the only test of this binary.
     unsafe { std::env::set_var("ARDEN_CACHE_DIR", dir) };
-    let cases = std::env::var("ARDEN_C_FUZZ_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
+    let cases = std::env::var("ARDEN_C_FUZZ_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(2000);
     let seed = std::env::var("ARDEN_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
-    with_big_stack(move || run(cases, seed));
+    const LANES: u64 = 2;
+    let lanes: Vec<_> = (0..LANES).map(|lane| std::thread::spawn(move || with_big_stack(move || run(cases, seed, lane, LANES)))).collect();
+    let (mut compared, mut failures) = (0, vec![]);
+    for l in lanes {
+        let (c, f) = l.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+        compared += c;
+        failures.extend(f);
+    }
+    assert!(failures.is_empty(), "{} differences (of {compared} calls); the first:\n{}", failures.len(), failures.iter().take(5).cloned().collect::<Vec<_>>().join("\n---\n"));
+    eprintln!("{compared} calls agree");
 }

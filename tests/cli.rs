@@ -473,16 +473,57 @@ entry pair (x: f64) : (f64, i64) = (x, 3)
     }
 }
 
-/// The interpreter is the default backend: the C backend does not check
-/// the run's limits yet, so asking for both is a usage error, and without
-/// `--backend c` a program runs on the interpreter (`--stats` says so).
+/// The C backend is the default when a C compiler is found; without one
+/// (`CC` names a missing program) the run falls back to the interpreter
+/// with a note; `--count-ops` alone means the interpreter.
 #[test]
-fn limits_and_the_c_backend() {
-    let o = arden(&["run", "examples/dot.ard", "--entry", "dot", "--arg", "[1]", "--arg", "[2]", "--backend", "c", "--timeout", "5"]);
-    assert_exit(&o, 2);
-    assert!(stderr(&o).contains("--timeout are enforced by the interpreter only"), "{}", stderr(&o));
-    let o = arden(&["run", "examples/dot.ard", "--entry", "dot", "--arg", "[1]", "--arg", "[2]", "--stats"]);
+fn default_backend_is_c_with_a_fallback() {
+    let dot = ["run", "examples/dot.ard", "--entry", "dot", "--arg", "[1]", "--arg", "[2]", "--stats"];
+    if arden::backend::c::find_compiler().is_some() {
+        let o = arden(&dot);
+        assert_exit(&o, 0);
+        assert!(stderr(&o).contains("backend=c"), "{}", stderr(&o));
+        assert_eq!(stdout(&o).trim(), "2.0");
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_arden")).args(dot).env("CC", "/nonexistent/cc").output().unwrap();
     assert_exit(&o, 0);
-    assert!(stderr(&o).contains("backend=interp"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("note: no C compiler found") && stderr(&o).contains("backend=interp"), "{}", stderr(&o));
     assert_eq!(stdout(&o).trim(), "2.0");
+    let o = Command::new(env!("CARGO_BIN_EXE_arden")).args(dot).args(["--backend", "c"]).env("CC", "/nonexistent/cc").output().unwrap();
+    assert_exit(&o, 1);
+    assert!(stderr(&o).contains("no C compiler found"), "{}", stderr(&o));
+    let o = arden(&["run", "examples/dot.ard", "--entry", "dot", "--arg", "[1]", "--arg", "[2]", "--count-ops"]);
+    assert_exit(&o, 0);
+    assert!(stderr(&o).contains("ops: arith="), "{}", stderr(&o));
+}
+
+/// `--timeout` and `--max-memory` stop a run on both backends, with the
+/// same message naming the loop or the statement.
+#[test]
+fn limits_hold_on_both_backends() {
+    if arden::backend::c::find_compiler().is_none() {
+        eprintln!("note: no C compiler found: only the interpreter is tested");
+    }
+    let dir = TempDir::new("limits");
+    let spin = dir.write("spin.ard", "entry spin (x: f64) : f64 =\n  loop y = x while y > 0.0 do y + 1.0\n");
+    // (`minimum a + maximum a` reads `a` twice: it is built, not fused away)
+    let big = dir.write("big.ard", "entry big (n: i64) : f64 =\n  let a = for (i < n). f64 i in\n  minimum a + maximum a\n");
+    let backends: &[&str] = if arden::backend::c::find_compiler().is_some() { &["c", "interp"] } else { &["interp"] };
+    for b in backends {
+        let t0 = std::time::Instant::now();
+        let o = arden(&["run", &spin, "--arg", "1", "--timeout", "0.3", "--backend", b]);
+        assert_exit(&o, 1);
+        assert!(stderr(&o).contains("time limit of 0.3 s exceeded at") && stderr(&o).contains("spin.ard:2:3"), "{b}: {}", stderr(&o));
+        assert!(t0.elapsed().as_secs() < 30, "{b}: the time limit did not stop the loop promptly");
+        let o = arden(&["run", &big, "--arg", "100000000", "--max-memory", "100M", "--backend", b]);
+        assert_exit(&o, 1);
+        assert!(
+            stderr(&o).contains("out of memory at") && stderr(&o).contains("big.ard:2:11") && stderr(&o).contains("over the memory limit of 104857600 bytes"),
+            "{b}: {}",
+            stderr(&o)
+        );
+        let o = arden(&["run", &big, "--arg", "1000", "--max-memory", "100M", "--backend", b]);
+        assert_exit(&o, 0);
+        assert_eq!(stdout(&o).trim(), "999.0");
+    }
 }

@@ -1,9 +1,14 @@
-//! Accumulate instead of materialise: a parallel `for` result of rank ≥ 2
-//! (one whole array per iteration) read only by a `reduce add` from zero
-//! becomes an accumulator result of the `for` ([`Expr::ForAcc`]): each
-//! iteration adds into it, so the `[n]`-stacked array is never built.
+//! Accumulate instead of materialise: a parallel `for` result read only by
+//! a `reduce add` from zero becomes an accumulator result of the `for`
+//! ([`Expr::ForAcc`]): each iteration adds into it, so the `[n]`-stacked
+//! array is never built.
 //!
-//! Reverse mode produces this shape wherever an array from outside a
+//! For scalar results this is map-reduce fusion: `sum (for i. …)` (a dot
+//! product, a sum of squares, a log-likelihood) allocates nothing, which
+//! made k-means' cost several times faster compiled (it allocated one
+//! `[d]` array per point and centroid).
+//!
+//! For results of rank ≥ 1, reverse mode produces this shape wherever an array from outside a
 //! parallel `for` gets a whole-array cotangent in every iteration (`sum a`
 //! in the body, or a block the loop does not move: `matmul`'s `b` under
 //! the loop over rows of `a`): without this pass the gradient of a
@@ -78,7 +83,7 @@ fn block_inner(b: &mut Block, uses: &FxHashMap<VarId, usize>, pinned: &FxHashSet
                 _ => true,
             };
             let Some(&r) = reducers.get(&x.var) else { continue };
-            if !stacked || x.ty.rank() < 2 || uses.get(&x.var) != Some(&1) || pinned.contains(&x.var) || r <= k || removed[r] {
+            if !stacked || uses.get(&x.var) != Some(&1) || pinned.contains(&x.var) || r <= k || removed[r] {
                 continue;
             }
             let sum = b.stmts[r].binds[0].clone();

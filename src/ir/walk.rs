@@ -67,6 +67,27 @@ pub fn visit_expr(e: &Expr, uses: &mut dyn FnMut(VarId), binds: &mut dyn FnMut(V
     }
 }
 
+/// Call `f` on each block nested directly in `e` (loop bodies, a `while`
+/// condition, branches, reduction and derivative lambdas' bodies).
+pub fn sub_blocks<'e>(e: &'e Expr, f: &mut dyn FnMut(&'e Block)) {
+    match e {
+        Expr::For { body, .. } | Expr::ForAcc { body, .. } => f(body),
+        Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => f(&l.body),
+        Expr::Jvp { lam, .. } | Expr::Vjp { lam, .. } => f(&lam.body),
+        Expr::Loop { kind, body, .. } => {
+            if let LoopKind::While { cond } = kind {
+                f(cond);
+            }
+            f(body);
+        }
+        Expr::If { then_b, else_b, .. } => {
+            f(then_b);
+            f(else_b);
+        }
+        _ => {}
+    }
+}
+
 fn visit_binders(bs: &[Binder], uses: &mut dyn FnMut(VarId), binds: &mut dyn FnMut(VarId)) {
     for b in bs {
         binds(b.var);

@@ -1,7 +1,7 @@
-//! Hostile input: the interpreter's time and memory (issue 8, items 5, 7
-//! and 14): linear cost of reverse mode through long sequential loops,
-//! allocation failures and the memory limit as located errors, the time
-//! limit and Ctrl-C.
+//! Hostile input: time and memory of a run (issue 8, items 5, 7 and 14),
+//! on both backends where it applies: linear cost of reverse mode through
+//! long sequential loops, allocation failures and the memory limit as
+//! located errors, the time limit and Ctrl-C.
 use super::*;
 
 const RECURRENCE: &str = "\
@@ -79,53 +79,67 @@ fn huge_residual_storage_is_an_error() {
     assert!(o.stderr.contains("entry `g`") && o.stderr.contains("8000000000 bytes"), "{}", o.stderr);
 }
 
-/// Item 14: `--timeout` stops a `while` loop that never ends, naming it.
+/// The backends to test the limits on: both when a C compiler is found.
+fn backends() -> &'static [&'static str] {
+    if arden::backend::c::find_compiler().is_some() { &["c", "interp"] } else { &["interp"] }
+}
+
+/// Item 14: `--timeout` stops a `while` loop that never ends, naming it,
+/// on both backends.
 #[test]
 fn timeout_names_the_running_loop() {
     let file = program("timeout.ard");
-    let o = run_limited(&["run", &file, "--entry", "spin", "--arg", "1.0", "--timeout", "0.5"], b"", DEFAULT);
-    assert_user_error(&o, "time limit of 0.5 s exceeded", true);
-    assert!(o.stderr.contains(":4:"), "the loop is on line 4: {}", o.stderr);
-    assert!(o.elapsed.as_secs_f64() < 5.0, "took {:?}", o.elapsed);
-    // inside a parallel `for` too
-    let o = run_limited(&["run", &file, "--entry", "spin_for", "--arg", "[1, 2, 3]", "--timeout", "0.5"], b"", DEFAULT);
-    assert_user_error(&o, "time limit", true);
+    for b in backends() {
+        let o = run_limited(&["run", &file, "--entry", "spin", "--arg", "1.0", "--timeout", "0.5", "--backend", b], b"", DEFAULT);
+        assert_user_error(&o, "time limit of 0.5 s exceeded", true);
+        assert!(o.stderr.contains(":4:"), "{b}: the loop is on line 4: {}", o.stderr);
+        // the limit counts the run, not the compilation: allow for a cold compile
+        assert!(o.elapsed.as_secs_f64() < 30.0, "{b}: took {:?}", o.elapsed);
+        // inside a parallel `for` too
+        let o = run_limited(&["run", &file, "--entry", "spin_for", "--arg", "[1, 2, 3]", "--timeout", "0.5", "--backend", b], b"", DEFAULT);
+        assert_user_error(&o, "time limit", true);
+    }
     // a bad value is a usage error
     let o = run_limited(&["run", &file, "--entry", "spin", "--arg", "1.0", "--timeout", "-1"], b"", DEFAULT);
     assert_eq!(o.code, Some(2), "{}", o.stderr);
 }
 
-/// Item 14: Ctrl-C (SIGINT) ends a running loop promptly and cleanly.
+/// Item 14: Ctrl-C (SIGINT) ends a running loop promptly and cleanly, on
+/// both backends.
 #[test]
 fn ctrl_c_stops_a_run() {
     let file = program("ctrl_c.ard");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_arden"))
-        .args(["run", &file, "--entry", "spin", "--arg", "1.0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn arden");
-    // let it compile and enter the loop
-    std::thread::sleep(Duration::from_millis(700));
-    assert!(child.try_wait().expect("wait").is_none(), "the loop ended by itself");
-    let sent = Instant::now();
-    let ok = Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill").success();
-    assert!(ok, "could not send SIGINT");
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            break;
+    for b in backends() {
+        // compile once (the C library is then cached), so that the signal
+        // below reaches the running loop, not the compiler
+        let _ = run_limited(&["run", &file, "--entry", "spin", "--arg", "1.0", "--timeout", "0.1", "--backend", b], b"", DEFAULT);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_arden"))
+            .args(["run", &file, "--entry", "spin", "--arg", "1.0", "--backend", b])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn arden");
+        std::thread::sleep(Duration::from_millis(700));
+        assert!(child.try_wait().expect("wait").is_none(), "{b}: the loop ended by itself");
+        let sent = Instant::now();
+        let ok = Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill").success();
+        assert!(ok, "could not send SIGINT");
+        loop {
+            if child.try_wait().expect("wait").is_some() {
+                break;
+            }
+            if sent.elapsed() > Duration::from_secs(5) {
+                let _ = child.kill();
+                panic!("{b}: still running 5 s after SIGINT");
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
-        if sent.elapsed() > Duration::from_secs(5) {
-            let _ = child.kill();
-            panic!("still running 5 s after SIGINT");
-        }
-        std::thread::sleep(Duration::from_millis(10));
+        let out = child.wait_with_output().expect("output");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(130), "{b}: {stderr}");
+        assert!(stderr.contains("interrupted") && has_location(&stderr), "{b}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
     }
-    let out = child.wait_with_output().expect("output");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "{stderr}");
-    assert!(stderr.contains("interrupted") && has_location(&stderr), "{stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
 /// Item 6: the gradient of a matrix-product loss accumulates the per-row

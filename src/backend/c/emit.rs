@@ -24,20 +24,9 @@ pub struct Generated {
 pub fn emit_module(m: &Module) -> Generated {
     let mut bodies = String::new();
     let mut entries = vec![];
-    // Accumulating loops (`ForAcc`) run here as the stacked `for` and
-    // `reduce add` they were made from: correct, but a per-iteration
-    // cotangent is materialised (per-thread accumulators are still to do).
-    let functions: Vec<Function> = m
-        .functions
-        .iter()
-        .map(|f| {
-            let mut g = f.clone();
-            crate::ir::accumulate::unfuse(&mut g);
-            g
-        })
-        .collect();
+    let functions = &m.functions;
     let mut maxr = 1;
-    for f in &functions {
+    for f in functions {
         let tys = var_types(f);
         maxr = maxr.max(tys.values().map(|t| t.rank()).max().unwrap_or(0));
     }
@@ -152,21 +141,46 @@ fn at_str(l: &Option<Loc>) -> String {
     }
 }
 
-/// Static estimate of the work of a block (to decide on parallelism).
-fn work(b: &Block) -> i64 {
-    let mut w: i64 = 0;
-    for s in &b.stmts {
-        let x = match &s.expr {
-            Expr::For { body, .. } => 16i64.saturating_mul(work(body)),
-            Expr::Loop { body, .. } => 16i64.saturating_mul(work(body)),
-            Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => 16i64.saturating_mul(work(&l.body)),
-            Expr::Reduce { .. } | Expr::Scan { .. } | Expr::ScatterAdd { .. } | Expr::Replicate { .. } | Expr::Concat(..) => 16,
-            Expr::If { then_b, else_b, .. } => work(then_b).max(work(else_b)),
-            _ => 1,
-        };
-        w = w.saturating_add(x);
+/// Whether a block runs a loop of its own (a `for` whose body does not is
+/// not polled for the time limit, so that it stays vectorisable).
+fn has_loop(b: &Block) -> bool {
+    b.stmts.iter().any(|s| match &s.expr {
+        Expr::For { .. } | Expr::ForAcc { .. } | Expr::Loop { .. } | Expr::Reduce { .. } | Expr::Scan { .. } => true,
+        Expr::If { then_b, else_b, .. } => has_loop(then_b) || has_loop(else_b),
+        _ => false,
+    })
+}
+
+/// The IR variables (`v123`) a piece of generated C names (outside string
+/// literals: messages quote file names).
+fn var_names_in(c: &str) -> FxHashSet<VarId> {
+    let b = c.as_bytes();
+    let ident = |x: u8| x.is_ascii_alphanumeric() || x == b'_';
+    let mut out = FxHashSet::default();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'"' {
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            i += 1;
+        } else if b[i] == b'v' && (i == 0 || !ident(b[i - 1])) {
+            let mut j = i + 1;
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+            if j > i + 1 && (j == b.len() || !ident(b[j])) {
+                if let Ok(n) = c[i + 1..j].parse() {
+                    out.insert(VarId(n));
+                }
+            }
+            i = j.max(i + 1);
+        } else {
+            i += 1;
+        }
     }
-    w.max(1)
+    out
 }
 
 fn uses_in(e: &Expr, v: VarId) -> usize {
@@ -176,8 +190,12 @@ fn uses_in(e: &Expr, v: VarId) -> usize {
 }
 
 struct Em {
+    /// the entry's position (outlined functions are named after it)
+    entry: usize,
     ty: FxHashMap<VarId, Type>,
     out: String,
+    /// functions the entry calls (outlined loop bodies), emitted before it
+    helpers: String,
     ind: usize,
     lbl: usize,
     /// inside the body of a parallel loop (nested loops stay sequential)
@@ -195,16 +213,59 @@ struct Em {
     /// destination passing: a `for` that is the row result of an enclosing
     /// `for` body writes straight into that row (outer array, row length)
     dest_rows: FxHashMap<VarId, (String, String)>,
+    /// the function's size parameters (known everywhere in it)
+    size_params: FxHashSet<VarId>,
+    /// ` at LOC` of the statement being emitted (a C string literal; the
+    /// nearest located enclosing statement's, else ` in entry `NAME``), for
+    /// allocation and time-limit errors
+    at: String,
 }
 
 type R<T> = Result<T, String>;
 
+/// Where the body of a `for` puts result `j`.
+#[derive(Clone)]
+enum Row {
+    /// stacked: row `ard_i` of `out` (row length `len`)
+    Stacked { out: String, len: String, ty: Type },
+    /// summed: added into the `len` elements at `ptr` (an element pointer
+    /// expression; `&x` for a scalar); `part` names the per-thread partial
+    /// sums' buffer when `ptr` points into it
+    Summed { ptr: String, len: String, ty: Type, part: Option<String> },
+}
+
+/// Default for `ARDEN_C_MAX_STATEMENTS`: C compilers take superlinear time
+/// (and gcc can crash) on one huge function; the largest example program
+/// has a few thousand statements.
+pub const DEFAULT_MAX_STATEMENTS: usize = 50_000;
+
+/// `ARDEN_C_MAX_STATEMENTS`, else [`DEFAULT_MAX_STATEMENTS`].
+fn max_statements() -> usize {
+    std::env::var("ARDEN_C_MAX_STATEMENTS").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(DEFAULT_MAX_STATEMENTS)
+}
+
+/// IR statements in a block, nested blocks included.
+fn statements(b: &Block) -> usize {
+    let mut n = b.stmts.len();
+    for s in &b.stmts {
+        crate::ir::walk::sub_blocks(&s.expr, &mut |sub| n += statements(sub));
+    }
+    n
+}
+
 pub fn emit_function(f: &Function, k: usize) -> R<String> {
+    let (n, limit) = (statements(&f.body), max_statements());
+    if n > limit {
+        return Err(format!(
+            "`{}` has {n} IR statements, more than the C compiler handles in reasonable time ({limit}; set ARDEN_C_MAX_STATEMENTS to change the limit)",
+            f.name
+        ));
+    }
     let ty = var_types(f);
     if let Some(t) = ty.values().find(|t| t.rank() > IO_MAXR) {
         return Err(format!("an array of rank {} (the C backend handles up to {IO_MAXR})", t.rank()));
     }
-    let mut em = Em { ty, out: String::new(), ind: 1, lbl: 0, par: false, seq_only: false, fail: "ard_fail".into(), owned_stack: vec![], borrowed: FxHashSet::default(), dest_rows: FxHashMap::default() };
+    let mut em = Em::new(f, k, ty, 1, "ard_fail");
     let _ = writeln!(em.out, "/* entry `{}` */", f.name.replace("*/", "* /"));
     let _ = writeln!(em.out, "int ard_entry_{k}(ard_ctx *ctx, const int64_t *ard_sizes, const ard_io *ard_args, ard_io *ard_res) {{");
     em.line("const int64_t ard_it = -1;");
@@ -249,7 +310,12 @@ pub fn emit_function(f: &Function, k: usize) -> R<String> {
     em.out.push_str("ard_fail:\n");
     em.line("return 1;");
     em.out.push_str("}\n\n");
-    Ok(em.out)
+    Ok(em.helpers + &em.out)
+}
+
+/// 1 for floating-point element types (allocation messages name the type).
+fn is_float(s: Scalar) -> u8 {
+    matches!(s, Scalar::F64 | Scalar::F32) as u8
 }
 
 fn io_field(s: Scalar) -> &'static str {
@@ -263,6 +329,25 @@ fn io_field(s: Scalar) -> &'static str {
 }
 
 impl Em {
+    fn new(f: &Function, entry: usize, ty: FxHashMap<VarId, Type>, ind: usize, fail: &str) -> Em {
+        Em {
+            entry,
+            ty,
+            out: String::new(),
+            helpers: String::new(),
+            ind,
+            lbl: 0,
+            par: false,
+            seq_only: false,
+            fail: fail.into(),
+            owned_stack: vec![],
+            borrowed: FxHashSet::default(),
+            dest_rows: FxHashMap::default(),
+            size_params: f.size_params.iter().map(|(_, v)| *v).collect(),
+            at: cstr(&format!(" in entry `{}`", f.name)),
+        }
+    }
+
     fn line(&mut self, s: &str) {
         for _ in 0..self.ind {
             self.out.push_str("    ");
@@ -332,6 +417,13 @@ impl Em {
         Ok(())
     }
 
+    /// Stop here (an error naming the statement being emitted, a loop)
+    /// when the run's time limit has passed or Ctrl-C was pressed.
+    fn poll(&mut self) {
+        let (fail, at) = (self.fail.clone(), self.at.clone());
+        self.line(&format!("if (ARD_STOPPING(ctx)) {{ ard_stopped(ctx, ard_it, {at}); goto {fail}; }}"));
+    }
+
     /// Record an error and jump to the current failure label.
     fn fail(&mut self, fmt: &str, args: &[String]) {
         let mut a = String::new();
@@ -365,6 +457,55 @@ impl Em {
             });
         }
         total.unwrap_or_else(|| "((int64_t)0)".into())
+    }
+
+    /// A size as a C expression when it can be evaluated anywhere in the
+    /// function (its variables are the function's size parameters).
+    fn known(&self, s: &Size) -> Option<String> {
+        s.vars().iter().all(|v| self.size_params.contains(v)).then(|| self.size(s))
+    }
+
+    /// The trip count of a loop over `s` for the work estimate (16 when it
+    /// is not known before the loop).
+    fn trips(&self, s: Option<&Size>) -> String {
+        s.and_then(|s| self.known(s)).unwrap_or_else(|| "16".into())
+    }
+
+    /// Estimated element operations of one run of a block, as a C
+    /// expression evaluated before the enclosing loop (saturating): loop
+    /// trip counts are the real sizes where the types give them in terms
+    /// of the function's size parameters, else 16. It decides which `for`
+    /// runs in parallel.
+    fn work(&self, b: &Block) -> String {
+        let mut units: i64 = 0;
+        let mut terms: Vec<String> = vec![];
+        let outer = |a: &Atom| self.atom_ty(a).shape.first().cloned();
+        let elems = |a: &Atom| {
+            let t = self.atom_ty(a);
+            t.shape.iter().map(|d| self.trips(Some(d))).reduce(|x, y| format!("ard_wmul({x}, {y})")).unwrap_or_else(|| "1".into())
+        };
+        for s in &b.stmts {
+            match &s.expr {
+                Expr::For { size, body, .. } | Expr::ForAcc { size, body, .. } => terms.push(format!("ard_wmul({}, {})", self.trips(Some(size)), self.work(body))),
+                Expr::Loop { kind, body, .. } => {
+                    let n = match kind {
+                        LoopKind::Count { n: Atom::Lit(Lit::I64(n)), .. } => n.max(&0).to_string(),
+                        LoopKind::Count { n: Atom::Var(v), .. } if self.size_params.contains(v) => self.v(*v),
+                        _ => "16".into(),
+                    };
+                    terms.push(format!("ard_wmul({n}, {})", self.work(body)));
+                }
+                Expr::Reduce { op: ReduceOp::Lambda(l), arrs, .. } | Expr::Scan { op: ReduceOp::Lambda(l), arrs, .. } => {
+                    terms.push(format!("ard_wmul({}, {})", self.trips(arrs.first().and_then(outer).as_ref()), self.work(&l.body)))
+                }
+                Expr::Reduce { arrs, .. } | Expr::Scan { arrs, .. } => terms.extend(arrs.iter().map(elems)),
+                Expr::ScatterAdd { vals: a, .. } | Expr::Concat(a, _) => terms.push(elems(a)),
+                Expr::Replicate { .. } => terms.push(s.binds.first().map_or("16".into(), |b| elems(&Atom::Var(b.var)))),
+                Expr::If { then_b, else_b, .. } => terms.push(format!("ard_wmax({}, {})", self.work(then_b), self.work(else_b))),
+                _ => units += 1,
+            }
+        }
+        terms.into_iter().fold(units.max(1).to_string(), |acc, t| format!("ard_wadd({acc}, {t})"))
     }
 
     /// Number of elements of the rows of `x` after its first `k` axes.
@@ -505,7 +646,8 @@ impl Em {
         let list = if dims.is_empty() { "0".to_string() } else { dims.join(", ") };
         let fail = self.fail.clone();
         self.line(&format!("{{ int64_t ard_d{k}[{}] = {{{list}}};", dims.len().max(1)));
-        self.line(&format!("  if (ard_new(ctx, ard_it, &{out}, sizeof({}), {}, ard_d{k})) goto {fail}; }}", ctype(elem), dims.len()));
+        let at = self.at.clone();
+        self.line(&format!("  if (ard_new_at(ctx, ard_it, &{out}, sizeof({}), {}, {}, ard_d{k}, {at})) goto {fail}; }}", ctype(elem), is_float(elem), dims.len()));
     }
 
     /// A writable copy of array `a` into `out`: the buffer itself when this
@@ -542,6 +684,16 @@ impl Em {
     /// Emit one statement (its binders are declared); returns the dying
     /// variables whose reference it took over.
     fn stmt(&mut self, s: &Stmt, dying: &[VarId]) -> R<Vec<VarId>> {
+        // statements built by reverse mode have no location: they report
+        // the enclosing statement's (or the entry), as the interpreter does
+        let at = if s.loc.is_some() { at_str(&s.loc) } else { self.at.clone() };
+        let outer_at = std::mem::replace(&mut self.at, at);
+        let r = self.stmt_here(s, dying);
+        self.at = outer_at;
+        r
+    }
+
+    fn stmt_here(&mut self, s: &Stmt, dying: &[VarId]) -> R<Vec<VarId>> {
         let mut consumed = vec![];
         match &s.expr {
             Expr::Atom(a) | Expr::StopGradient(a) => {
@@ -572,8 +724,8 @@ impl Em {
                 self.line(&format!("{o}.p = (void *)({} + ard_lo{k} * {row});", self.elem_ptr(&a, t.elem)));
                 self.line(&format!("{o}.d[0] = ard_hi{k} - ard_lo{k};"));
             }
-            Expr::For { ivar, size, body } => self.for_(s, *ivar, size, body)?,
-            Expr::ForAcc { .. } => return Err("internal: an accumulating loop reached C emission (it is unfused first)".into()),
+            Expr::For { ivar, size, body } => self.for_(s, *ivar, size, body, &vec![false; body.result.len()])?,
+            Expr::ForAcc { ivar, size, body, acc } => self.for_(s, *ivar, size, body, acc)?,
             Expr::Reduce { op, ne, arrs } => self.reduce(s, op, ne, arrs, false)?,
             Expr::Scan { op, ne, arrs } => self.reduce(s, op, ne, arrs, true)?,
             Expr::ArgExt { max, arr } => {
@@ -624,9 +776,11 @@ impl Em {
                             self.line(&format!("int64_t {iv} = ard_k{k};"));
                         }
                         self.line(&format!("(void){iv};"));
+                        self.poll();
                     }
                     LoopKind::While { cond } => {
                         self.open("for (;;) {");
+                        self.poll();
                         self.line(&format!("uint8_t ard_c{k};"));
                         self.open("{");
                         self.block(cond, &[], &[format!("ard_c{k}")])?;
@@ -1029,8 +1183,13 @@ impl Em {
         Ok(())
     }
 
-    fn for_(&mut self, s: &Stmt, ivar: VarId, size: &Size, body: &Block) -> R<()> {
-        if s.binds.len() != body.result.len() {
+    /// A parallel `for`; results with `acc[j]` (a `ForAcc`) are added up
+    /// over the iterations instead of stacked. In the parallel form each
+    /// thread adds its static chunk, in index order, into its own partial
+    /// sum, and the partial sums are added in thread order afterwards (the
+    /// same bits for the same thread count).
+    fn for_(&mut self, s: &Stmt, ivar: VarId, size: &Size, body: &Block, acc: &[bool]) -> R<()> {
+        if s.binds.len() != body.result.len() || acc.len() != body.result.len() {
             return Err("internal: a `for` binds a different number of values than its body returns".into());
         }
         let k = self.fresh();
@@ -1042,10 +1201,14 @@ impl Em {
         self.ind -= 1;
         let mut rows = vec![];
         for (j, b) in s.binds.iter().enumerate() {
+            let o = self.v(b.var);
+            if acc[j] {
+                rows.push(self.accumulator(&o, &b.ty)?);
+                continue;
+            }
             if b.ty.rank() == 0 {
                 return Err("internal: a `for` binds a scalar".into());
             }
-            let o = self.v(b.var);
             if let Some((outer, orl)) = self.dest_rows.get(&b.var).cloned() {
                 // a view of row `ard_i` of the enclosing `for`'s result
                 self.line(&format!("{o} = {outer}; {o}.p = (void *)({} + ard_i * {orl});", self.elem_ptr(&outer, b.ty.elem)));
@@ -1062,83 +1225,219 @@ impl Em {
             let rl = format!("ard_rl{k}_{j}");
             let r = self.rowlen(&o, b.ty.rank(), 1);
             self.line(&format!("int64_t {rl} = {r}; (void){rl};"));
-            rows.push((o, rl, b.ty.clone()));
+            rows.push(Row::Stacked { out: o, len: rl, ty: b.ty.clone() });
         }
-        let par = !self.par && !self.seq_only;
-        if par {
-            let w = work(body);
-            self.open(&format!("if (ctx->nthreads > 1 && ard_mul64({n}, {w}) >= ctx->par_min) {{"));
-            self.line("#pragma omp parallel for schedule(static) num_threads(ctx->nthreads)");
+        if self.par || self.seq_only {
+            // inside a parallel loop's body: sequential, inline
             self.open(&format!("for (int64_t ard_i = 0; ard_i < {n}; ard_i++) {{"));
-            self.line("if (ard_failed_before(ctx, ard_i)) continue;");
-            let skip = format!("ard_skip{k}");
-            let saved = std::mem::replace(&mut self.fail, skip.clone());
-            self.par = true;
-            self.open("{");
-            self.line("const int64_t ard_it = ard_i; (void)ard_it;");
             self.for_body(ivar, body, &rows)?;
             self.close("}");
-            self.par = false;
-            self.fail = saved;
-            self.line(&format!("{skip}: ;"));
-            self.close("}");
-            let fail = self.fail.clone();
-            self.line(&format!("if (ctx->fail_iter != INT64_MAX) goto {fail};"));
-            self.close("} else {");
-            self.ind += 1;
+            return Ok(());
         }
-        self.open(&format!("for (int64_t ard_i = 0; ard_i < {n}; ard_i++) {{"));
-        let saved = std::mem::replace(&mut self.seq_only, true);
-        self.for_body(ivar, body, &rows)?;
-        self.seq_only = saved;
+        // An outermost `for`: its body becomes one function over a range of
+        // iterations, called once (sequentially) or by every thread on its
+        // static chunk. One copy of the body for both forms keeps the C
+        // small: OpenMP regions cost the C compiler far more than plain code.
+        let w = self.work(body);
+        let (fname, caps) = self.outline(k, ivar, body, &rows)?;
+        let caps = if caps.is_empty() { String::new() } else { format!(", {}", caps.join(", ")) };
+        let fail = self.fail.clone();
+        self.open(&format!("if (ctx->nthreads > 1 && ard_wmul({n}, {w}) >= ctx->par_min) {{"));
+        let partial = self.partial_sums(k, &rows)?;
+        let accs = |rows: &[Row]| rows.iter().filter_map(|r| if let Row::Summed { ptr, .. } = r { Some(format!(", {ptr}")) } else { None }).collect::<String>();
+        self.line("#pragma omp parallel num_threads(ctx->nthreads)");
+        self.open("{");
+        self.line("const int64_t ard_t = omp_get_thread_num(), ard_nt = omp_get_num_threads();");
+        self.line(&format!("const int64_t ard_q = {n} / ard_nt, ard_r = {n} % ard_nt;"));
+        self.line("const int64_t ard_lo = ard_t * ard_q + (ard_t < ard_r ? ard_t : ard_r), ard_hi = ard_lo + ard_q + (ard_t < ard_r);");
+        self.line(&format!("(void){fname}(ctx, ard_lo, ard_hi, 1, ard_it{caps}{});", accs(&partial)));
         self.close("}");
-        if par {
+        self.line(&format!("if (ctx->fail_iter != INT64_MAX) goto {fail};"));
+        self.combine_partial_sums(&rows, &partial)?;
+        self.close("} else {");
+        self.ind += 1;
+        self.line(&format!("if ({fname}(ctx, 0, {n}, 0, ard_it{caps}{})) goto {fail};", accs(&rows)));
+        self.close("}");
+        Ok(())
+    }
+
+    /// Emit the body of an outermost `for` as a function
+    /// `int ard_eE_forK(ctx, lo, hi, par, it0, captured variables..., sums...)`
+    /// running iterations `lo..hi` (into the helpers), and return its name
+    /// and the captured variables' names. Captured variables keep their
+    /// names as parameters, so the body is the same code as inline; summed
+    /// results are added through pointers (the accumulator, or the calling
+    /// thread's partial sum). With `par`, errors are recorded for their
+    /// iteration and a lower failed iteration stops the range.
+    fn outline(&mut self, k: usize, ivar: VarId, body: &Block, rows: &[Row]) -> R<(String, Vec<String>)> {
+        let name = format!("ard_e{}_for{k}", self.entry);
+        let saved_out = std::mem::take(&mut self.out);
+        let saved_ind = std::mem::replace(&mut self.ind, 1);
+        let saved_fail = std::mem::replace(&mut self.fail, format!("ard_ofail{k}"));
+        let saved_par = std::mem::replace(&mut self.par, true);
+        let mut inner = vec![];
+        let mut acc_params = String::new();
+        for (j, r) in rows.iter().enumerate() {
+            match r {
+                Row::Stacked { out, len, ty } => {
+                    let l = self.rowlen(out, ty.rank(), 1);
+                    self.line(&format!("const int64_t {len} = {l}; (void){len};"));
+                    inner.push(r.clone());
+                }
+                Row::Summed { len, ty, .. } => {
+                    let p = format!("ard_acc{j}");
+                    let _ = write!(acc_params, ", {} *restrict {p}", ctype(ty.elem));
+                    inner.push(Row::Summed { ptr: p, len: len.clone(), ty: ty.clone(), part: None });
+                }
+            }
+        }
+        self.open("for (int64_t ard_i = ard_lo; ard_i < ard_hi; ard_i++) {");
+        self.line("if (ard_par && ard_failed_before(ctx, ard_i)) return 0;");
+        self.line("const int64_t ard_it = ard_par ? ard_i : ard_it0; (void)ard_it;");
+        let res = self.for_body(ivar, body, &inner);
+        self.close("}");
+        self.line("return 0;");
+        let text = std::mem::replace(&mut self.out, saved_out);
+        self.ind = saved_ind;
+        self.fail = saved_fail;
+        self.par = saved_par;
+        res?;
+        let mut bound = crate::ir::walk::bound_vars_block(body);
+        bound.insert(ivar);
+        let mut caps: Vec<VarId> = var_names_in(&text).into_iter().filter(|v| !bound.contains(v)).collect();
+        caps.sort_by_key(|v| v.0);
+        let mut params = String::new();
+        for v in &caps {
+            let t = self.vty(*v)?;
+            let cty = if t.rank() == 0 { ctype(t.elem) } else { "ard_arr" };
+            let _ = write!(params, ", {cty} {}", self.v(*v));
+        }
+        let _ = write!(
+            self.helpers,
+            "static int {name}(ard_ctx *ctx, int64_t ard_lo, int64_t ard_hi, int ard_par, int64_t ard_it0{params}{acc_params}) {{\n{text}{0}:\n    return 1;\n}}\n\n",
+            format_args!("ard_ofail{k}")
+        );
+        Ok((name, caps.iter().map(|v| self.v(*v)).collect()))
+    }
+
+    /// A zeroed accumulator for a summed result of type `t` in `out`.
+    fn accumulator(&mut self, out: &str, t: &Type) -> R<Row> {
+        if !(t.elem.is_float() || t.elem.is_int()) {
+            return Err(format!("an accumulated `for` result of type {}", t.elem.name()));
+        }
+        if t.rank() == 0 {
+            self.line(&format!("{out} = ({})0;", ctype(t.elem)));
+            return Ok(Row::Summed { ptr: format!("(&{out})"), len: "1".into(), ty: t.clone(), part: None });
+        }
+        let dims: Vec<String> = t.shape.iter().map(|d| self.size(d)).collect();
+        self.new_arr(out, t.elem, &dims);
+        let len = self.rowlen(out, t.rank(), 0);
+        self.line(&format!("memset({out}.p, 0, (size_t)({len}) * sizeof({}));", ctype(t.elem)));
+        Ok(Row::Summed { ptr: self.elem_ptr(out, t.elem), len, ty: t.clone(), part: None })
+    }
+
+    /// One zeroed partial sum per thread for each summed result (the
+    /// destinations the parallel body adds into); stacked results unchanged.
+    fn partial_sums(&mut self, k: usize, rows: &[Row]) -> R<Vec<Row>> {
+        let mut out = vec![];
+        for (j, r) in rows.iter().enumerate() {
+            let Row::Summed { len, ty, .. } = r else {
+                out.push(r.clone());
+                continue;
+            };
+            let buf = format!("ard_ps{k}_{j}");
+            self.line(&format!("ard_arr {buf};"));
+            self.new_arr(&buf, ty.elem, &[format!("ctx->nthreads * ({len})")]);
+            let p = self.elem_ptr(&buf, ty.elem);
+            self.line(&format!("memset({buf}.p, 0, (size_t)(ctx->nthreads * ({len})) * sizeof({}));", ctype(ty.elem)));
+            out.push(Row::Summed { ptr: format!("({p} + ard_t * ({len}))"), len: len.clone(), ty: ty.clone(), part: Some(buf) });
+        }
+        Ok(out)
+    }
+
+    /// Add the threads' partial sums into the accumulators, in thread order.
+    fn combine_partial_sums(&mut self, rows: &[Row], partial: &[Row]) -> R<()> {
+        for (r, p) in rows.iter().zip(partial) {
+            let (Row::Summed { ptr, len, ty, .. }, Row::Summed { part: Some(buf), .. }) = (r, p) else { continue };
+            let pp = self.elem_ptr(buf, ty.elem);
+            let sum = Self::op_expr(&ReduceOp::Add, ty.elem, "ard_s", &format!("{pp}[ard_t * ({len}) + ard_e]"))?;
+            self.open(&format!("for (int64_t ard_e = 0; ard_e < {len}; ard_e++) {{"));
+            self.line(&format!("{} ard_s = 0;", ctype(ty.elem)));
+            self.line(&format!("for (int ard_t = 0; ard_t < ctx->nthreads; ard_t++) ard_s = {sum};"));
+            self.line(&format!("{ptr}[ard_e] = ard_s;"));
             self.close("}");
+            self.line(&format!("ard_release(ctx, {buf}.b);"));
         }
         Ok(())
     }
 
-    fn for_body(&mut self, ivar: VarId, body: &Block, rows: &[(String, String, Type)]) -> R<()> {
+    fn for_body(&mut self, ivar: VarId, body: &Block, rows: &[Row]) -> R<()> {
         let iv = self.v(ivar);
         self.line(&format!("const int64_t {iv} = ard_i; (void){iv};"));
+        if has_loop(body) {
+            self.poll();
+        }
         let k = self.fresh();
         let mut targets = vec![];
-        for (j, (o, _, t)) in rows.iter().enumerate() {
-            if t.rank() == 1 {
-                targets.push(format!("{}[ard_i]", self.elem_ptr(o, t.elem)));
-            } else {
-                let tn = format!("ard_row{k}_{j}");
-                self.line(&format!("ard_arr {tn};"));
-                targets.push(tn);
+        for (j, r) in rows.iter().enumerate() {
+            match r {
+                Row::Stacked { out, ty, .. } if ty.rank() == 1 => targets.push(format!("{}[ard_i]", self.elem_ptr(out, ty.elem))),
+                Row::Stacked { .. } => {
+                    let tn = format!("ard_row{k}_{j}");
+                    self.line(&format!("ard_arr {tn};"));
+                    targets.push(tn);
+                }
+                Row::Summed { ty, .. } => {
+                    let tn = format!("ard_row{k}_{j}");
+                    self.decl_named(&tn, ty);
+                    targets.push(tn);
+                }
             }
         }
         // rows built by a `for` of the body are written in place
         let mut direct = vec![false; rows.len()];
-        for (j, (o, rl, t)) in rows.iter().enumerate() {
+        for (j, r) in rows.iter().enumerate() {
+            let Row::Stacked { out, len, ty } = r else { continue };
             if let Atom::Var(v) = &body.result[j]
-                && t.rank() > 1
+                && ty.rank() > 1
                 && body.result.iter().filter(|a| *a == &body.result[j]).count() == 1
                 && body.stmts.iter().any(|st| matches!(st.expr, Expr::For { .. }) && st.binds.iter().any(|b| b.var == *v))
             {
-                self.dest_rows.insert(*v, (o.clone(), rl.clone()));
+                self.dest_rows.insert(*v, (out.clone(), len.clone()));
                 direct[j] = true;
             }
         }
-        let r = self.block(body, &[], &targets);
+        let res = self.block(body, &[], &targets);
         for (j, a) in body.result.iter().enumerate() {
             if let (true, Atom::Var(v)) = (direct[j], a) {
                 self.dest_rows.remove(v);
             }
         }
-        r?;
-        for (j, (o, rl, t)) in rows.iter().enumerate() {
-            if t.rank() > 1 {
-                let tn = &targets[j];
-                if !direct[j] {
-                    let p = self.elem_ptr(o, t.elem);
-                    self.line(&format!("ard_copy({p} + ard_i * {rl}, {tn}.p, {rl} * (int64_t)sizeof({}));", ctype(t.elem)));
+        res?;
+        for (j, r) in rows.iter().enumerate() {
+            let tn = &targets[j];
+            match r {
+                Row::Stacked { out, len, ty } if ty.rank() > 1 => {
+                    if !direct[j] {
+                        let p = self.elem_ptr(out, ty.elem);
+                        self.line(&format!("ard_copy({p} + ard_i * {len}, {tn}.p, {len} * (int64_t)sizeof({}));", ctype(ty.elem)));
+                    }
+                    self.line(&format!("ard_release(ctx, {tn}.b);"));
                 }
-                self.line(&format!("ard_release(ctx, {tn}.b);"));
+                Row::Stacked { .. } => {}
+                Row::Summed { ptr, ty, .. } if ty.rank() == 0 => {
+                    let sum = Self::op_expr(&ReduceOp::Add, ty.elem, &format!("{ptr}[0]"), tn)?;
+                    self.line(&format!("{ptr}[0] = {sum};"));
+                }
+                Row::Summed { ptr, len, ty, .. } => {
+                    let x = self.elem_ptr(tn, ty.elem);
+                    let sum = Self::op_expr(&ReduceOp::Add, ty.elem, "ard_a[ard_e]", "ard_x[ard_e]")?;
+                    self.open("{");
+                    self.line(&format!("{0} *restrict ard_a = {ptr}; const {0} *restrict ard_x = {x};", ctype(ty.elem)));
+                    self.line(&format!("for (int64_t ard_e = 0; ard_e < {len}; ard_e++) ard_a[ard_e] = {sum};"));
+                    self.close("}");
+                    self.line(&format!("ard_release(ctx, {tn}.b);"));
+                }
             }
         }
         Ok(())
@@ -1272,6 +1571,7 @@ impl Em {
             }
         }
         self.open(&format!("for (int64_t ard_i = 0; ard_i < ard_n{k}; ard_i++) {{"));
+        self.poll();
         let mut owned = vec![];
         for (j, a) in arrs.iter().enumerate() {
             let p = &l.params[kk + j];
@@ -1365,7 +1665,8 @@ impl Em {
             self.open("if (ctx->nthreads > 1 && ard_mul64(ard_k, ard_m) >= ctx->par_min && ard_k > 1) {");
             self.open("if (ard_nm <= 65536) {");
             self.line("ard_arr ard_pv; int ard_nt = ctx->nthreads;");
-            self.line(&format!("{{ int64_t ard_pd[1] = {{ard_nt * ard_nm}}; if (ard_new(ctx, ard_it, &ard_pv, sizeof({ct}), 1, ard_pd)) goto {fail}; }}"));
+            let (fl, at) = (is_float(t.elem), self.at.clone());
+            self.line(&format!("{{ int64_t ard_pd[1] = {{ard_nt * ard_nm}}; if (ard_new_at(ctx, ard_it, &ard_pv, sizeof({ct}), {fl}, 1, ard_pd, {at})) goto {fail}; }}"));
             self.line(&format!("{ct} *ard_pp = ({ct} *)ard_pv.p; int ard_used = 1;"));
             self.line("#pragma omp parallel num_threads(ard_nt)");
             self.open("{");
@@ -1512,7 +1813,7 @@ pub fn emit_library(m: &Module, file: &str, stem: &str) -> R<(String, String)> {
             let _ = writeln!(c, "    int64_t v{} = {}; ard_sizes[{j}] = v{};", v.0, param_ident(n), v.0);
         }
         let _ = writeln!(c, "    ard_io ard_args[{}]; memset(ard_args, 0, sizeof ard_args);", f.params.len().max(1));
-        let em = Em { ty: var_types(f), out: String::new(), ind: 0, lbl: 0, par: false, seq_only: false, fail: String::new(), owned_stack: vec![], borrowed: FxHashSet::default(), dest_rows: FxHashMap::default() };
+        let em = Em::new(f, k, var_types(f), 0, "");
         for (j, (b, n)) in f.params.iter().zip(&names).enumerate() {
             let n = param_ident(n);
             if b.ty.rank() == 0 {

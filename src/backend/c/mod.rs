@@ -44,6 +44,7 @@ pub mod emit;
 
 pub use cc::{Compiler, FLAGS, cache_dir, find_compiler, valid_cached};
 
+use crate::backend::limits;
 use crate::ir::{Function, Module, Scalar, Type};
 use crate::runtime::{ArrayData, Value};
 use std::ffi::{CStr, c_char, c_int, c_void};
@@ -121,6 +122,7 @@ impl Default for ArdIo {
 
 type CtxNew = unsafe extern "C" fn(c_int, i64) -> *mut c_void;
 type CtxFree = unsafe extern "C" fn(*mut c_void);
+type CtxLimits = unsafe extern "C" fn(*mut c_void, *const u8, i64, i64, f64);
 type CtxMsg = unsafe extern "C" fn(*mut c_void) -> *const c_char;
 type CtxI64 = unsafe extern "C" fn(*mut c_void) -> i64;
 type EntryFn = unsafe extern "C" fn(*mut c_void, *const i64, *const ArdIo, *mut ArdIo) -> c_int;
@@ -131,6 +133,7 @@ pub struct Library {
     _lib: libloading::Library,
     ctx_new: CtxNew,
     ctx_free: CtxFree,
+    ctx_limits: CtxLimits,
     ctx_msg: CtxMsg,
     ctx_peak: CtxI64,
     ctx_live: CtxI64,
@@ -184,6 +187,7 @@ pub fn compile(m: &Module, opts: &COptions) -> Result<Library, CError> {
     unsafe {
         let ctx_new = *lib.get::<CtxNew>(b"ard_ctx_new\0").map_err(|e| CError(e.to_string()))?;
         let ctx_free = *lib.get::<CtxFree>(b"ard_ctx_free\0").map_err(|e| CError(e.to_string()))?;
+        let ctx_limits = *lib.get::<CtxLimits>(b"ard_ctx_limits\0").map_err(|e| CError(e.to_string()))?;
         let ctx_msg = *lib.get::<CtxMsg>(b"ard_ctx_msg\0").map_err(|e| CError(e.to_string()))?;
         let ctx_peak = *lib.get::<CtxI64>(b"ard_ctx_peak\0").map_err(|e| CError(e.to_string()))?;
         let ctx_live = *lib.get::<CtxI64>(b"ard_ctx_live\0").map_err(|e| CError(e.to_string()))?;
@@ -201,6 +205,7 @@ pub fn compile(m: &Module, opts: &COptions) -> Result<Library, CError> {
             _lib: lib,
             ctx_new,
             ctx_free,
+            ctx_limits,
             ctx_msg,
             ctx_peak,
             ctx_live,
@@ -295,6 +300,12 @@ impl Library {
             return Err("out of memory".into());
         }
         let ctx = Ctx { lib: self, ptr };
+        // The run's limits (crate::backend::limits): compiled loops poll the
+        // same stop flag as the interpreter, allocations check the same limit.
+        let max = limits::max_memory().map_or(i64::MAX, |b| b.min(i64::MAX as u64) as i64);
+        let base = limits::live_bytes().unwrap_or(0) as i64;
+        // SAFETY: the flag is a static, alive for the whole process.
+        unsafe { (self.ctx_limits)(ctx.ptr, limits::stop_flag(), max, base, limits::timeout().as_secs_f64()) };
         // SAFETY: the entry reads `args` (kept alive by `args`) and writes
         // `res`; arrays are never written through argument pointers.
         let rc = unsafe { entry(ctx.ptr, sizes.as_ptr(), ios.as_ptr(), res.as_mut_ptr()) };

@@ -43,8 +43,24 @@ typedef struct ard_ctx {
     unsigned char lock; /* for the message */
     char msg[1024];
     int64_t bytes, peak, nbufs;
+    /* limits (ard_ctx_limits): the caller's stop flag (nonzero: stop;
+     * ARD_TIMED_OUT: the time limit passed), the memory limit of the
+     * process, the bytes it held before the call and the time limit (for
+     * messages) */
+    const unsigned char *stop;
+    int64_t max_bytes, base_bytes;
+    double timeout_s;
     ard_list lists[ARD_MAX_THREADS];
 } ard_ctx;
+
+#define ARD_TIMED_OUT 2
+
+/* Slow paths and heavy functions are never inlined: generated code calls
+ * them from hundreds of places, and inlining them everywhere made the C
+ * compiler's time grow by a third for nothing (they are off the hot path
+ * or cost far more than a call). Error paths are also cold. */
+#define ARD_SLOW __attribute__((noinline))
+#define ARD_COLD __attribute__((noinline, cold))
 
 /* The calling convention between Rust and an entry (one per flat value). */
 typedef struct ard_io {
@@ -72,6 +88,7 @@ ard_ctx *ard_ctx_new(int nthreads, int64_t par_min) {
     c->nthreads = nthreads < 1 ? 1 : (nthreads > ARD_MAX_THREADS ? ARD_MAX_THREADS : nthreads);
     c->par_min = par_min;
     c->fail_iter = INT64_MAX;
+    c->max_bytes = INT64_MAX;
     for (int i = 0; i < ARD_MAX_THREADS; i++) c->lists[i].head.next = c->lists[i].head.prev = &c->lists[i].head;
     return c;
 }
@@ -88,12 +105,20 @@ void ard_ctx_free(ard_ctx *c) {
     free(c);
 }
 
+/* The run's limits (the CLI's --max-memory, --timeout and Ctrl-C). */
+void ard_ctx_limits(ard_ctx *c, const unsigned char *stop, int64_t max_bytes, int64_t base_bytes, double timeout_s) {
+    c->stop = stop;
+    c->max_bytes = max_bytes;
+    c->base_bytes = base_bytes;
+    c->timeout_s = timeout_s;
+}
+
 const char *ard_ctx_msg(ard_ctx *c) { return c->msg; }
 int64_t ard_ctx_peak(ard_ctx *c) { return c->peak; }
 /* buffers still registered (after a successful call: the results' only) */
 int64_t ard_ctx_live(ard_ctx *c) { return c->nbufs; }
 
-static void ard_fail(ard_ctx *c, int64_t iter, const char *fmt, ...) {
+ARD_COLD static void ard_fail(ard_ctx *c, int64_t iter, const char *fmt, ...) {
     ard_lock(c);
     if (iter < c->fail_iter) {
         va_list ap;
@@ -103,6 +128,19 @@ static void ard_fail(ard_ctx *c, int64_t iter, const char *fmt, ...) {
         c->fail_iter = iter;
     }
     ard_unlock(c);
+}
+
+/* Polled at every iteration of sequential loops, user reductions and the
+ * `for` loops that contain loops (innermost loops stay check-free so that
+ * they vectorise): one relaxed load. */
+#define ARD_STOPPING(c) ((c)->stop && __atomic_load_n((c)->stop, __ATOMIC_RELAXED))
+
+/* The interpreter's messages for a run stopped by the time limit or Ctrl-C. */
+ARD_COLD static void ard_stopped(ard_ctx *c, int64_t iter, const char *at) {
+    if (__atomic_load_n(c->stop, __ATOMIC_RELAXED) == ARD_TIMED_OUT)
+        ard_fail(c, iter, "time limit of %g s exceeded%s: this loop was still running (raise the limit with --timeout SECONDS)", c->timeout_s, at);
+    else
+        ard_fail(c, iter, "interrupted%s: this loop was running when Ctrl-C was pressed", at);
 }
 
 static inline int ard_failed_before(ard_ctx *c, int64_t iter) {
@@ -121,7 +159,7 @@ static inline int ard_thread(const ard_ctx *c) {
 #endif
 }
 
-static void ard_link(ard_ctx *c, ard_buf *b) {
+ARD_SLOW static void ard_link(ard_ctx *c, ard_buf *b) {
     int t = ard_thread(c);
     ard_list *l = &c->lists[t];
     b->list = t;
@@ -137,7 +175,7 @@ static void ard_link(ard_ctx *c, ard_buf *b) {
     __atomic_add_fetch(&c->nbufs, 1, __ATOMIC_RELAXED);
 }
 
-static void ard_free_buf(ard_ctx *c, ard_buf *b) {
+ARD_SLOW static void ard_free_buf(ard_ctx *c, ard_buf *b) {
     ard_list *l = &c->lists[b->list];
     ard_spin(&l->lock);
     b->prev->next = b->next;
@@ -154,15 +192,32 @@ static inline void ard_release(ard_ctx *c, ard_buf *b) {
 }
 static inline int ard_unique(ard_buf *b) { return __atomic_load_n(&b->rc, __ATOMIC_ACQUIRE) == 1; }
 
-static void ard_shape_str(char *out, size_t cap, int rank, const int64_t *d) {
+ARD_COLD static void ard_shape_str(char *out, size_t cap, int rank, const int64_t *d) {
     size_t k = 0;
     out[0] = 0;
     if (rank == 0) { snprintf(out, cap, "[]"); return; }
     for (int i = 0; i < rank && k < cap; i++) k += snprintf(out + k, cap - k, "[%lld]", (long long)d[i]);
 }
 
-/* A new array of the given shape; 0 on success, 1 after recording an error. */
-static int ard_new(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize, int rank, const int64_t *d) {
+/* `N bytes (x.xx GiB)`, as the interpreter writes sizes. */
+ARD_COLD static void ard_bytes_str(char *out, size_t cap, int64_t b) {
+    static const char *U[3] = {"GiB", "MiB", "KiB"};
+    static const int S[3] = {30, 20, 10};
+    for (int i = 0; i < 3; i++)
+        if (b >= ((int64_t)1 << S[i])) { snprintf(out, cap, "%lld bytes (%.2f %s)", (long long)b, (double)b / (double)((int64_t)1 << S[i]), U[i]); return; }
+    snprintf(out, cap, "%lld bytes", (long long)b);
+}
+
+static const char *ard_elem_name(int64_t esize, int is_float) {
+    if (is_float) return esize == 8 ? "f64" : "f32";
+    return esize == 8 ? "i64" : esize == 4 ? "i32" : "bool";
+}
+
+/* A new array of the given shape, `at` the statement's location (" at
+ * FILE:L:C" or ""); 0 on success, 1 after recording an error. The memory
+ * limit counts the bytes the process held before the call (base_bytes)
+ * plus the call's live buffers, like the interpreter's check. */
+ARD_SLOW static int ard_new_at(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize, int is_float, int rank, const int64_t *d, const char *at) {
     int64_t n = 1;
     for (int i = 0; i < rank; i++) {
         if (d[i] < 0 || (d[i] != 0 && n > ARD_MAX_ELEMS / d[i]) ) { n = -1; break; }
@@ -175,9 +230,20 @@ static int ard_new(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize, int rank, 
         return 1;
     }
     size_t bytes = (size_t)n * (size_t)esize;
-    ard_buf *b = (ard_buf *)malloc(sizeof(ard_buf) + bytes + 64);
+    int64_t held = c->base_bytes + __atomic_load_n(&c->bytes, __ATOMIC_RELAXED);
+    int over = (int64_t)bytes > c->max_bytes - held;
+    ard_buf *b = over ? NULL : (ard_buf *)malloc(sizeof(ard_buf) + bytes + 64);
     if (!b) {
-        ard_fail(c, it, "out of memory: cannot allocate %lld bytes", (long long)bytes);
+        char need[64], use[64], lim[64];
+        ard_bytes_str(need, sizeof need, (int64_t)bytes);
+        ard_bytes_str(use, sizeof use, held);
+        ard_bytes_str(lim, sizeof lim, c->max_bytes);
+        if (over)
+            ard_fail(c, it, "out of memory%s: an array of %lld %s elements needs %s with %s in use, over the memory limit of %s (set it with --max-memory)",
+                     at, (long long)n, ard_elem_name(esize, is_float), need, use, lim);
+        else
+            ard_fail(c, it, "out of memory%s: an array of %lld %s elements needs %s with %s in use, and the system refused the allocation",
+                     at, (long long)n, ard_elem_name(esize, is_float), need, use);
         return 1;
     }
     uintptr_t p = ((uintptr_t)(b + 1) + 63) & ~(uintptr_t)63;
@@ -193,7 +259,7 @@ static int ard_new(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize, int rank, 
 }
 
 /* Wrap caller memory (an entry argument): never written, never freed here. */
-static int ard_wrap(ard_ctx *c, ard_arr *a, void *data, int rank, const int64_t *d) {
+ARD_SLOW static int ard_wrap(ard_ctx *c, ard_arr *a, void *data, int rank, const int64_t *d) {
     ard_buf *b = (ard_buf *)malloc(sizeof(ard_buf));
     if (!b) { ard_fail(c, -1, "out of memory"); return 1; }
     b->data = data;
@@ -226,6 +292,13 @@ static inline int32_t ard_neg32(int32_t a) { return (int32_t)(0 - (uint32_t)a); 
 static inline int32_t ard_abs32(int32_t a) { return a < 0 ? ard_neg32(a) : a; }
 static inline int32_t ard_div32(int32_t a, int32_t b) { return b == -1 ? ard_neg32(a) : a / b; }
 static inline int32_t ard_rem32(int32_t a, int32_t b) { return b == -1 ? 0 : a % b; }
+/* saturating non-negative arithmetic for work estimates */
+static inline int64_t ard_wadd(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
+static inline int64_t ard_wmul(int64_t a, int64_t b) {
+    if (a <= 0 || b <= 0) return 0;
+    return a > INT64_MAX / b ? INT64_MAX : a * b;
+}
+static inline int64_t ard_wmax(int64_t a, int64_t b) { return a > b ? a : b; }
 /* size arithmetic: truncating division, 0 for a zero divisor (never reached:
  * sizes used as divisors are checked where they are computed) */
 static inline int64_t ard_sdiv(int64_t a, int64_t b) { return b == 0 ? 0 : ard_div64(a, b); }
@@ -284,7 +357,7 @@ static double ard_lgamma_stirling(double x) {
     for (int i = 7; i >= 0; i--) acc = S[i] + r2 * acc;
     return (x - 0.5) * log(x) - x + ARD_HALF_LN_2PI + r * acc;
 }
-static double ard_lgamma(double x) {
+ARD_SLOW static double ard_lgamma(double x) {
     if (isnan(x)) return x;
     if (isinf(x)) return INFINITY;
     if (x <= 0.0) {
@@ -326,7 +399,7 @@ static double ard_erfc_cf(double a) {
     }
     return exp(-a * a) * (0.5 * ARD_FRAC_2_SQRT_PI) / f;
 }
-static double ard_erf(double x) {
+ARD_SLOW static double ard_erf(double x) {
     if (isnan(x)) return x;
     double a = fabs(x), r;
     if (a < 2.5) r = ard_erf_series(a);
@@ -334,7 +407,7 @@ static double ard_erf(double x) {
     else r = 1.0;
     return copysign(r, x);
 }
-static double ard_digamma(double x) {
+ARD_SLOW static double ard_digamma(double x) {
     if (isnan(x) || x == -INFINITY) return NAN;
     if (x <= 0.0 && x == floor(x)) return NAN;
     if (x < 0.0) return ard_digamma(1.0 - x) - ARD_PI / tan(ARD_PI * x);
@@ -344,7 +417,7 @@ static double ard_digamma(double x) {
     double series = inv2 * (1.0 / 12.0 - inv2 * (1.0 / 120.0 - inv2 * (1.0 / 252.0 - inv2 * (1.0 / 240.0 - inv2 * (1.0 / 132.0)))));
     return acc + log(x) - 0.5 / x - series;
 }
-static double ard_trigamma(double x) {
+ARD_SLOW static double ard_trigamma(double x) {
     if (isnan(x) || x == -INFINITY) return NAN;
     if (x <= 0.0 && x == floor(x)) return NAN;
     if (x < 0.0) { double s = sin(ARD_PI * x); return ARD_PI * ARD_PI / (s * s) - ard_trigamma(1.0 - x); }

@@ -2,7 +2,7 @@
 //! built-in reductions and scans. Everything here works on flat row-major
 //! buffers; callers pass row lengths and check shapes.
 
-use super::memory::{Oom, try_clone, try_vec};
+use crate::backend::limits::{Oom, try_clone, try_vec};
 use crate::ir::{ReduceOp, Scalar};
 use crate::runtime::{ArrayData, Value};
 

@@ -34,7 +34,7 @@
 
 mod data;
 mod live;
-pub mod memory;
+
 mod prim;
 pub(crate) mod special;
 #[cfg(test)]
@@ -44,7 +44,7 @@ use crate::ir::{Atom, Block, Expr, Function, Lambda, Lit, Loc, LoopKind, ReduceO
 use crate::runtime::{Array, ArrayData, Value};
 use data::{map_data, shape_str};
 use live::Liveness;
-use memory::Oom;
+use crate::backend::limits::{self, Oom};
 use std::rc::Rc;
 
 /// Operation counts of one call: scalar arithmetic, element reads and writes.
@@ -116,8 +116,8 @@ impl From<Oom> for RuntimeError {
 
 /// The error that ends a run stopped by Ctrl-C or the time limit.
 fn stopped(why: u8) -> RuntimeError {
-    let message = if why == memory::TIMED_OUT {
-        let t = memory::timeout();
+    let message = if why == limits::TIMED_OUT {
+        let t = limits::timeout();
         format!(
             "time limit of {} s exceeded{HERE}: this loop was still running (raise the limit with --timeout SECONDS)",
             t.as_secs_f64()
@@ -483,7 +483,7 @@ impl Interp<'_> {
                 let n = self.count_operand(n, "iota", &s.loc)?;
                 count(&[n])?;
                 self.counts.writes += n as u64;
-                let mut d = memory::try_vec::<i64>(n, "i64")?;
+                let mut d = limits::try_vec::<i64>(n, "i64")?;
                 d.extend(0..n as i64);
                 let v = Value::array(vec![n], ArrayData::I64(d));
                 self.bind1(s, v)
@@ -715,7 +715,7 @@ impl Interp<'_> {
             rows.push((row, len));
         }
         for i in 0..n {
-            let why = memory::stop();
+            let why = limits::stop();
             if why != 0 {
                 return Err(stopped(why));
             }
@@ -816,7 +816,7 @@ impl Interp<'_> {
             vec![]
         };
         for i in 0..n {
-            let why = memory::stop();
+            let why = limits::stop();
             if why != 0 {
                 return Err(stopped(why));
             }
@@ -884,7 +884,7 @@ impl Interp<'_> {
             LoopKind::Count { ivar, n, down } => {
                 let n = self.int(n)?.max(0);
                 for k in 0..n {
-                    let why = memory::stop();
+                    let why = limits::stop();
                     if why != 0 {
                         return Err(stopped(why));
                     }
@@ -896,7 +896,7 @@ impl Interp<'_> {
                 }
             }
             LoopKind::While { cond } => loop {
-                let why = memory::stop();
+                let why = limits::stop();
                 if why != 0 {
                     return Err(stopped(why));
                 }

@@ -13,6 +13,11 @@
 //!   at every iteration of a `loop`, a `for` and a user reduction; a
 //!   watchdog thread ([`set_timeout`]) or a signal handler ([`interrupt`])
 //!   raises it, and the run stops with an error naming the loop.
+//! - **Compiled code** (the C backend) honours both: each call receives
+//!   the limit, the bytes live when it starts and the address of the stop
+//!   flag ([`stop_flag`]); its allocations are checked against the limit
+//!   and its loops poll the flag (all but the innermost `for` loops, which
+//!   stay free of checks so that they vectorise).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
@@ -202,6 +207,12 @@ pub fn try_clone<T: Copy>(xs: &[T], elem: &'static str) -> Result<Vec<T>, Oom> {
 #[inline]
 pub fn stop() -> u8 {
     STOP.load(Ordering::Relaxed)
+}
+
+/// The stop flag itself, for compiled code to poll (the C backend reads it
+/// with a relaxed atomic load, as [`stop`] does).
+pub fn stop_flag() -> *const u8 {
+    STOP.as_ptr()
 }
 
 /// Ask the current run to stop (Ctrl-C).
