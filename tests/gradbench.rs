@@ -670,6 +670,21 @@ fn programs_own_examples() {
     assert!(ran >= 6);
 }
 
+/// With a C compiler (CI has one), every entry of every eval runs compiled:
+/// none falls back to the interpreter.
+#[test]
+fn every_eval_runs_compiled() {
+    assert!(arden::backend::c::find_compiler().is_some(), "no C compiler found: the evals would run on the interpreter");
+    for eval in arden::gradbench::evals::EVALS {
+        let prog = arden::Program::from_source(eval.file, eval.source).unwrap_or_else(|e| panic!("{}: {e}", eval.file));
+        let compiled = prog.compile(arden::Backend::C).unwrap_or_else(|e| panic!("{}: {e}", eval.file));
+        for name in prog.entry_names() {
+            let entry = compiled.entry(name).unwrap();
+            assert!(entry.refused().is_none(), "{}: `{name}` is refused by the C backend: {:?}", eval.file, entry.refused());
+        }
+    }
+}
+
 #[test]
 fn help_describes_the_subcommand() {
     let out = Command::new(env!("CARGO_BIN_EXE_arden")).args(["gradbench", "--help"]).output().unwrap();

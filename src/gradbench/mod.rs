@@ -192,6 +192,11 @@ impl Session {
         };
         let interp = program.compile(Backend::Interp).map_err(|e| e.to_string())?;
         let compiled = program.compile(backend).map_err(|e| format!("cannot compile {}: {e}", eval.file))?;
+        for name in program.entry_names() {
+            if let Some(why) = compiled.entry(name).ok().and_then(|e| e.refused().map(str::to_string)) {
+                eprintln!("arden gradbench: {}: `{name}` runs on the interpreter: {why}", eval.file);
+            }
+        }
         let elapsed = t0.elapsed();
         self.modules.insert(eval.name, Module { eval, compiled, interp });
         Ok(elapsed)
