@@ -14,6 +14,7 @@ anyway). Only the Python standard library is needed.
 
 Usage: bench/gradbench.sh [--evals llsq,lse,...] [--runs N] [--min-seconds S]
                           [--multithreaded] [--arden PATH] [--data DIR] [--small]
+       bench/gradbench.sh --logs [--runs N]   (the workloads of ../shared/gradbench/logs)
 """
 
 import argparse
@@ -220,7 +221,10 @@ def main():
     ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "gradbench", "data"))
     ap.add_argument("--small", action="store_true", help="small workloads (a quick check)")
     ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--logs", action="store_true", help="time the workloads of the golden tool's logs instead")
     args = ap.parse_args()
+    if args.logs:
+        return time_logs(args)
     table = workloads(args)
     results = []
     print(f"{'eval':8} {'workload':34} {'function':10} {'runs':>4} {'mean ms':>10} {'min ms':>10} {'target':>8} {'ratio':>6}")
@@ -264,6 +268,40 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
+
+
+def time_logs(args):
+    """Replay every evaluate message of ../shared/gradbench/logs/*.jsonl with
+    min_runs = --runs, and print the mean time of each."""
+    logs = os.path.join(os.path.dirname(args.data.rstrip("/")), "logs")
+    cmd = [args.arden, "gradbench"] + (["--multithreaded"] if args.multithreaded else [])
+    print(f"{'log':10} {'function':10} {'workload':24} {'runs':>4} {'mean ms':>10} {'min ms':>10}")
+    for name in sorted(os.listdir(logs)):
+        if not name.endswith(".jsonl"):
+            continue
+        tool = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        total = 0.0
+        for line in open(os.path.join(logs, name)):
+            msg = json.loads(line).get("message")
+            if msg is None:
+                continue
+            if msg["kind"] == "evaluate" and isinstance(msg["input"], dict):
+                msg["input"] = {**msg["input"], "min_runs": args.runs, "min_seconds": args.min_seconds}
+            tool.stdin.write(json.dumps(msg) + "\n")
+            tool.stdin.flush()
+            r = json.loads(tool.stdout.readline())
+            if msg["kind"] == "define":
+                ms = sum(t["nanoseconds"] for t in r.get("timings", [])) / 1e6
+                print(f"{name[:-6]:10} {'(define)':10} {'compile':24} {'':>4} {ms:10.1f}")
+            if msg["kind"] == "evaluate":
+                if not r.get("success"):
+                    sys.exit(f"{name}: {r.get('error')}")
+                ts = [t["nanoseconds"] / 1e6 for t in r["timings"] if t["name"] == "evaluate"]
+                total += sum(ts) / len(ts)
+                print(f"{name[:-6]:10} {msg['function']:10} {str(msg.get('description', '')):24} {len(ts):4} {sum(ts) / len(ts):10.3f} {min(ts):10.3f}", flush=True)
+        print(f"{name[:-6]:10} {'(total)':10} {'sum of the means':24} {'':>4} {total:10.3f}")
+        tool.stdin.close()
+        tool.wait()
 
 
 if __name__ == "__main__":
