@@ -12,6 +12,7 @@ pub mod ad;
 pub mod api;
 pub mod backend;
 pub mod diag;
+pub mod gradbench;
 pub mod ir;
 pub mod lower;
 pub mod runtime;

@@ -49,6 +49,7 @@ enum Command {
     Run(RunArgs),
     Ir(IrArgs),
     Build(BuildArgs),
+    Gradbench(arden::gradbench::Args),
 }
 
 /// Write a C library for the program's entry points.
@@ -366,6 +367,7 @@ fn execute(cli: Cli) -> Outcome {
         Command::Run(a) => run(&a),
         Command::Ir(a) => ir_cmd(&a),
         Command::Build(a) => build_cmd(&a),
+        Command::Gradbench(a) => arden::gradbench::main(&a).map_err(Failure::User),
     }
 }
 
