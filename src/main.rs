@@ -15,6 +15,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+mod bench;
+
 /// Stack for the compiling thread: compilation recurses over the program.
 const STACK_SIZE: usize = 256 << 20;
 
@@ -49,6 +51,7 @@ enum Command {
     Run(RunArgs),
     Ir(IrArgs),
     Build(BuildArgs),
+    Bench(bench::BenchArgs),
 }
 
 /// Write a C library for the program's entry points.
@@ -364,6 +367,7 @@ fn execute(cli: Cli) -> Outcome {
         Command::Run(a) => run(&a),
         Command::Ir(a) => ir_cmd(&a),
         Command::Build(a) => build_cmd(&a),
+        Command::Bench(a) => bench::bench(&a),
     }
 }
 
