@@ -5,7 +5,7 @@
 #
 #   bench/run.sh [driver options, e.g. --only lse,lse_grad --min-seconds 0.5]
 #
-# Environment: BENCH_RUNS (default 10) and BENCH_MIN_SECONDS (default 1.0):
+# Environment: BENCH_RUNS (default 5) and BENCH_MIN_SECONDS (default 1.0):
 # each time is taken over at least that many calls lasting that long;
 # BENCH_INTERP_TIMEOUT (default 60): the interpreter's time limit per function;
 # PYTHON (default python3): the Python that makes the virtualenv.
@@ -34,7 +34,7 @@ echo "== generating the data (bench/data, fixed seed)"
 
 echo "== timing"
 "$py" "$here/driver.py" \
-    --runs "${BENCH_RUNS:-10}" \
+    --runs "${BENCH_RUNS:-5}" \
     --min-seconds "${BENCH_MIN_SECONDS:-1.0}" \
     --interp-timeout "${BENCH_INTERP_TIMEOUT:-60}" \
     "$@"
