@@ -173,8 +173,16 @@ def machine():
         cores=os.cpu_count(),
         cc=cmd([cc, "--version"]).splitlines()[0] if cmd([cc, "--version"]) else "?",
         commit=cmd(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]),
-        loadavg_start=open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else None,
+        loadavg_start=loadavg(),
     )
+
+
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return f.read().split()[:3]
+    except OSError:
+        return None
 
 
 def rel_diff(a, b):
@@ -196,7 +204,7 @@ def measure(a):
         for row in rows:
             log(f"{row['name']}: arden")
             res = results[row["name"]] = dict(name=row["name"], title=row["title"], program=row["program"],
-                                              entry=row["entry"], target=row["target"])
+                                              entry=row["entry"], target=row["target"], loadavg=loadavg())
             first = row["program"] not in programs
             res["c_1t"] = arden_bench(row, cache, "c", 1, a.runs, a.min_seconds)
             if not isinstance(res["c_1t"], dict):
@@ -239,7 +247,7 @@ def measure(a):
         shutil.rmtree(cache, ignore_errors=True)
     for p in programs.values():
         p["warm_start_ms"] = min(p.pop("warm"))
-    meta["loadavg_end"] = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else None
+    meta["loadavg_end"] = loadavg()
     meta["jax"] = next(iter(jax1.values()))["jax_version"] if jax1 else "?"
     old = {}
     if a.only and os.path.exists(RESULTS):
@@ -348,7 +356,8 @@ def report(data):
             verdict = f"met ({1 / ratio:.1f}× faster than JAX)"
         else:
             missed += 1
-            verdict = f"**missed**: {ratio:.2f}× JAX's time ({ratio / TARGET_RATIO_1T:.1f}× over)"
+            verdict = (f"**missed** by {(ratio - 1) * 100:.0f}% (arden takes {ratio:.2f}× JAX's time)" if ratio < 2
+                       else f"**missed**: arden takes {ratio:.1f}× JAX's time")
         w(f"| 1T time ≤ 1.0× JAX | {r['title']} | {fmt_x(ratio)} | {verdict} |")
     for r in fns:
         if "2t" not in r["target"]:
@@ -359,16 +368,17 @@ def report(data):
             verdict = "met"
         else:
             missed += 1
-            verdict = f"**missed** by {TARGET_SPEEDUP_2T - s:.2f} ({s / TARGET_SPEEDUP_2T * 100:.0f}% of the target)"
+            verdict = (f"**missed**: {s:.2f}× instead of 1.7× (2 threads are "
+                       + ("slower than 1)" if s < 1 else f"{(s - 1) * 100:.0f}% faster, not 70%)"))
         w(f"| 2T ≥ 1.7× faster than 1T | {r['title']} | {fmt_x(s)} | {verdict} |")
     for name, p in progs.items():
         total += 2
         c = p["cold_compile_ms"]
-        v = "met" if c <= TARGET_COLD_MS else f"**missed** by {c - TARGET_COLD_MS:.0f} ms ({c / TARGET_COLD_MS:.1f}×)"
+        v = "met" if c <= TARGET_COLD_MS else f"**missed** by {c - TARGET_COLD_MS:.0f} ms ({c / TARGET_COLD_MS:.2f}× the limit)"
         missed += c > TARGET_COLD_MS
         w(f"| cold compile ≤ 1.5 s | `{name}` | {c / 1e3:.2f} s | {v} |")
         m = p["warm_start_ms"]
-        v = "met" if m <= TARGET_WARM_MS else f"**missed** by {m - TARGET_WARM_MS:.0f} ms ({m / TARGET_WARM_MS:.1f}×)"
+        v = "met" if m <= TARGET_WARM_MS else f"**missed** by {m - TARGET_WARM_MS:.0f} ms ({m / TARGET_WARM_MS:.2f}× the limit)"
         missed += m > TARGET_WARM_MS
         w(f"| warm start ≤ 50 ms | `{name}` | {m:.1f} ms | {v} |")
     w("")
@@ -437,7 +447,7 @@ def svg(fns):
     group_h = len(series) * bar_h + gap
     top = 60
     height = top + len(fns) * group_h + 50
-    width = label_w + plot_w + 120
+    width = label_w + plot_w + 130
 
     def x_of(t):
         return label_w + plot_w * (math.log10(t) - math.log10(lo)) / (math.log10(hi) - math.log10(lo))
@@ -450,6 +460,8 @@ def svg(fns):
          f'<rect width="{width}" height="{height}" fill="white"/>',
          f'<text x="{width / 2}" y="18" text-anchor="middle" font-size="14" font-weight="bold">'
          'Time per call (log scale, shorter is faster): arden C backend vs JAX</text>']
+    o.append(f'<text x="{label_w + plot_w + 110}" y="{top - 10}" text-anchor="end" font-size="10">'
+             'arden / JAX, 1T</text>')
     for i, (_, name, color) in enumerate(series):
         x = label_w + i * 150
         o.append(f'<rect x="{x}" y="30" width="12" height="10" fill="{color}"/>')
@@ -476,6 +488,9 @@ def svg(fns):
             o.append(f'<rect x="{label_w}" y="{y}" width="{max(x_of(t) - label_w, 1):.1f}" '
                      f'height="{bar_h - 1}" fill="{color}"/>')
             o.append(f'<text x="{x_of(t) + 4:.1f}" y="{y + bar_h - 1}" font-size="8">{esc(fmt_t(t))}</text>')
+        ratio = t_of(r["c_1t"]) / t_of(r["jax_1t"])
+        o.append(f'<text x="{label_w + plot_w + 110}" y="{y0 + len(series) * bar_h / 2 + 4}" text-anchor="end" '
+                 f'font-weight="bold" fill="{"#1a7f37" if ratio <= 1 else "#cf222e"}">{ratio:.2f}×</text>')
     o.append(f'<text x="{label_w + plot_w / 2}" y="{height - 12}" text-anchor="middle">'
              'time per call (minimum over the timed calls)</text>')
     o.append("</svg>")

@@ -48,7 +48,7 @@ FUNCTIONS = [
          program="bench/programs/rk4.ard", entry="rk4", args=RK4_ARGS, interp=False, target=["1t"]),
     dict(name="rk4_grad", title="RK4 gradient of the last component", data="rk4",
          program="bench/programs/rk4.ard", entry="rk4_last_grad", args=RK4_ARGS, interp=False, target=["1t"]),
-    dict(name="mlp_step_small", title="MLP training step, h=8 m=8 (examples/mlp_train.ard's size)", data="mlp_small",
+    dict(name="mlp_step_small", title="MLP training step, h=8 m=8 (the example's size)", data="mlp_small",
          program="bench/programs/mlp_step.ard", entry="mlp_step", args=MLP_ARGS + ["$lr"], interp=True, target=["1t"]),
     dict(name="mlp_step", title="MLP training step, h=256 m=10000", data="mlp_large",
          program="bench/programs/mlp_step.ard", entry="mlp_step", args=MLP_ARGS + ["$lr"], interp=True,
