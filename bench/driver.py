@@ -323,8 +323,14 @@ def report(data):
     for r in fns:
         c1, c2, j1, j2 = t_of(r["c_1t"]), t_of(r["c_2t"]), t_of(r["jax_1t"]), t_of(r["jax_2t"])
         it = r["interp"]
-        interp = fmt_t(t_of(it)) if isinstance(it, dict) else ("skipped" if it.startswith("skipped") else
-                                                               "over " + it.split()[-2] + " s")
+        if isinstance(it, dict):
+            interp = fmt_t(t_of(it))
+        elif it.startswith("skipped"):
+            interp = "skipped"
+        elif it.startswith("timeout"):
+            interp = "over " + it.split()[-2] + " s"
+        else:
+            interp = "error"
         p = progs.get(r["program"], {})
         w(f"| {r['title']} | {fmt_t(c1)} | {fmt_t(c2)} | {fmt_x(c1 / c2)} | {interp} | {fmt_t(j1)} | "
           f"{fmt_t(j2)} | **{fmt_x(c1 / j1)}** | {p.get('cold_compile_ms', 0) / 1e3:.2f} s | "
