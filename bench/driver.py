@@ -11,7 +11,9 @@ interpreter where a call is expected to be short (with a time limit), JAX at
 1 thread (XLA_FLAGS single-threaded, taskset -c 0) and 2 threads (default
 flags, taskset -c 0,1), the cold compile time of each arden program (a fresh
 ARDEN_CACHE_DIR) and its warm start (front end + loading the cached library,
-in a later process), and a check that arden's and JAX's results agree.
+in a later process), and a check that arden's and JAX's results agree. JAX
+runs right after arden on each function, so that both see about the same
+load from the rest of the machine.
 --report-only rewrites the two documents from an existing results.json.
 """
 
@@ -132,11 +134,12 @@ def arden_result(row, cache):
 
 
 def run_jax(names, threads, runs, min_seconds, save_dir=None):
+    """Time JAX functions in a fresh process with the thread settings."""
     env = dict(os.environ)
     env.pop("XLA_FLAGS", None)
     if threads == 1:
         env.update(ONE_THREAD_ENV, XLA_FLAGS=JAX_1T_FLAGS)
-    out = os.path.join(OUT, f"jax_{threads}t.json")
+    out = os.path.join(OUT, f"jax_{threads}t_{names[0]}.json")
     cmd = taskset("0" if threads == 1 else "0,1") + [
         PY, os.path.join(HERE, "jax_workloads.py"), "--only", ",".join(names),
         "--runs", str(runs), "--min-seconds", str(min_seconds), "--out", out]
@@ -200,6 +203,7 @@ def measure(a):
     cache = tempfile.mkdtemp(prefix="arden-bench-cache-")
     results = {}
     programs = {}
+    jax_version = "?"
     try:
         for row in rows:
             log(f"{row['name']}: arden")
@@ -224,22 +228,20 @@ def measure(a):
                 res["interp"] = arden_bench(row, cache, "interp", 1, 1, 0, timeout=a.interp_timeout)
             else:
                 res["interp"] = "skipped (a call would take well over 20 s)"
-            res["arden_value"] = arden_result(row, cache)
-        names = [r["name"] for r in rows]
-        variants = [v for r in rows for v in JAX_VARIANTS.get(r["name"], [])]
-        save = os.path.join(OUT, "jax")
-        log("JAX, 1 thread")
-        jax1 = run_jax(names + variants, 1, a.runs, a.min_seconds, save_dir=save)
-        log("JAX, 2 threads")
-        jax2 = run_jax(names, 2, a.runs, a.min_seconds)
-        for row in rows:
-            res = results[row["name"]]
+            av = arden_result(row, cache)
+            # JAX right after arden on the same function, so that both see
+            # about the same load from the rest of the machine
+            log(f"{row['name']}: JAX")
+            save = os.path.join(OUT, "jax")
+            variants = JAX_VARIANTS.get(row["name"], [])
+            jax1 = run_jax([row["name"]] + variants, 1, a.runs, a.min_seconds, save_dir=save)
+            jax2 = run_jax([row["name"]], 2, a.runs, a.min_seconds)
             res["jax_1t"] = jax1[row["name"]]
             res["jax_2t"] = jax2[row["name"]]
-            for v in JAX_VARIANTS.get(row["name"], []):
+            jax_version = res["jax_1t"]["jax_version"]
+            for v in variants:
                 res.setdefault("jax_1t_variants", {})[v] = jax1[v]
             jv = np.load(os.path.join(save, row["name"] + ".npy"))
-            av = res.pop("arden_value")
             d = rel_diff(av, jv)
             res["check"] = dict(max_rel_diff=d, ok=d <= 1e-8, n=int(av.size))
             log(f"{row['name']}: arden vs JAX max relative difference {d:.2e} ({'ok' if d <= 1e-8 else 'MISMATCH'})")
@@ -248,7 +250,7 @@ def measure(a):
     for p in programs.values():
         p["warm_start_ms"] = min(p.pop("warm"))
     meta["loadavg_end"] = loadavg()
-    meta["jax"] = next(iter(jax1.values()))["jax_version"] if jax1 else "?"
+    meta["jax"] = jax_version
     old = {}
     if a.only and os.path.exists(RESULTS):
         with open(RESULTS) as f:
