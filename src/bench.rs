@@ -29,8 +29,8 @@ peak_bytes (null for the interpreter).\n\n\
 A run-time error in the entry is reported as `arden run` reports it (exit status 1).\n\n\
 Examples:\n  \
 arden bench dot.ard --entry dot --arg @a.npy --arg @b.npy\n  \
-arden bench gmm.ard --entry gmm_objective --arg @alpha.npy ... --threads 1 --runs 20 --json\n  \
-arden bench model.ard --backend interp --runs 3 --min-seconds 0"
+arden bench logsumexp.ard --entry lse --arg @x.npy --threads 1 --runs 20 --json\n  \
+arden bench dot.ard --entry dot --arg '[1, 2]' --arg '[3, 4]' --backend interp --runs 3 --min-seconds 0"
 )]
 pub struct BenchArgs {
     /// The program (a `.ard` file), e.g. `dot.ard`.
