@@ -171,7 +171,7 @@ def machine():
     cc = os.environ.get("CC", "cc")
     return dict(
         date=datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
-        uname=" ".join(platform.uname()),
+        uname=cmd(["uname", "-a"]) or " ".join(platform.uname()),
         cpu=cpu,
         cores=os.cpu_count(),
         cc=cmd([cc, "--version"]).splitlines()[0] if cmd([cc, "--version"]) else "?",
@@ -310,9 +310,12 @@ def report(data):
     w(f"- CPU: {meta['cpu']}, {meta['cores']} cores")
     w(f"- C compiler: {meta['cc']}; JAX {meta['jax']} (CPU, float64)")
     la0, la1 = meta.get("loadavg_start"), meta.get("loadavg_end")
+    loads = [float(x) for x in (la0 or []) + (la1 or [])]
+    busy = bool(loads) and max(loads) > 0.5 * (meta.get("cores") or 1)
     w(f"- load average at the start / end of the run: {' '.join(la0 or ['?'])} / {' '.join(la1 or ['?'])}. "
-      "**The machine is shared**: other agents were compiling and testing on its 2 cores during the run, so "
-      "2-thread times in particular are noisy (a second thread often had to share a core).")
+      + ("**The machine was busy**: other processes shared its "
+         f"{meta.get('cores')} cores during the run, so the times are noisy and the 2-thread ones in particular "
+         "(a second thread often had no core of its own)." if busy else "The machine was otherwise idle."))
     w(f"- every time is the **minimum** over at least {meta['runs']} timed calls lasting at least "
       f"{meta['min_seconds']:g} s together, after one warm-up call (the minimum is the least disturbed by the "
       "other load); `bench/results.json` also has the median and mean.")
