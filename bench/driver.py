@@ -310,6 +310,15 @@ def fmt_t(s):
     return f"{s:.2f} s"
 
 
+def fmt_bytes(b):
+    if b is None:
+        return "–"
+    for unit, size in [("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)]:
+        if b >= size:
+            return f"{b / size:.1f} {unit}"
+    return f"{b} B"
+
+
 def fmt_x(x):
     return f"{x:.2f}×" if x is not None else "–"
 
@@ -453,7 +462,7 @@ def report(data):
     w("|---|---|---:|---:|")
     for r in fns:
         pk = r["c_1t"].get("peak_bytes")
-        w(f"| {r['title']} | `{r['program']}` `{r['entry']}` | {pk / 2**20:.1f} MiB | "
+        w(f"| {r['title']} | `{r['program']}` `{r['entry']}` | {fmt_bytes(pk)} | "
           f"{r['jax_1t']['compile_s']:.2f} s |")
     w("")
     w("The JAX versions are in `bench/jax_workloads.py` (float64, derivatives by `jax.grad` / `jax.jvp`). "
@@ -463,7 +472,7 @@ def report(data):
         w("")
         w("JAX's k-means computes the squared distances as |x|² − 2 x·c + |c|² with a matrix product, as JAX "
           "code usually does; the literal Σ_a (x_a − c_a)² (what the arden program says) is much slower under "
-          "XLA, which materialises [n][k][d] arrays:")
+          "XLA:")
         w("")
         for r, k, v in variants:
             w(f"- {r['title']}: literal form {fmt_t(v['min_ns'] / 1e9)} at 1 thread "
