@@ -15,6 +15,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+mod bench;
+
 /// Stack for the compiling thread: compilation recurses over the program.
 const STACK_SIZE: usize = 256 << 20;
 
@@ -50,6 +52,7 @@ enum Command {
     Ir(IrArgs),
     Build(BuildArgs),
     Gradbench(arden::gradbench::Args),
+    Bench(bench::BenchArgs),
 }
 
 /// Write a C library for the program's entry points.
@@ -368,6 +371,7 @@ fn execute(cli: Cli) -> Outcome {
         Command::Ir(a) => ir_cmd(&a),
         Command::Build(a) => build_cmd(&a),
         Command::Gradbench(a) => arden::gradbench::main(&a).map_err(Failure::User),
+        Command::Bench(a) => bench::bench(&a),
     }
 }
 
