@@ -222,7 +222,12 @@ pub fn bench(a: &BenchArgs) -> Outcome {
         eprintln!("note: --threads applies to the C backend only; the interpreter runs on one thread");
     }
     let compiled = match backend {
-        Backend::C => super::c_backend(&prog, &name)?,
+        // (only the entry is compiled, as `arden run` does; without
+        // --backend, a failure falls back to the interpreter with a note)
+        Backend::C => match super::compile_entry(&prog, &name, a.backend.is_some())? {
+            Some(c) => c,
+            None => prog.compile(arden::Backend::Interp)?,
+        },
         Backend::Interp => prog.compile(arden::Backend::Interp)?,
     };
     let mut options = compiled.options();
