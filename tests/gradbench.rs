@@ -15,6 +15,7 @@
 //! gradient against cofactors computed here by Gaussian elimination, the
 //! protocol's failure responses, and the timing loop.
 
+use arden::gradbench::json::kind;
 use serde_json::{Value as Json, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
@@ -147,17 +148,6 @@ fn compare(expected: &Json, actual: &Json, tol: f64, path: &str, out: &mut Vec<S
                 out.push(format!("{path}: {e} != {a}"))
             }
         }
-    }
-}
-
-fn kind(j: &Json) -> &'static str {
-    match j {
-        Json::Null => "null",
-        Json::Bool(_) => "a boolean",
-        Json::Number(_) => "a number",
-        Json::String(_) => "a string",
-        Json::Array(_) => "a list",
-        Json::Object(_) => "an object",
     }
 }
 
