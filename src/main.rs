@@ -199,7 +199,9 @@ struct RunArgs {
     /// interpreter. Default: `c` when a C compiler is found, else `interp`
     /// with a note (also when the C backend fails, with the reason);
     /// `--count-ops` alone means `interp`. Both backends honour
-    /// `--max-memory`, `--timeout` and Ctrl-C.
+    /// `--max-memory`, `--timeout` and Ctrl-C. Entries of more than 50,000
+    /// IR statements run on the interpreter (C compilers take minutes over
+    /// them; `ARDEN_C_MAX_STATEMENTS` changes the limit).
     #[arg(long, value_enum, value_name = "BACKEND")]
     backend: Option<BackendArg>,
 
