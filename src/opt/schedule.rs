@@ -1,0 +1,1 @@
+//! The schedule text syntax (parsed by `parse`, printed by `Display`).
