@@ -140,9 +140,14 @@ pub fn optimize_function(f: &mut Function, sched: &Schedule, rules: &[Rule], opt
     if outcome.is_err() {
         return Err(OptError::OutOfFuel { function: f.name.clone(), fuel: opts.fuel });
     }
-    // whatever the schedule removed is no longer stored for the backward sweep
+    // whatever the schedule removed is no longer stored for the backward
+    // sweep, nor what became a result (the copy that named it is gone)
     let top: rustc_hash::FxHashSet<VarId> = f.body.stmts.iter().flat_map(|s| s.binds.iter().map(|b| b.var)).collect();
-    f.stored.retain(|v| top.contains(v));
+    let results: rustc_hash::FxHashSet<VarId> = f.body.result.iter().filter_map(|a| match a {
+        crate::ir::Atom::Var(v) => Some(*v),
+        crate::ir::Atom::Lit(_) => None,
+    }).collect();
+    f.stored.retain(|v| top.contains(v) && !results.contains(v));
     f.onehot = engine.st.onehot.iter().copied().filter(|v| top.contains(v)).collect();
     f.onehot.sort();
     report.fired.push((f.name.clone(), engine.counts.clone()));
