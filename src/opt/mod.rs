@@ -95,6 +95,8 @@ pub struct Report {
     pub trace: Vec<(String, Vec<String>)>,
     /// strategy steps spent, per function
     pub steps: Vec<(String, u64)>,
+    /// time spent optimising, per function
+    pub elapsed: Vec<(String, std::time::Duration)>,
 }
 
 /// The default schedule, parsed.
@@ -120,6 +122,7 @@ pub fn optimize(m: &Module, opts: &OptOptions) -> Result<(Module, Report), OptEr
 
 /// Optimise one function with a parsed schedule.
 pub fn optimize_function(f: &mut Function, sched: &Schedule, rules: &[Rule], opts: &OptOptions, report: &mut Report) -> Result<(), OptError> {
+    let t0 = std::time::Instant::now();
     let mut st = State { names: std::mem::take(&mut f.names), onehot: f.onehot.iter().copied().collect(), want_cse: mentions(sched, "cse"), nonneg: f.size_params.iter().map(|(_, v)| *v).collect(), ..State::default() };
     walk_uses(f, &mut st);
     let info = BlockInfo {
@@ -152,6 +155,7 @@ pub fn optimize_function(f: &mut Function, sched: &Schedule, rules: &[Rule], opt
     f.onehot.sort();
     report.fired.push((f.name.clone(), engine.counts.clone()));
     report.steps.push((f.name.clone(), opts.fuel - engine.fuel_left()));
+    report.elapsed.push((f.name.clone(), t0.elapsed()));
     if let Some(t) = engine.trace.take() {
         report.trace.push((f.name.clone(), t));
     }
