@@ -400,3 +400,67 @@ fn ad_programs_get_cheaper() {
         assert!(gm < 1.0);
     });
 }
+
+/// A random strategy over every combinator and rule.
+fn random_strategy(rng: &mut common::Rng, rules: &[&str], depth: usize) -> Strategy {
+    let leaf = |rng: &mut common::Rng| match rng.below(8) {
+        0 => Strategy::Id,
+        1 => Strategy::Fail,
+        _ => Strategy::rule(rules[rng.below(rules.len())]),
+    };
+    if depth == 0 {
+        return leaf(rng);
+    }
+    let sub = |rng: &mut common::Rng| Box::new(random_strategy(rng, rules, depth - 1));
+    match rng.below(14) {
+        0 => Strategy::Seq(sub(rng), sub(rng)),
+        1 => Strategy::LChoice(sub(rng), sub(rng)),
+        2 => Strategy::Try(sub(rng)),
+        3 => Strategy::Repeat(sub(rng)),
+        4 => Strategy::One(sub(rng)),
+        5 => Strategy::All(sub(rng)),
+        6 => Strategy::TopDown(sub(rng)),
+        7 => Strategy::BottomUp(sub(rng)),
+        8 => Strategy::Normalize(sub(rng)),
+        9 => Strategy::Innermost(sub(rng)),
+        10 | 11 => Strategy::Everywhere(sub(rng)),
+        _ => leaf(rng),
+    }
+}
+
+/// Random schedules (every combinator: sequences that fail half-way and
+/// must undo, `all` that fails on one child, `repeat`s that never stop) on
+/// random programs: the result verifies and computes what the program did,
+/// or the schedule runs out of fuel; nothing panics.
+#[test]
+fn random_schedules_preserve_random_programs() {
+    let rules: Vec<&str> = opt::rules::builtin().iter().map(|r| r.name).collect();
+    let cases = std::env::var("ARDEN_OPT_FUZZ_CASES").ok().and_then(|s| s.parse::<u64>().ok()).unwrap_or(2000) / 4;
+    with_big_stack(move || {
+        let mut rng = common::Rng(0x5eed_0f_5c4e_d01e);
+        let (mut ran, mut out_of_fuel) = (0, 0);
+        for i in 0..cases {
+            let Some(c) = case(7_000_000 + i) else { continue };
+            let ad = c.prog.module_at(Stage::Ad).clone();
+            let want = run_all(&ad, &c.args);
+            let depth = 1 + rng.below(4);
+            let main = random_strategy(&mut rng, &rules, depth);
+            let o = OptOptions { schedule: Some(Schedule { lets: vec![], main: main.clone() }), fuel: 200_000, ..OptOptions::default() };
+            match opt::optimize(&ad, &o) {
+                Ok((m, _)) => {
+                    let lenient = main.to_string().contains("mul_onehot");
+                    if let Some(d) = compare(&format!("schedule `{main}`"), lenient, &c, &want, &m) {
+                        panic!("{d}");
+                    }
+                    ran += 1;
+                }
+                Err(e) => {
+                    assert!(e.to_string().contains("did not finish within 200000 steps"), "{e}");
+                    out_of_fuel += 1;
+                }
+            }
+        }
+        println!("{ran} random schedules ran, {out_of_fuel} ran out of fuel");
+        assert!(ran > out_of_fuel);
+    });
+}
