@@ -18,6 +18,8 @@ pub const RULES: &[Rule] = &[
     Rule::on_stmt("index_replicate", "`(replicate n v)[i, …]` → `v[…]` (i proven in bounds)", index_replicate),
     Rule::on_stmt("transpose_transpose", "`transpose (transpose x)` → `x`", transpose_transpose),
     Rule::on_stmt("index_transpose", "`(transpose a)[i, j, …]` → `a[j, i, …]`", index_transpose),
+    Rule::on_stmt("slice_for", "`(for i < n. body)[lo:hi]` (checked or proven) → `for i' < hi - lo. body[i := i' + lo]`, for a `for` that only moves data or is read only here", slice_for),
+    Rule::on_stmt("transpose_for", "`transpose (for i < n. for j < m. e)` → `for j < m. for i < n. e` (loop interchange instead of a copy), for a `for` that only moves data or is read only here", transpose_for),
     Rule::on_stmt("for_identity", "`for i < n. a[…, i]` (a's axis has size n, the other indices fixed and proven) → `a[…]`", for_identity),
     Rule::on_stmt(
         "fuse_reduce_for",
@@ -237,4 +239,65 @@ fn fuse_reduce_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let fresh_i = ctx.fresh_like(ivar);
     let body = copy_block(&body, FxHashMap::from_iter([(ivar, Atom::Var(fresh_i))]), ctx);
     Some(vec![Stmt { binds: vec![sum.clone()], expr: Expr::ForAcc { ivar: fresh_i, size, body, acc: vec![true] }, loc: s.loc.clone() }])
+}
+
+/// Whether the `for` defining `a` may be copied into a reader that needs
+/// every element once: it only moves data, or it is read once where it is
+/// built and computes nothing else.
+fn copyable_whole(def: &Stmt, a: crate::ir::VarId, ctx: &Ctx) -> bool {
+    let Expr::For { body, .. } = &def.expr else { return false };
+    moves_data(body) || (ctx.uses(a) == 1 && def.binds.len() == 1 && ctx.loop_depth_to(a) == Some(0) && !ctx.can_fail(def))
+}
+
+fn slice_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let y = single(s)?;
+    let Expr::Slice { arr: Atom::Var(a), lo, check: None, .. } = &s.expr else { return None };
+    let def = ctx.def(*a)?;
+    if !copyable_whole(def, *a, ctx) {
+        return None;
+    }
+    let Expr::For { ivar, body, .. } = &def.expr else { return None };
+    let j = def.binds.iter().position(|b| b.var == *a)?;
+    let (ivar, lo) = (*ivar, *lo);
+    let slice = slice_block(body, &[j]);
+    let i2 = ctx.fresh_like(ivar);
+    let shifted = ctx.fresh("t");
+    let mut copy = copy_block(&slice, FxHashMap::from_iter([(ivar, Atom::Var(shifted))]), ctx);
+    copy.stmts.insert(0, bind(shifted, Type::scalar(crate::ir::Scalar::I64), Expr::Prim(crate::ir::Prim::Add, vec![Atom::Var(i2), lo])));
+    let size = y.ty.shape.first()?.clone();
+    Some(vec![Stmt { binds: vec![y.clone()], expr: Expr::For { ivar: i2, size, body: copy }, loc: s.loc.clone() }])
+}
+
+fn transpose_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let y = single(s)?;
+    let Expr::Transpose(Atom::Var(a)) = &s.expr else { return None };
+    let def = ctx.def(*a)?;
+    if !copyable_whole(def, *a, ctx) || def.binds.len() != 1 {
+        return None;
+    }
+    // for i < n. (S; for j < m. B) with S not reading j → for j < m. for i < n. (S; B)
+    let Expr::For { ivar: i, size: n, body } = &def.expr else { return None };
+    let [.., inner] = body.stmts.as_slice() else { return None };
+    let (Expr::For { ivar: j, size: m, body: b }, [Atom::Var(r)]) = (&inner.expr, body.result.as_slice()) else { return None };
+    if inner.binds.len() != 1 || inner.binds[0].var != *r || m.vars().contains(i) {
+        return None;
+    }
+    // what comes before the inner loop will run m times: only reads and copies
+    if !body.stmts[..body.stmts.len() - 1].iter().all(|st| matches!(st.expr, Expr::Atom(_) | Expr::Index { .. })) {
+        return None;
+    }
+    let (i, j, n, m) = (*i, *j, n.clone(), m.clone());
+    let mut outer_body = Block { stmts: body.stmts[..body.stmts.len() - 1].to_vec(), result: vec![] };
+    outer_body.stmts.extend(b.stmts.iter().cloned());
+    outer_body.result = b.result.clone();
+    let row = Type { elem: y.ty.elem, shape: y.ty.shape[1..].to_vec() };
+    let inner_var = ctx.fresh("row");
+    let nest = Block {
+        stmts: vec![Stmt { binds: vec![crate::ir::Binder { var: inner_var, ty: row }], expr: Expr::For { ivar: i, size: n, body: outer_body }, loc: None }],
+        result: vec![Atom::Var(inner_var)],
+    };
+    let copy = copy_block(&nest, FxHashMap::default(), ctx);
+    let j2 = ctx.fresh_like(j);
+    let copy = copy_block(&copy, FxHashMap::from_iter([(j, Atom::Var(j2))]), ctx);
+    Some(vec![Stmt { binds: vec![y.clone()], expr: Expr::For { ivar: j2, size: m, body: copy }, loc: s.loc.clone() }])
 }

@@ -23,6 +23,12 @@ pub const RULES: &[Rule] = &[
         "an expensive statement (exp, log, division…) nested in `for`s inside a loop, depending on those `for`s' indices but not on the loop → a table over the `for`s' indices built once before the loop, read where the statement was (GMM's exp q_k per point)",
         hoist_invariant_nest,
     ),
+    Rule::on_stmt(
+        "for_ignores_index",
+        "`for i < n. e` where e does not read i → e once, then `replicate n e`; e must not fail (it now runs even when n is 0)",
+        for_ignores_index,
+    ),
+    Rule::on_stmt("for_one", "`for i < 1. e` → `[e[i := 0]]`", for_one),
     Rule::on_stmt("loop_zero", "a counted `loop` of 0 iterations → its initial values", loop_zero),
     Rule::on_stmt("loop_one", "a counted `loop` of 1 iteration → its body with the counter 0 and the parameters their initial values", loop_one),
     Rule::on_stmt(
@@ -431,5 +437,35 @@ fn hoist_invariant_nest(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     cur.stmts[found.at] = read;
     let mut out = copy.stmts;
     out.push(new);
+    Some(out)
+}
+
+fn for_ignores_index(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let Expr::For { ivar, size, body } = &s.expr else { return None };
+    if walk::free_vars_block(body).contains(ivar) || body.stmts.iter().any(|st| ctx.can_fail(st)) {
+        return None;
+    }
+    let n = count_atom(size)?;
+    if ctx.can_fail(s) {
+        return None;
+    }
+    let mut out = body.stmts.clone();
+    for (b, r) in s.binds.iter().zip(&body.result) {
+        out.push(bind(b.var, b.ty.clone(), Expr::Replicate { n, val: *r }));
+    }
+    Some(out)
+}
+
+fn for_one(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let Expr::For { ivar, size, body } = &s.expr else { return None };
+    if size.as_const() != Some(1) {
+        return None;
+    }
+    let (ivar, body) = (*ivar, body.clone());
+    let copy = copy_block(&body, FxHashMap::from_iter([(ivar, Atom::Lit(Lit::I64(0)))]), ctx);
+    let mut out = copy.stmts;
+    for (b, r) in s.binds.iter().zip(&copy.result) {
+        out.push(bind(b.var, b.ty.clone(), Expr::ArrayLit(vec![*r])));
+    }
     Some(out)
 }
