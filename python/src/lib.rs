@@ -476,6 +476,25 @@ impl NativeProgram {
     }
 }
 
+/// The data addresses the native layer reads for these (already
+/// converted) arguments, one per array leaf in order: the same conversion as
+/// a call's, so tests can check that arrays are borrowed, not copied.
+#[pyfunction]
+fn borrowed_addresses(args: &Bound<'_, PyTuple>) -> PyResult<Vec<usize>> {
+    fn leaves(a: &ArgRef, out: &mut Vec<usize>) {
+        match a {
+            ArgRef::Array { data, .. } => out.push(data.as_ptr() as usize),
+            ArgRef::Tuple(xs) => xs.iter().for_each(|x| leaves(x, out)),
+            _ => {}
+        }
+    }
+    let mut keep = vec![];
+    let refs = args.iter().map(|a| arg_ref(&a, &mut keep)).collect::<PyResult<Vec<_>>>()?;
+    let mut out = vec![];
+    refs.iter().for_each(|r| leaves(r, &mut out));
+    Ok(out)
+}
+
 /// Whether a C compiler is available for the "c" backend.
 #[pyfunction]
 fn have_c_compiler() -> bool {
@@ -487,6 +506,7 @@ fn have_c_compiler() -> bool {
 fn _arden(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeProgram>()?;
     m.add_function(wrap_pyfunction!(have_c_compiler, m)?)?;
+    m.add_function(wrap_pyfunction!(borrowed_addresses, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
