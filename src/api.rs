@@ -34,6 +34,9 @@ pub enum Error {
     /// A failure while running: bounds, coercion, division by zero.
     #[error("runtime error: {0}")]
     Runtime(String),
+    /// The optimiser stopped (out of fuel) or its schedule is invalid.
+    #[error("{0}")]
+    Optimize(String),
     /// The C backend could not compile or load the program.
     #[error("C backend: {0}")]
     Backend(String),
@@ -44,6 +47,7 @@ pub enum Error {
 pub enum Stage {
     Lower,
     Ad,
+    Opt,
 }
 
 /// A compiled program.
@@ -51,24 +55,38 @@ pub struct Program {
     source: Source,
     /// The IR as `lower` produced it (derivative operators unexpanded).
     lowered: ir::Module,
-    /// The IR after the `ad` stage: what runs.
+    /// The IR after the `ad` stage.
+    expanded: ir::Module,
+    /// The IR after the `opt` stage: what runs.
     module: ir::Module,
+    /// What the optimiser did.
+    report: crate::opt::Report,
     unproven_checks: Vec<(Loc, String)>,
 }
 
 impl Program {
     /// Read and compile a `.ard` file.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Program, Error> {
-        let path = path.as_ref();
-        let name = path.display().to_string();
-        // Bounded read; too large or not UTF-8 is a located compile error.
-        let source = diag::read_source(path, &name).map_err(|e| Error::Io { path: name.clone(), message: e.to_string() })?;
-        let source = source.map_err(|(s, d)| Error::Compile { rendered: diag::render(&s, std::slice::from_ref(&d)), diagnostics: vec![d] })?;
-        Program::from_source(&name, &source.text)
+        Program::from_file_with(path, &crate::opt::OptOptions::default())
     }
 
     /// Compile source text; `name` is the file name shown in messages.
     pub fn from_source(name: &str, text: &str) -> Result<Program, Error> {
+        Program::from_source_with(name, text, &crate::opt::OptOptions::default())
+    }
+
+    /// Read and compile a `.ard` file with the given optimiser options.
+    pub fn from_file_with(path: impl AsRef<Path>, opt: &crate::opt::OptOptions) -> Result<Program, Error> {
+        let path = path.as_ref();
+        let name = path.display().to_string();
+        let source = diag::read_source(path, &name).map_err(|e| Error::Io { path: name.clone(), message: e.to_string() })?;
+        let source = source.map_err(|(s, d)| Error::Compile { rendered: diag::render(&s, std::slice::from_ref(&d)), diagnostics: vec![d] })?;
+        Program::from_source_with(&name, &source.text, opt)
+    }
+
+    /// Compile source text with the given optimiser options (`-O0`, a
+    /// user schedule, fuel, extra rules).
+    pub fn from_source_with(name: &str, text: &str, opt: &crate::opt::OptOptions) -> Result<Program, Error> {
         let source = Source::new(name, text);
         let diagnostics = check_source(&source);
         if !diagnostics.0.is_empty() {
@@ -80,7 +98,8 @@ impl Program {
             let d = Diagnostic::new(e.message, at..at + 1).label("while differentiating this");
             Error::Compile { rendered: diag::render(&source, std::slice::from_ref(&d)), diagnostics: vec![d] }
         })?;
-        Ok(Program { source, lowered: lowered.module, module, unproven_checks: lowered.unproven_checks })
+        let (optimized, report) = crate::opt::optimize(&module, opt).map_err(|e| Error::Optimize(e.to_string()))?;
+        Ok(Program { source, lowered: lowered.module, expanded: module, module: optimized, report, unproven_checks: lowered.unproven_checks })
     }
 
     /// The source the program was compiled from.
@@ -94,12 +113,19 @@ impl Program {
     }
 
     /// The core IR after the named stage: `lower` (derivative operators
-    /// still as `jvp` nodes) or `ad` (derivatives expanded).
+    /// still as `jvp` nodes), `ad` (derivatives expanded) or `opt`
+    /// (optimised: what runs).
     pub fn module_at(&self, stage: Stage) -> &ir::Module {
         match stage {
             Stage::Lower => &self.lowered,
-            Stage::Ad => &self.module,
+            Stage::Ad => &self.expanded,
+            Stage::Opt => &self.module,
         }
+    }
+
+    /// What the optimiser did: rules fired per entry, steps, the trace.
+    pub fn opt_report(&self) -> &crate::opt::Report {
+        &self.report
     }
 
     /// Bounds checks the compiler could not prove (location, description).

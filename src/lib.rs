@@ -15,6 +15,7 @@ pub mod diag;
 pub mod gradbench;
 pub mod ir;
 pub mod lower;
+pub mod opt;
 pub mod runtime;
 pub mod syntax;
 pub mod types;

@@ -271,6 +271,8 @@ enum Stage {
     Lower,
     /// The core IR after automatic differentiation.
     Ad,
+    /// The core IR after the optimiser: what runs.
+    Opt,
 }
 
 /// How a command failed.
@@ -677,6 +679,7 @@ fn ir_cmd(a: &IrArgs) -> Outcome {
     let stage = match a.stage {
         Stage::Lower => arden::Stage::Lower,
         Stage::Ad => arden::Stage::Ad,
+        Stage::Opt => arden::Stage::Opt,
     };
     let module = prog.module_at(stage);
     let text = match &a.entry {
@@ -708,6 +711,7 @@ mod tests {
             body: Block::default(),
             names: vec!["n".into()],
             stored: vec![],
+            onehot: vec![],
         }
     }
 

@@ -247,6 +247,7 @@ mod tests {
             },
             names,
             stored: vec![],
+            onehot: vec![],
         };
         let mut f = f0.clone();
         function(&mut f);

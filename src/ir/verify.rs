@@ -1102,6 +1102,7 @@ pub(crate) mod testkit {
             body,
             names: names.0,
             stored: vec![],
+            onehot: vec![],
         }
     }
 

@@ -531,6 +531,7 @@ impl Lowerer<'_> {
             body,
             names: std::mem::take(&mut self.names),
             stored: vec![],
+            onehot: std::mem::take(&mut self.onehot),
         })
     }
 

@@ -243,7 +243,11 @@ impl Lowerer<'_> {
         let c = self.prim(Prim::Eq, vec![Atom::Var(jvar), at], Scalar::Bool, None);
         let v = self.prim(Prim::Select, vec![c, super::emit::lit_of(s, 1.0), super::emit::lit_of(s, 0.0)], s, None);
         let hot_body = self.end_block(vec![v]);
-        self.emit1(IExpr::For { ivar: jvar, size: n.clone(), body: hot_body }, Type::array(s, vec![n.clone()]), "onehot", None)
+        let hot = self.emit1(IExpr::For { ivar: jvar, size: n.clone(), body: hot_body }, Type::array(s, vec![n.clone()]), "onehot", None);
+        if let Atom::Var(v) = hot {
+            self.onehot.push(v);
+        }
+        hot
     }
 
     /// `jacrev f x`: one `vjp` per component of the result (its rows).

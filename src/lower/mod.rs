@@ -125,6 +125,8 @@ pub(crate) struct Lowerer<'a> {
     unproven: Vec<(Loc, String)>,
     /// Variable names, indexed by id (for the printer and messages).
     names: Vec<String>,
+    /// one-hot seeds built by `jacfwd`/`jacrev` in the function being lowered
+    onehot: Vec<crate::ir::VarId>,
     /// Known symbolic value of `i64` variables (e.g. `t = n + 1`).
     sym: FxHashMap<VarId, Size>,
     /// Variables known to be >= 0 (sizes).
@@ -234,6 +236,7 @@ impl<'a> Lowerer<'a> {
             diags: vec![],
             unproven: vec![],
             names: vec![],
+            onehot: vec![],
             sym: FxHashMap::default(),
             nonneg: FxHashSet::default(),
             idx_range: FxHashMap::default(),

@@ -1,0 +1,165 @@
+//! The optimiser (papers 001, 002, 000): rewrite rules scheduled by a
+//! strategy language. Runs after `ad`, before any backend; every backend
+//! runs its output.
+//!
+//! - `rule.rs`: what a rule is and what it may ask (`Ctx`: definitions in
+//!   scope, use counts, loop ranges, fresh variables).
+//! - `rules/`: the catalogue, one file per family, each with a `RULES` table.
+//! - `strategy.rs`: strategies as data; `schedule.rs`: their text syntax.
+//! - `engine.rs`: applying a strategy to a function, with fuel.
+//! - `default.sched`: the default pipeline, in the schedule syntax.
+//!
+//! **Invariant:** every rule preserves the meaning of the program bit for
+//! bit, except `mul_onehot` whose doc says where it differs (structural
+//! zeros against NaN/∞) and the rules that say they reassociate (none yet).
+
+pub mod engine;
+pub mod rule;
+pub mod rules;
+pub mod schedule;
+pub mod strategy;
+
+pub use rule::{Ctx, Rule};
+pub use strategy::{Schedule, Strategy};
+
+use crate::ir::{Binder, Function, Module, Scalar, Type, VarId};
+use rule::{BlockInfo, State};
+use std::collections::BTreeMap;
+
+/// The default pipeline, in the schedule syntax (`arden opt --print-default`).
+pub const DEFAULT_SCHEDULE: &str = include_str!("default.sched");
+
+/// Steps a schedule may take per function before it is stopped.
+pub const DEFAULT_FUEL: u64 = 20_000_000;
+
+/// Optimisation level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Level {
+    /// no rewriting: what `ad` produced runs
+    O0,
+    /// the default schedule (or the user's)
+    #[default]
+    O1,
+}
+
+/// How to optimise: the level, a user schedule, fuel, extra rules.
+#[derive(Clone)]
+pub struct OptOptions {
+    pub level: Level,
+    /// a user schedule replacing the default one
+    pub schedule: Option<Schedule>,
+    pub fuel: u64,
+    /// rules registered in addition to the built-in ones
+    pub extra_rules: Vec<Rule>,
+    /// record every rewrite in the report
+    pub trace: bool,
+}
+
+impl Default for OptOptions {
+    fn default() -> Self {
+        OptOptions { level: Level::O1, schedule: None, fuel: DEFAULT_FUEL, extra_rules: vec![], trace: false }
+    }
+}
+
+impl OptOptions {
+    /// Options for `-O0` (`0`) or `-O1` (`1`).
+    pub fn level(level: u8) -> OptOptions {
+        OptOptions { level: if level == 0 { Level::O0 } else { Level::O1 }, ..OptOptions::default() }
+    }
+
+    /// Every rule a schedule may name: built-in first, then the extra ones.
+    pub fn rules(&self) -> Vec<Rule> {
+        let mut all = rules::builtin();
+        all.extend(self.extra_rules.iter().copied());
+        all
+    }
+}
+
+/// Why optimisation stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum OptError {
+    #[error(
+        "the optimisation schedule did not finish within {fuel} steps on entry `{function}`; a `repeat` or `normalize` of a strategy that always succeeds never stops (raise the limit with --fuel)"
+    )]
+    OutOfFuel { function: String, fuel: u64 },
+    #[error("internal: rule output does not verify in `{function}`: {message}")]
+    Invalid { function: String, message: String },
+}
+
+/// What a run did, per function.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// (function, rule → times it fired)
+    pub fired: Vec<(String, BTreeMap<&'static str, u64>)>,
+    /// with `trace`: (function, one line per rewrite)
+    pub trace: Vec<(String, Vec<String>)>,
+    /// strategy steps spent, per function
+    pub steps: Vec<(String, u64)>,
+}
+
+/// The default schedule, parsed.
+pub fn default_schedule() -> Schedule {
+    let names: Vec<&str> = rules::builtin().iter().map(|r| r.name).collect();
+    schedule::parse("default.sched", DEFAULT_SCHEDULE, &names).expect("the default schedule parses")
+}
+
+/// Optimise every function of a module.
+pub fn optimize(m: &Module, opts: &OptOptions) -> Result<(Module, Report), OptError> {
+    let mut out = m.clone();
+    let mut report = Report::default();
+    if opts.level == Level::O0 {
+        return Ok((out, report));
+    }
+    let sched = opts.schedule.clone().unwrap_or_else(default_schedule);
+    let rules = opts.rules();
+    for f in &mut out.functions {
+        optimize_function(f, &sched, &rules, opts, &mut report)?;
+    }
+    Ok((out, report))
+}
+
+/// Optimise one function with a parsed schedule.
+pub fn optimize_function(f: &mut Function, sched: &Schedule, rules: &[Rule], opts: &OptOptions, report: &mut Report) -> Result<(), OptError> {
+    let mut st = State { names: std::mem::take(&mut f.names), onehot: f.onehot.iter().copied().collect(), want_cse: mentions(sched, "cse"), ..State::default() };
+    walk_uses(f, &mut st);
+    let info = BlockInfo {
+        params: f
+            .params
+            .iter()
+            .cloned()
+            .chain(f.size_params.iter().map(|(_, v)| Binder { var: *v, ty: Type::scalar(Scalar::I64) }))
+            .collect(),
+        index: None,
+        repeats: false,
+    };
+    let mut engine = engine::Engine::new(rules, sched, st, opts.fuel, opts.trace);
+    let mut body = std::mem::take(&mut f.body);
+    let outcome = stacker::maybe_grow(1 << 20, 64 << 20, || engine.run(&mut body, &info));
+    f.body = body;
+    f.names = std::mem::take(&mut engine.st.names);
+    if outcome.is_err() {
+        return Err(OptError::OutOfFuel { function: f.name.clone(), fuel: opts.fuel });
+    }
+    // whatever the schedule removed is no longer stored for the backward sweep
+    let top: rustc_hash::FxHashSet<VarId> = f.body.stmts.iter().flat_map(|s| s.binds.iter().map(|b| b.var)).collect();
+    f.stored.retain(|v| top.contains(v));
+    f.onehot = engine.st.onehot.iter().copied().filter(|v| top.contains(v)).collect();
+    f.onehot.sort();
+    report.fired.push((f.name.clone(), engine.counts.clone()));
+    report.steps.push((f.name.clone(), opts.fuel - engine.fuel_left()));
+    if let Some(t) = engine.trace.take() {
+        report.trace.push((f.name.clone(), t));
+    }
+    Ok(())
+}
+
+fn walk_uses(f: &Function, st: &mut State) {
+    let uses = &mut st.uses;
+    crate::ir::walk::visit_block(&f.body, &mut |v| *uses.entry(v).or_insert(0) += 1, &mut |_| {});
+}
+
+/// Whether a schedule names rule `name` anywhere.
+fn mentions(sched: &Schedule, name: &str) -> bool {
+    let text = sched.to_string();
+    text.split(|c: char| !(c.is_alphanumeric() || c == '_')).any(|w| w == name)
+}

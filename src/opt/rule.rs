@@ -1,0 +1,206 @@
+//! What a rule is and what it may ask about its surroundings.
+//!
+//! A rule looks at one statement (or at the result atoms of one block) and
+//! either returns its replacement or fails (`None`). Contract, checked by
+//! `tests/opt_rules.rs` and the verifier after every rewrite in tests: the
+//! replacement binds every variable of the original statement that is still
+//! used, with the same types, and computes the same values (bit for bit,
+//! unless the rule's doc says otherwise); it never turns a program that
+//! fails into one that succeeds, or the reverse.
+
+use crate::ir::{Atom, Binder, Block, Expr, Lit, Scalar, Size, Stmt, Type, VarId};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+/// A rewrite of one statement: its replacement (empty to delete it).
+pub type StmtFn = fn(&Stmt, &mut Ctx) -> Option<Vec<Stmt>>;
+/// A rewrite of a block's result atoms, given the block.
+pub type ResultFn = fn(&Block, &mut Ctx) -> Option<Vec<Atom>>;
+
+/// A named rewrite rule.
+#[derive(Clone, Copy)]
+pub struct Rule {
+    /// The name schedules use.
+    pub name: &'static str,
+    /// One line: what it rewrites into what, and when.
+    pub doc: &'static str,
+    /// The rewrite at a statement, if the rule applies to statements.
+    pub stmt: Option<StmtFn>,
+    /// The rewrite of a block's results, if the rule applies to blocks.
+    pub block: Option<ResultFn>,
+}
+
+impl Rule {
+    pub const fn on_stmt(name: &'static str, doc: &'static str, f: StmtFn) -> Rule {
+        Rule { name, doc, stmt: Some(f), block: None }
+    }
+}
+
+/// What the block around a position binds besides its statements.
+#[derive(Clone, Debug, Default)]
+pub struct BlockInfo {
+    /// Parameters: a function's parameters and sizes, loop parameters, a
+    /// reduction lambda's parameters.
+    pub params: Vec<Binder>,
+    /// The index of a counted loop with its trip count: the index lies in
+    /// `0 .. size`.
+    pub index: Option<(VarId, Size)>,
+    /// Whether the block runs more than once per run of its parent (loop
+    /// bodies, `while` conditions, reduction lambdas).
+    pub repeats: bool,
+}
+
+/// The statements before a position in one block, and the enclosing scopes.
+pub struct Scope<'a> {
+    pub stmts: &'a [Stmt],
+    /// binder → index in `stmts`
+    pub index: &'a FxHashMap<VarId, usize>,
+    /// structural key of an expression → the binders of the first statement
+    /// computing it (for `cse`)
+    pub avail: &'a FxHashMap<String, usize>,
+    pub info: &'a BlockInfo,
+    pub parent: Option<&'a Scope<'a>>,
+}
+
+impl<'a> Scope<'a> {
+    fn find(&self, v: VarId) -> Option<(&'a Stmt, usize)> {
+        let mut s = Some(self);
+        let mut depth = 0;
+        while let Some(sc) = s {
+            if let Some(&k) = sc.index.get(&v) {
+                return Some((&sc.stmts[k], depth));
+            }
+            if sc.info.repeats {
+                depth += 1;
+            }
+            s = sc.parent;
+        }
+        None
+    }
+}
+
+/// Mutable state of one optimisation run shared by all rules.
+#[derive(Default)]
+pub struct State {
+    /// variable names of the function (fresh variables are appended)
+    pub names: Vec<String>,
+    /// how many times each variable is read (operands, results, sizes)
+    pub uses: FxHashMap<VarId, u32>,
+    /// arrays and scalars whose zeros are structural: one-hot seeds of
+    /// `jacfwd`/`jacrev` and what fusion copied out of them
+    pub onehot: FxHashSet<VarId>,
+    /// whether `cse` needs the table of available expressions
+    pub want_cse: bool,
+}
+
+/// What a rule sees: the scope at its position and the run's state.
+pub struct Ctx<'a, 'b> {
+    pub scope: &'a Scope<'a>,
+    pub st: &'b mut State,
+}
+
+impl Ctx<'_, '_> {
+    /// The statement in scope that binds `v` (not for parameters).
+    pub fn def(&self, v: VarId) -> Option<&Stmt> {
+        self.scope.find(v).map(|(s, _)| s)
+    }
+
+    /// The expression bound to atom `a` when `a` is a variable bound by a
+    /// one-result statement in scope.
+    pub fn def_expr(&self, a: &Atom) -> Option<&Expr> {
+        match a {
+            Atom::Var(v) => self.def(*v).map(|s| &s.expr),
+            Atom::Lit(_) => None,
+        }
+    }
+
+    /// How many loop bodies lie between the position and the definition of
+    /// `v` (0: the position runs once per run of the definition).
+    pub fn loop_depth_to(&self, v: VarId) -> Option<usize> {
+        self.scope.find(v).map(|(_, d)| d)
+    }
+
+    /// How many times `v` is read in the whole function.
+    pub fn uses(&self, v: VarId) -> u32 {
+        self.st.uses.get(&v).copied().unwrap_or(0)
+    }
+
+    /// A new variable named after `hint`.
+    pub fn fresh(&mut self, hint: &str) -> VarId {
+        self.st.names.push(hint.to_string());
+        VarId(self.st.names.len() as u32 - 1)
+    }
+
+    /// A new variable named like `v`.
+    pub fn fresh_like(&mut self, v: VarId) -> VarId {
+        let hint = self.st.names.get(v.0 as usize).cloned().unwrap_or_default();
+        self.fresh(&hint)
+    }
+
+    /// The type of an atom in scope.
+    pub fn type_of(&self, a: &Atom) -> Option<Type> {
+        match a {
+            Atom::Lit(l) => Some(Type::scalar(l.scalar())),
+            Atom::Var(v) => self.type_of_var(*v),
+        }
+    }
+
+    fn type_of_var(&self, v: VarId) -> Option<Type> {
+        let mut s = Some(self.scope);
+        while let Some(sc) = s {
+            if let Some(&k) = sc.index.get(&v) {
+                return sc.stmts[k].binds.iter().find(|b| b.var == v).map(|b| b.ty.clone());
+            }
+            if let Some(b) = sc.info.params.iter().find(|b| b.var == v) {
+                return Some(b.ty.clone());
+            }
+            if sc.info.index.as_ref().is_some_and(|(i, _)| *i == v) {
+                return Some(Type::scalar(Scalar::I64));
+            }
+            s = sc.parent;
+        }
+        None
+    }
+
+    /// The trip count of the loop whose index is `v`.
+    pub fn index_range(&self, v: VarId) -> Option<&Size> {
+        let mut s = Some(self.scope);
+        while let Some(sc) = s {
+            if let Some((i, n)) = &sc.info.index
+                && *i == v
+            {
+                return Some(n);
+            }
+            s = sc.parent;
+        }
+        None
+    }
+
+    /// Whether `0 <= a < n` holds for every run of the position.
+    pub fn provably_below(&self, a: &Atom, n: &Size) -> bool {
+        match a {
+            Atom::Lit(Lit::I64(c)) => *c >= 0 && n.as_const().is_some_and(|m| *c < m),
+            Atom::Var(v) => self.index_range(*v).is_some_and(|r| r == n),
+            _ => false,
+        }
+    }
+
+    /// The earlier statement in scope computing the same as `key`.
+    pub fn available(&self, key: &str) -> Option<&Stmt> {
+        let mut s = Some(self.scope);
+        while let Some(sc) = s {
+            if let Some(&k) = sc.avail.get(key) {
+                return Some(&sc.stmts[k]);
+            }
+            s = sc.parent;
+        }
+        None
+    }
+
+    pub fn is_onehot(&self, v: VarId) -> bool {
+        self.st.onehot.contains(&v)
+    }
+
+    pub fn mark_onehot(&mut self, v: VarId) {
+        self.st.onehot.insert(v);
+    }
+}

@@ -1,0 +1,154 @@
+//! Scalar rules (paper 001 Fig. 8b, 8d): constant folding, the identities
+//! that are exact in IEEE arithmetic, branches on constants, and the one
+//! rule that is exact only for structural zeros.
+
+use super::{bind, copies, is_lit, lit_f, select_zero, single};
+use crate::ir::{Atom, Expr, Lit, Prim, Stmt};
+use crate::opt::rule::{Ctx, Rule};
+
+pub const RULES: &[Rule] = &[
+    Rule::on_stmt("fold_constant", "a primitive on literals becomes its value, computed as a run computes it (never an integer division by zero)", fold_constant),
+    Rule::on_stmt(
+        "simplify_arith",
+        "exact identities: x*1, 1*x, x/1, x-0.0, x+(-0.0), -(-x) → x; on integers also x+0, x*0 → 0, x-x → 0; on booleans the and/or/not laws; select c x x → x",
+        simplify_arith,
+    ),
+    Rule::on_stmt("if_constant", "`if true/false` becomes the statements of the branch taken", if_constant),
+    Rule::on_stmt(
+        "select_arith",
+        "(select c a 0) ± (select c b 0) → select c (a ± b) 0: exact, both sides are 0 ± 0 = 0 when c is false",
+        select_arith,
+    ),
+    Rule::on_stmt(
+        "mul_onehot",
+        "x * (select c a 0) → select c (x * a) 0 when the 0 is structural (a one-hot seed of jacfwd/jacrev, or what fusion copied from one); NOT exact when x is NaN or ±∞: then it gives the true derivative component 0 where the literal program gives NaN",
+        mul_onehot,
+    ),
+];
+
+fn lits(xs: &[Atom]) -> Option<Vec<Lit>> {
+    xs.iter()
+        .map(|a| match a {
+            Atom::Lit(l) => Some(*l),
+            Atom::Var(_) => None,
+        })
+        .collect()
+}
+
+fn fold_constant(s: &Stmt, _ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let b = single(s)?;
+    let Expr::Prim(p, xs) = &s.expr else { return None };
+    if *p == Prim::Select
+        && let Atom::Lit(Lit::Bool(c)) = xs[0]
+    {
+        return Some(vec![bind(b.var, b.ty.clone(), Expr::Atom(if c { xs[1] } else { xs[2] }))]);
+    }
+    let v = crate::backend::interp::fold_prim(*p, &lits(xs)?)?;
+    Some(vec![bind(b.var, b.ty.clone(), Expr::Atom(Atom::Lit(v)))])
+}
+
+/// The operand an exact identity reduces `p xs` to.
+fn identity(p: Prim, xs: &[Atom], float: bool) -> Option<Atom> {
+    let (a, b) = (xs.first()?, xs.get(1));
+    let lit_b = |x: f64| b.is_some_and(|b| is_lit(b, x));
+    Some(match p {
+        Prim::Mul if lit_b(1.0) => *a,
+        Prim::Mul if is_lit(a, 1.0) => *b?,
+        Prim::Div if lit_b(1.0) => *a,
+        Prim::Sub if lit_b(0.0) => *a,
+        Prim::Add if float && lit_b(-0.0) => *a,
+        Prim::Add if float && is_lit(a, -0.0) => *b?,
+        Prim::Add if !float && lit_b(0.0) => *a,
+        Prim::Add if !float && is_lit(a, 0.0) => *b?,
+        Prim::Mul if !float && (lit_b(0.0) || is_lit(a, 0.0)) => lit_f(int_scalar(a, b)?, 0.0),
+        Prim::Sub if !float && Some(a) == b && matches!(a, Atom::Var(_)) => lit_f(int_scalar(a, b)?, 0.0),
+        Prim::And if matches!(b, Some(Atom::Lit(Lit::Bool(true)))) => *a,
+        Prim::And if matches!(a, Atom::Lit(Lit::Bool(true))) => *b?,
+        Prim::Or if matches!(b, Some(Atom::Lit(Lit::Bool(false)))) => *a,
+        Prim::Or if matches!(a, Atom::Lit(Lit::Bool(false))) => *b?,
+        Prim::And if matches!(b, Some(Atom::Lit(Lit::Bool(false)))) || matches!(a, Atom::Lit(Lit::Bool(false))) => Atom::Lit(Lit::Bool(false)),
+        Prim::Or if matches!(b, Some(Atom::Lit(Lit::Bool(true)))) || matches!(a, Atom::Lit(Lit::Bool(true))) => Atom::Lit(Lit::Bool(true)),
+        Prim::Select if xs.len() == 3 && xs[1] == xs[2] => xs[1],
+        _ => return None,
+    })
+}
+
+/// The integer scalar type of a binary operation whose operands may be literals.
+fn int_scalar(a: &Atom, b: Option<&Atom>) -> Option<crate::ir::Scalar> {
+    [Some(a), b].into_iter().flatten().find_map(|x| match x {
+        Atom::Lit(l) => Some(l.scalar()),
+        Atom::Var(_) => None,
+    })
+}
+
+fn simplify_arith(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let b = single(s)?;
+    let Expr::Prim(p, xs) = &s.expr else { return None };
+    let float = b.ty.elem.is_float() || (*p == Prim::Select && xs.get(1).and_then(|x| ctx.type_of(x)).is_some_and(|t| t.elem.is_float()));
+    let to = match identity(*p, xs, float) {
+        Some(a) => a,
+        None => {
+            // -(-x) and not(not x)
+            let inner = ctx.def_expr(xs.first()?)?;
+            match (p, inner) {
+                (Prim::Neg, Expr::Prim(Prim::Neg, ys)) | (Prim::Not, Expr::Prim(Prim::Not, ys)) => ys[0],
+                _ => return None,
+            }
+        }
+    };
+    // an integer literal stands for the binder's type only if the types agree
+    if ctx.type_of(&to).as_ref() != Some(&b.ty) {
+        return None;
+    }
+    Some(vec![bind(b.var, b.ty.clone(), Expr::Atom(to))])
+}
+
+fn if_constant(s: &Stmt, _ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let Expr::If { cond: Atom::Lit(Lit::Bool(c)), then_b, else_b } = &s.expr else { return None };
+    let taken = if *c { then_b } else { else_b };
+    let mut out = taken.stmts.clone();
+    out.extend(copies(&s.binds, &taken.result));
+    Some(out)
+}
+
+fn select_arith(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let b = single(s)?;
+    let Expr::Prim(p @ (Prim::Add | Prim::Sub), xs) = &s.expr else { return None };
+    let (c1, a1) = select_zero(ctx.def_expr(&xs[0])?)?;
+    let (c2, a2) = select_zero(ctx.def_expr(&xs[1])?)?;
+    if c1 != c2 || !b.ty.elem.is_float() {
+        return None;
+    }
+    let m = ctx.fresh("t");
+    let marked = [xs[0], xs[1]].iter().all(|x| super::var(x).is_some_and(|v| ctx.is_onehot(v)));
+    if marked {
+        ctx.mark_onehot(b.var);
+    }
+    Some(vec![
+        bind(m, b.ty.clone(), Expr::Prim(*p, vec![a1, a2])),
+        bind(b.var, b.ty.clone(), Expr::Prim(Prim::Select, vec![c1, Atom::Var(m), lit_f(b.ty.elem, 0.0)])),
+    ])
+}
+
+fn mul_onehot(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let b = single(s)?;
+    let Expr::Prim(p @ (Prim::Mul | Prim::Div), xs) = &s.expr else { return None };
+    // the structural select is either operand of `*`, the numerator of `/`
+    let slots: &[usize] = if *p == Prim::Mul { &[0, 1] } else { &[0] };
+    for &k in slots {
+        let Atom::Var(t) = xs[k] else { continue };
+        if !ctx.is_onehot(t) {
+            continue;
+        }
+        let Some((c, a)) = ctx.def_expr(&xs[k]).and_then(select_zero) else { continue };
+        let other = xs[1 - k];
+        let m = ctx.fresh("t");
+        let args = if k == 0 { vec![a, other] } else { vec![other, a] };
+        ctx.mark_onehot(b.var);
+        return Some(vec![
+            bind(m, b.ty.clone(), Expr::Prim(*p, args)),
+            bind(b.var, b.ty.clone(), Expr::Prim(Prim::Select, vec![c, Atom::Var(m), lit_f(b.ty.elem, 0.0)])),
+        ]);
+    }
+    None
+}

@@ -1,0 +1,145 @@
+//! Let rules (paper 001 Fig. 8a): copy propagation, dead code, unused
+//! results of loops and branches, common subexpressions.
+
+use super::{copies, single};
+use crate::ir::{Atom, Block, Expr, LoopKind, Stmt, VarId, walk};
+use crate::opt::engine::cse_key;
+use crate::opt::rule::{Ctx, Rule};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+pub const RULES: &[Rule] = &[
+    Rule {
+        name: "inline_atom",
+        doc: "`let x = a` (a variable or literal of the same type): reads of `x` become reads of `a`",
+        stmt: Some(inline_atom),
+        block: Some(inline_atom_result),
+    },
+    Rule::on_stmt("dce", "a statement whose results nobody reads and that cannot fail is removed", dce),
+    Rule::on_stmt(
+        "dead_results",
+        "results of a `for`, `if` or `loop` nobody reads are dropped (a loop parameter only if nothing else depends on it)",
+        dead_results,
+    ),
+    Rule::on_stmt("cse", "a statement computing what an earlier statement in scope computed becomes a copy of its results", cse),
+];
+
+/// The copies (`let x = a`) in scope among the variables `s` reads, as a
+/// substitution.
+fn copy_subst(vars: impl IntoIterator<Item = VarId>, ctx: &Ctx) -> FxHashMap<VarId, Atom> {
+    let mut map = FxHashMap::default();
+    for v in vars {
+        let Some(def) = ctx.def(v) else { continue };
+        let (Expr::Atom(a), Some(b)) = (&def.expr, single(def)) else { continue };
+        if ctx.type_of(a).as_ref() == Some(&b.ty) {
+            map.insert(v, *a);
+        }
+    }
+    map
+}
+
+fn inline_atom(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let map = copy_subst(walk::free_vars_stmt(s), ctx);
+    if map.is_empty() {
+        return None;
+    }
+    let mut c = walk::Copier { map, fresh: None };
+    Some(vec![c.stmt(s)])
+}
+
+fn inline_atom_result(b: &Block, ctx: &mut Ctx) -> Option<Vec<Atom>> {
+    let map = copy_subst(b.result.iter().filter_map(super::var), ctx);
+    if map.is_empty() {
+        return None;
+    }
+    Some(b.result.iter().map(|a| super::var(a).and_then(|v| map.get(&v).copied()).unwrap_or(*a)).collect())
+}
+
+fn dce(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    // a `while` loop might not stop: removing it would turn a hang into an answer
+    let may_hang = matches!(&s.expr, Expr::Loop { kind: LoopKind::While { .. }, .. });
+    if s.binds.iter().all(|b| ctx.uses(b.var) == 0) && !walk::can_fail(s) && !may_hang { Some(vec![]) } else { None }
+}
+
+fn dead_results(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let keep: Vec<bool> = s.binds.iter().map(|b| ctx.uses(b.var) > 0).collect();
+    if keep.iter().all(|k| *k) {
+        return None;
+    }
+    let filter = |xs: &[Atom]| xs.iter().zip(&keep).filter(|(_, k)| **k).map(|(a, _)| *a).collect::<Vec<_>>();
+    let mut out = s.clone();
+    match &mut out.expr {
+        Expr::For { body, .. } if keep.iter().any(|k| *k) => body.result = filter(&body.result),
+        Expr::ForAcc { body, acc, .. } if keep.iter().any(|k| *k) => {
+            body.result = filter(&body.result);
+            *acc = acc.iter().zip(&keep).filter(|(_, k)| **k).map(|(a, _)| *a).collect();
+        }
+        Expr::If { then_b, else_b, .. } if keep.iter().any(|k| *k) => {
+            then_b.result = filter(&then_b.result);
+            else_b.result = filter(&else_b.result);
+        }
+        Expr::Loop { .. } => return drop_loop_param(s, &keep, ctx),
+        _ => return None,
+    }
+    out.binds = s.binds.iter().zip(&keep).filter(|(_, k)| **k).map(|(b, _)| b.clone()).collect();
+    Some(vec![out])
+}
+
+/// Drop the first loop parameter whose result nobody reads and which
+/// influences nothing but its own next value: the parameter, its initial
+/// value, its result and the body statements computing only it go.
+fn drop_loop_param(s: &Stmt, keep: &[bool], _ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let Expr::Loop { params, init, kind, body } = &s.expr else { return None };
+    let cond_vars: FxHashSet<VarId> = match kind {
+        LoopKind::While { cond } => walk::free_vars_block(cond),
+        LoopKind::Count { .. } => FxHashSet::default(),
+    };
+    'params: for j in (0..params.len()).filter(|j| !keep[*j]) {
+        // everything in the body that depends on the parameter
+        let mut tainted: FxHashSet<VarId> = [params[j].var].into_iter().collect();
+        let mut drop_stmt = vec![false; body.stmts.len()];
+        for (k, st) in body.stmts.iter().enumerate() {
+            if walk::free_vars_stmt(st).iter().any(|v| tainted.contains(v)) {
+                if walk::can_fail(st) {
+                    continue 'params;
+                }
+                drop_stmt[k] = true;
+                tainted.extend(st.binds.iter().map(|b| b.var));
+            }
+        }
+        if cond_vars.iter().any(|v| tainted.contains(v)) {
+            continue;
+        }
+        let others_clean = body.result.iter().enumerate().all(|(i, a)| i == j || super::var(a).is_none_or(|v| !tainted.contains(&v)));
+        if !others_clean {
+            continue;
+        }
+        let mut new_body = Block { stmts: vec![], result: vec![] };
+        for (k, st) in body.stmts.iter().enumerate() {
+            if !drop_stmt[k] {
+                new_body.stmts.push(st.clone());
+            }
+        }
+        let without = |xs: &[Atom]| xs.iter().enumerate().filter(|(i, _)| *i != j).map(|(_, a)| *a).collect::<Vec<_>>();
+        new_body.result = without(&body.result);
+        let mut out = s.clone();
+        out.binds.remove(j);
+        out.expr = Expr::Loop {
+            params: params.iter().enumerate().filter(|(i, _)| *i != j).map(|(_, p)| p.clone()).collect(),
+            init: without(init),
+            kind: kind.clone(),
+            body: new_body,
+        };
+        return Some(vec![out]);
+    }
+    None
+}
+
+fn cse(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let key = cse_key(s)?;
+    let earlier = ctx.available(&key)?;
+    if earlier.binds.len() != s.binds.len() || earlier.binds.iter().zip(&s.binds).any(|(a, b)| a.ty != b.ty) {
+        return None;
+    }
+    let atoms: Vec<Atom> = earlier.binds.iter().map(|b| Atom::Var(b.var)).collect();
+    Some(copies(&s.binds, &atoms))
+}

@@ -1,0 +1,228 @@
+//! Loop rules (paper 001 Fig. 8f, paper 000): invariant code motion, loops
+//! of zero or one iteration, and the single-active-iteration collapse that
+//! makes one-hot sums free.
+
+use super::{bind, copies, copy_block, local_def, select_zero};
+use crate::ir::{Atom, Binder, Block, Expr, Lit, LoopKind, Prim, ReduceOp, Scalar, Size, Stmt, Type, VarId, walk};
+use crate::opt::rule::{Ctx, Rule};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+pub const RULES: &[Rule] = &[
+    Rule::on_stmt(
+        "licm",
+        "statements of a loop body (or `while` condition, or reduction operator) that depend on nothing the loop binds move before the loop; only statements that cannot fail, since the loop may run zero times",
+        licm,
+    ),
+    Rule::on_stmt("loop_zero", "a counted `loop` of 0 iterations → its initial values", loop_zero),
+    Rule::on_stmt("loop_one", "a counted `loop` of 1 iteration → its body with the counter 0 and the parameters their initial values", loop_one),
+    Rule::on_stmt(
+        "onehot_sum",
+        "Σ_i (select (i == e) x_i 0), as an accumulating `for` or a counted `loop` adding into a parameter from 0.0 → 0.0 + x_e (0 when e is out of range); the body must not fail and e must not depend on i",
+        onehot_sum,
+    ),
+];
+
+/// The variables a loop statement binds for its body: counter, parameters.
+fn loop_bound(e: &Expr) -> Option<(FxHashSet<VarId>, Vec<&Block>)> {
+    let mut bound = FxHashSet::default();
+    let blocks = match e {
+        Expr::For { ivar, body, .. } | Expr::ForAcc { ivar, body, .. } => {
+            bound.insert(*ivar);
+            vec![body]
+        }
+        Expr::Loop { params, kind, body, .. } => {
+            bound.extend(params.iter().map(|p| p.var));
+            match kind {
+                LoopKind::Count { ivar, .. } => {
+                    bound.insert(*ivar);
+                    vec![body]
+                }
+                LoopKind::While { cond } => vec![cond, body],
+            }
+        }
+        Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => {
+            bound.extend(l.params.iter().map(|p| p.var));
+            vec![&l.body]
+        }
+        _ => return None,
+    };
+    Some((bound, blocks))
+}
+
+/// Whether a statement is worth hoisting: copies and literals are free.
+fn worth_hoisting(s: &Stmt) -> bool {
+    !matches!(s.expr, Expr::Atom(_))
+}
+
+fn licm(s: &Stmt, _ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let (bound, blocks) = loop_bound(&s.expr)?;
+    // per block: which top-level statements are invariant
+    let mut hoist: Vec<Vec<bool>> = vec![];
+    let mut any = false;
+    for b in &blocks {
+        let mut variant: FxHashSet<VarId> = bound.clone();
+        let mut marks = vec![false; b.stmts.len()];
+        for (k, st) in b.stmts.iter().enumerate() {
+            let free = walk::free_vars_stmt(st);
+            if free.iter().any(|v| variant.contains(v)) || walk::can_fail(st) || !worth_hoisting(st) {
+                variant.extend(st.binds.iter().map(|x| x.var));
+            } else {
+                marks[k] = true;
+                any = true;
+            }
+        }
+        hoist.push(marks);
+    }
+    if !any {
+        return None;
+    }
+    let mut out: Vec<Stmt> = vec![];
+    let mut new = s.clone();
+    let mut take = |b: &mut Block, marks: &[bool]| {
+        let mut k = 0;
+        b.stmts.retain(|st| {
+            let h = marks[k];
+            k += 1;
+            if h {
+                out.push(st.clone());
+            }
+            !h
+        });
+    };
+    match &mut new.expr {
+        Expr::For { body, .. } | Expr::ForAcc { body, .. } => take(body, &hoist[0]),
+        Expr::Loop { kind, body, .. } => match kind {
+            LoopKind::Count { .. } => take(body, &hoist[0]),
+            LoopKind::While { cond } => {
+                take(cond, &hoist[0]);
+                take(body, &hoist[1]);
+            }
+        },
+        Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => take(&mut l.body, &hoist[0]),
+        _ => return None,
+    }
+    out.push(new);
+    Some(out)
+}
+
+fn loop_zero(s: &Stmt, _ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let Expr::Loop { init, kind: LoopKind::Count { n: Atom::Lit(Lit::I64(n)), .. }, .. } = &s.expr else { return None };
+    (*n <= 0).then(|| copies(&s.binds, init))
+}
+
+fn loop_one(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let Expr::Loop { params, init, kind: LoopKind::Count { ivar, n: Atom::Lit(Lit::I64(1)), .. }, body } = &s.expr else { return None };
+    let mut subst: FxHashMap<VarId, Atom> = params.iter().map(|p| p.var).zip(init.iter().copied()).collect();
+    subst.insert(*ivar, Atom::Lit(Lit::I64(0)));
+    let body = body.clone();
+    let copy = copy_block(&body, subst, ctx);
+    let mut out = copy.stmts;
+    out.extend(copies(&s.binds, &copy.result));
+    Some(out)
+}
+
+/// `select (i == e) x 0` in `body`: the value `x` and the index `e`, when
+/// `r` is bound that way and `e` is not `i` nor bound in the body.
+fn one_hot_term(body: &Block, r: &Atom, i: VarId, local: &FxHashSet<VarId>) -> Option<(Atom, Atom)> {
+    let Atom::Var(r) = r else { return None };
+    let (c, x) = select_zero(&local_def(body, *r)?.expr)?;
+    let Atom::Var(c) = c else { return None };
+    let Expr::Prim(Prim::Eq, xs) = &local_def(body, c)?.expr else { return None };
+    let e = match (xs[0], xs[1]) {
+        (Atom::Var(a), e) if a == i => e,
+        (e, Atom::Var(b)) if b == i => e,
+        _ => return None,
+    };
+    let varies = |a: &Atom| matches!(a, Atom::Var(v) if *v == i || local.contains(v));
+    (!varies(&e)).then_some((x, e))
+}
+
+/// The trip count as an atom (for a run-time range test).
+fn count_atom(n: &Size) -> Option<Atom> {
+    n.as_const().map(|c| Atom::Lit(Lit::I64(c))).or_else(|| n.as_var().map(Atom::Var))
+}
+
+/// The replacement of a one-hot sum over `i < n`: the body once at `i = e`,
+/// then `y_k = 0.0 + x_k` for each summed value, guarded by `0 <= e < n`
+/// unless that is proven.
+fn collapse(binds: &[Binder], body: &Block, i: VarId, n: &Size, terms: &[(Atom, Atom)], ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let e = terms[0].1;
+    let copy = copy_block(body, FxHashMap::from_iter([(i, e)]), ctx);
+    let map: FxHashMap<VarId, Atom> = body.stmts.iter().flat_map(|s| s.binds.iter()).map(|b| b.var).zip(copy.stmts.iter().flat_map(|s| s.binds.iter()).map(|b| Atom::Var(b.var))).collect();
+    let moved = |a: &Atom| match a {
+        Atom::Var(v) if *v == i => e,
+        Atom::Var(v) => map.get(v).copied().unwrap_or(*a),
+        Atom::Lit(_) => *a,
+    };
+    let mut at_e = copy.stmts;
+    let mut sums = vec![];
+    for (b, (x, _)) in binds.iter().zip(terms) {
+        let y = ctx.fresh_like(b.var);
+        at_e.push(bind(y, b.ty.clone(), Expr::Prim(Prim::Add, vec![super::lit_f(b.ty.elem, 0.0), moved(x)])));
+        sums.push(Atom::Var(y));
+    }
+    if ctx.provably_below(&e, n) {
+        at_e.extend(copies(binds, &sums));
+        return Some(at_e);
+    }
+    let n = count_atom(n)?;
+    let (ge, lt, ok) = (ctx.fresh("in_lo"), ctx.fresh("in_hi"), ctx.fresh("in_range"));
+    let boolt = Type::scalar(Scalar::Bool);
+    let zeros: Vec<Atom> = binds.iter().map(|b| super::lit_f(b.ty.elem, 0.0)).collect();
+    Some(vec![
+        bind(ge, boolt.clone(), Expr::Prim(Prim::Ge, vec![e, Atom::Lit(Lit::I64(0))])),
+        bind(lt, boolt.clone(), Expr::Prim(Prim::Lt, vec![e, n])),
+        bind(ok, boolt, Expr::Prim(Prim::And, vec![Atom::Var(ge), Atom::Var(lt)])),
+        Stmt {
+            binds: binds.to_vec(),
+            expr: Expr::If { cond: Atom::Var(ok), then_b: Block { stmts: at_e, result: sums }, else_b: Block { stmts: vec![], result: zeros } },
+            loc: None,
+        },
+    ])
+}
+
+fn onehot_sum(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    if walk::can_fail(s) || s.binds.iter().any(|b| !b.ty.shape.is_empty() || !b.ty.elem.is_float()) {
+        return None;
+    }
+    match &s.expr {
+        Expr::ForAcc { ivar, size, body, acc } if acc.iter().all(|a| *a) => {
+            let local = walk::bound_vars_block(body);
+            let terms: Vec<(Atom, Atom)> = body.result.iter().map(|r| one_hot_term(body, r, *ivar, &local)).collect::<Option<_>>()?;
+            if terms.iter().any(|t| t.1 != terms[0].1) {
+                return None;
+            }
+            let (ivar, size, body) = (*ivar, size.clone(), body.clone());
+            collapse(&s.binds, &body, ivar, &size, &terms, ctx)
+        }
+        Expr::Loop { params, init, kind: LoopKind::Count { ivar, n, .. }, body } => {
+            // every parameter p: starts at 0.0, becomes p + select (i == e) x 0, read nowhere else
+            let local = walk::bound_vars_block(body);
+            let mut terms = vec![];
+            for (k, p) in params.iter().enumerate() {
+                if !super::is_lit(&init[k], 0.0) || ctx.uses(p.var) != 1 {
+                    return None;
+                }
+                let Atom::Var(w) = body.result[k] else { return None };
+                let Expr::Prim(Prim::Add, xs) = &local_def(body, w)?.expr else { return None };
+                let term = match (xs[0], xs[1]) {
+                    (Atom::Var(a), t) if a == p.var => t,
+                    (t, Atom::Var(b)) if b == p.var => t,
+                    _ => return None,
+                };
+                terms.push(one_hot_term(body, &term, *ivar, &local)?);
+            }
+            if terms.is_empty() || terms.iter().any(|t| t.1 != terms[0].1) {
+                return None;
+            }
+            let n = match n {
+                Atom::Var(v) => Size::var(*v),
+                Atom::Lit(Lit::I64(c)) => Size::constant(*c),
+                _ => return None,
+            };
+            let (ivar, body) = (*ivar, body.clone());
+            collapse(&s.binds, &body, ivar, &n, &terms, ctx)
+        }
+        _ => None,
+    }
+}
