@@ -379,7 +379,7 @@ class Module:
         self.backend: str = native.backend()
         #: threads for C-backend calls (None: $ARDEN_NUM_THREADS, else all cores)
         self.threads: Optional[int] = native.threads()
-        #: the optimisation level asked for (0 or 1)
+        #: the optimiser's level (0 or 1)
         self.opt_level: int = native.opt_level()
 
     # -- entries
@@ -423,9 +423,10 @@ class Module:
 
     def ir(self, entry: str, stage: str = "ad") -> str:
         """The core IR of `entry` as text, after `stage`: ``"lower"`` (derivative
-        operators not yet expanded) or ``"ad"`` (what runs; the default), as
-        ``arden ir --stage`` prints it. ``"opt"`` (after the optimiser) is
-        refused with a ``ValueError`` until the optimiser is part of arden."""
+        operators not yet expanded), ``"ad"`` (derivatives expanded; the
+        default, as on the command line) or ``"opt"`` (after the optimiser, at
+        the module's ``opt_level``: what runs), as ``arden ir --stage`` prints
+        it."""
         self.entry(entry)
         return str(self._native.ir(entry, stage))
 
@@ -626,9 +627,9 @@ def compile(
             an :class:`ArdenWarning`), as ``arden run`` does.
         threads: threads for C-backend calls (default ``$ARDEN_NUM_THREADS``,
             else every core), like ``arden run --threads``.
-        opt_level: 0 or 1. Validated and recorded (``Module.opt_level``); this
-            build of arden has no optimiser yet, so both levels compile the
-            same code.
+        opt_level: the optimiser's level: 1 (the default
+            schedule of rewrites) or 0 (none). Applies to the entries and to
+            the derivatives that :meth:`Module.grad` and friends build.
         name: the file name shown in error messages.
 
     Raises:

@@ -61,6 +61,7 @@ fn to_py(py: Python<'_>, e: Error, source: Option<&Source>) -> PyErr {
         Error::NoEntry { .. } => raise(py, "EntryError", e.to_string()),
         Error::Arguments(m) => raise(py, "ShapeError", m),
         Error::Runtime(m) => raise(py, "RuntimeError", m),
+        Error::Optimize(m) => raise(py, "CompileError", m),
         Error::Backend(m) => raise(py, "BackendError", format!("C backend: {m}")),
     }
 }
@@ -308,9 +309,10 @@ impl NativeProgram {
         let src2 = source.clone();
         let path2 = path.clone();
         let result = on_big_stack(py, move || {
+            let opt = arden::opt::OptOptions::level(opt_level);
             let program = match (&src2, &path2) {
-                (Some(text), _) => Program::from_source(&name, text),
-                (None, Some(p)) => Program::from_file(p),
+                (Some(text), _) => Program::from_source_with(&name, text, &opt),
+                (None, Some(p)) => Program::from_file_with(p, &opt),
                 (None, None) => unreachable!("the Python layer passes source or path"),
             }?;
             let mut notes = vec![];
@@ -376,17 +378,13 @@ impl NativeProgram {
         Ok((params, shape_py(py, f, &f.result_shape)?, sizes).into_pyobject(py)?.into_any())
     }
 
-    /// The IR of entry `name` after `stage` ("lower" or "ad"), as text.
+    /// The IR of entry `name` after `stage` ("lower", "ad" or "opt"), as text.
     fn ir(&self, py: Python<'_>, name: &str, stage: &str) -> PyResult<String> {
         let st = match stage {
             "lower" => Stage::Lower,
             "ad" => Stage::Ad,
-            "opt" => {
-                return Err(PyValueError::new_err(
-                    "stage \"opt\" needs the optimiser, which this build of arden does not have yet; stages: \"lower\", \"ad\"",
-                ));
-            }
-            other => return Err(PyValueError::new_err(format!("stage must be \"lower\" or \"ad\", not {other:?}"))),
+            "opt" => Stage::Opt,
+            other => return Err(PyValueError::new_err(format!("stage must be \"lower\", \"ad\" or \"opt\", not {other:?}"))),
         };
         self.program.entry(name).map_err(|e| to_py(py, e, None))?;
         let f = self.program.module_at(st).functions.iter().find(|f| f.name == name);
@@ -450,7 +448,7 @@ impl NativeProgram {
             return Ok(p.clone());
         }
         let f = self.program.entry(name).map_err(|e| to_py(py, e, None))?.function().clone();
-        let (backend, explicit) = (self.backend, self.explicit);
+        let (backend, explicit, opt_level) = (self.backend, self.explicit, self.opt_level);
         let kind2 = kind.to_string();
         let built = on_big_stack(py, move || {
             let g = if kind2 == "jvp" { arden::ad::jvp_function(&f) } else { arden::ad::vjp_function(&f) };
@@ -461,12 +459,15 @@ impl NativeProgram {
             if let Err(e) = arden::ir::verify::verify_function(&g) {
                 return Err(Error::Runtime(format!("internal: the derivative of `{}` does not verify: {e}", f.name)));
             }
+            // optimised like the entries themselves, at the module's level
+            let module = ir::Module { functions: vec![g] };
+            let (module, _) = arden::opt::optimize(&module, &arden::opt::OptOptions::level(opt_level)).map_err(|e| Error::Optimize(e.to_string()))?;
             let mut notes = vec![];
-            let p = Prepared::new(vec![g], backend, explicit, &mut notes)?;
+            let p = Prepared::new(module.functions, backend, explicit, &mut notes)?;
             Ok((p, notes))
         })?;
         let (p, notes) = built.map_err(|e| match e {
-            Error::Arguments(m) => raise(py, "CompileError", m),
+            Error::Arguments(m) | Error::Optimize(m) => raise(py, "CompileError", m),
             e => to_py(py, e, None),
         })?;
         self.notes.lock().unwrap_or_else(|e| e.into_inner()).extend(notes);
