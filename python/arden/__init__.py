@@ -372,7 +372,7 @@ class Module:
     def __init__(self, native: Any) -> None:
         self._native = native
         self._entries: Dict[str, Entry] = {}
-        self._flush_notes()
+        self._flush_notes(stacklevel=4)  # the caller of compile/load
         #: names of the entry points, in declaration order
         self.entries: Tuple[str, ...] = tuple(native.entries())
         #: the backend that runs the entries: "c" or "interp"
@@ -408,9 +408,9 @@ class Module:
     def _signature(self, name: str) -> Signature:
         return Signature(name, self._native.signature(name))
 
-    def _flush_notes(self) -> None:
+    def _flush_notes(self, stacklevel: int = 3) -> None:
         for note in self._native.take_notes():
-            warnings.warn(f"arden: {note}", ArdenWarning, stacklevel=3)
+            warnings.warn(f"arden: {note}", ArdenWarning, stacklevel=stacklevel)
 
     def _call(self, kind: str, name: str, args: Tuple[Any, ...], count_ops: bool = False, threads: Optional[int] = None) -> Any:
         if threads is not None and (not isinstance(threads, (int, np.integer)) or threads < 1):

@@ -322,6 +322,8 @@ impl NativeProgram {
         match result {
             Ok((program, prepared, more)) => {
                 notes.extend(more);
+                // the interpreter when the C backend failed (by default)
+                let backend = prepared.compiled.backend();
                 Ok(NativeProgram {
                     program,
                     prepared,

@@ -178,3 +178,19 @@ def test_hostile_arguments_raise_not_crash(value, backend: str) -> None:
         return
     # what is accepted is a valid call and gives a float
     assert isinstance(r, float)
+
+
+def test_failing_c_compiler(monkeypatch, tmp_path: pathlib.Path) -> None:
+    """backend="c" asked for: a C compiler failure is a BackendError; by
+    default the module falls back to the interpreter with a warning, as
+    `arden run` does."""
+    monkeypatch.setenv("CC", "/bin/false")
+    monkeypatch.setenv("ARDEN_CACHE_DIR", str(tmp_path))
+    src = "entry f (x: f64) : f64 = x * 3.0"
+    with pytest.raises(arden.BackendError, match="C backend"):
+        arden.compile(src, backend="c")
+    with pytest.warns(arden.ArdenWarning, match="running on the interpreter instead"):
+        m = arden.compile(src)
+    assert m.backend == "interp"
+    assert m.f(2.0) == 6.0
+    assert m.grad("f")(2.0) == 3.0
