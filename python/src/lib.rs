@@ -507,6 +507,11 @@ fn have_c_compiler() -> bool {
 /// The native half of the `arden` package; use `arden` itself.
 #[pymodule]
 fn _arden(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // As on the command line: an array larger than the machine's available
+    // memory is a run-time error rather than a process killed for memory.
+    if arden::backend::limits::max_memory().is_none() {
+        arden::backend::limits::set_max_memory(arden::backend::limits::available_memory());
+    }
     m.add_class::<NativeProgram>()?;
     m.add_function(wrap_pyfunction!(have_c_compiler, m)?)?;
     m.add_function(wrap_pyfunction!(borrowed_addresses, m)?)?;

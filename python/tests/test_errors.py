@@ -194,3 +194,11 @@ def test_failing_c_compiler(monkeypatch, tmp_path: pathlib.Path) -> None:
     assert m.backend == "interp"
     assert m.f(2.0) == 6.0
     assert m.grad("f")(2.0) == 3.0
+
+
+def test_arrays_beyond_available_memory_are_refused(backend: str) -> None:
+    m = arden.compile("entry big (n: i64) : f64 = sum (replicate n 1.0)", name="big.ard", backend=backend)
+    avail = int([l for l in open("/proc/meminfo") if l.startswith("MemAvailable:")][0].split()[1]) * 1024
+    with pytest.raises(arden.RuntimeError, match="big.ard:1:"):
+        m.big(2 * avail // 8)
+    assert m.big(1000) == 1000.0
