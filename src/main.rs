@@ -50,6 +50,7 @@ enum Command {
     Check(CheckArgs),
     Run(RunArgs),
     Ir(IrArgs),
+    Opt(OptCmdArgs),
     Build(BuildArgs),
     Gradbench(arden::gradbench::Args),
     Bench(bench::BenchArgs),
@@ -79,6 +80,50 @@ struct BuildArgs {
     /// Print the C library to stdout instead of writing files.
     #[arg(long)]
     emit_c: bool,
+
+    #[command(flatten)]
+    opt: OptArgs,
+}
+
+/// The optimiser's options, shared by `run`, `ir`, `build` and `opt`.
+#[derive(clap::Args, Debug, Clone)]
+struct OptArgs {
+    /// Optimisation level: `-O0` runs what automatic differentiation
+    /// produced; `-O1` (the default) runs the rewrite schedule (see
+    /// `arden opt --print-default`).
+    #[arg(short = 'O', value_name = "LEVEL", default_value = "1", value_parser = clap::value_parser!(u8).range(0..=1))]
+    opt_level: u8,
+
+    /// Optimise with the strategy in FILE instead of the default schedule,
+    /// e.g. `--schedule examples/paper001.sched` (implies -O1).
+    #[arg(long, value_name = "FILE")]
+    schedule: Option<PathBuf>,
+
+    /// Stop a schedule after this many strategy steps per entry point (a
+    /// schedule that never finishes is reported, never hangs).
+    #[arg(long, value_name = "STEPS", default_value_t = arden::opt::DEFAULT_FUEL)]
+    fuel: u64,
+}
+
+impl OptArgs {
+    /// The library's options; reads and parses the schedule file.
+    fn options(&self) -> Result<arden::opt::OptOptions, Failure> {
+        let mut o = arden::opt::OptOptions::level(self.opt_level);
+        o.fuel = self.fuel;
+        if let Some(path) = &self.schedule {
+            check_program_file(path)?;
+            let text = std::fs::read_to_string(path).map_err(|e| Failure::User(format!("cannot read {}: {e}", path.display())))?;
+            let names: Vec<&str> = arden::opt::rules::builtin().iter().map(|r| r.name).collect();
+            let sched = arden::opt::schedule::parse(&path.display().to_string(), &text, &names).map_err(|e| Failure::Rendered(e.rendered))?;
+            o.level = arden::opt::Level::O1;
+            o.schedule = Some(sched);
+        }
+        Ok(o)
+    }
+
+    fn load(&self, file: &Path) -> Result<Program, Failure> {
+        Ok(Program::from_file_with(file, &self.options()?)?)
+    }
 }
 
 /// Type- and size-check a program.
@@ -152,6 +197,9 @@ struct RunArgs {
         allow_hyphen_values = true
     )]
     args: Vec<String>,
+
+    #[command(flatten)]
+    opt: OptArgs,
 
     /// Write the result to a file instead of printing it, e.g. `--output out.npy`.
     ///
@@ -261,8 +309,58 @@ struct IrArgs {
     /// nodes). `ad`: after automatic differentiation (every `jvp` and `vjp`
     /// expanded into ordinary IR: reverse mode as a forward sweep storing
     /// residuals, then a backward sweep) — this is what runs.
-    #[arg(long, value_enum, default_value_t = Stage::Ad, value_name = "STAGE")]
+    #[arg(long, value_enum, default_value_t = Stage::Opt, value_name = "STAGE")]
     stage: Stage,
+
+    #[command(flatten)]
+    opt: OptArgs,
+}
+
+/// Run the optimiser on a program and report what it did.
+#[derive(clap::Args, Debug)]
+#[command(
+    about = "Optimise a program and report which rules fired",
+    long_about = "Run the optimiser (rewrite rules scheduled by a strategy, papers 001/002/000) on \
+every entry point, or one, and report how often each rule fired, the strategy steps spent, \
+the IR's size before and after, and with --trace every rewrite and where it happened. With \
+arguments (`--arg`, as for `run`), it also runs the entry on the interpreter before and after \
+optimisation and prints both operation counts and whether the results agree.\n\n\
+Schedules are text: rule names combined with `;` (then), `<+` (or else), `id`, `fail`, \
+`try(s)`, `repeat(s)`, `one(s)`, `all(s)`, `topDown(s)`, `bottomUp(s)`, `normalize(s)`, \
+`innermost(s)`, `everywhere(s)`, parentheses, `let NAME = S in ...` and `--` comments. \
+`--print-default` shows the default schedule, `--list-rules` every rule.\n\n\
+Examples:\n  \
+arden opt model.ard --entry grad_loss --trace\n  \
+arden opt model.ard --schedule my.sched --entry f --arg '[1, 2]'\n  \
+arden opt --print-default > my.sched"
+)]
+struct OptCmdArgs {
+    /// The program (a `.ard` file); not needed with --print-default or --list-rules.
+    #[arg(value_name = "FILE", required_unless_present_any = ["print_default", "list_rules"])]
+    file: Option<PathBuf>,
+
+    /// Report only this entry point.
+    #[arg(long, short = 'e', value_name = "NAME")]
+    entry: Option<String>,
+
+    /// Print every rewrite: the rule and the statement it rewrote.
+    #[arg(long)]
+    trace: bool,
+
+    /// Print the default schedule and exit.
+    #[arg(long)]
+    print_default: bool,
+
+    /// Print every rule with its one-line description and exit.
+    #[arg(long)]
+    list_rules: bool,
+
+    /// Arguments for the entry (as for `run`): also count operations before and after.
+    #[arg(long = "arg", short = 'a', value_name = "VALUE", allow_hyphen_values = true)]
+    args: Vec<String>,
+
+    #[command(flatten)]
+    opt: OptArgs,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -373,6 +471,7 @@ fn execute(cli: Cli) -> Outcome {
         Command::Check(a) => check(&a),
         Command::Run(a) => run(&a),
         Command::Ir(a) => ir_cmd(&a),
+        Command::Opt(a) => opt_cmd(&a),
         Command::Build(a) => build_cmd(&a),
         Command::Gradbench(a) => arden::gradbench::main(&a).map_err(Failure::User),
         Command::Bench(a) => bench::bench(&a),
@@ -500,7 +599,7 @@ fn check_program_file(file: &Path) -> Outcome {
 
 fn run(a: &RunArgs) -> Outcome {
     check_program_file(&a.file)?;
-    let prog = Program::from_file(&a.file)?;
+    let prog = a.opt.load(&a.file)?;
     let name = choose_entry(&a.file, &prog.entry_names(), a.entry.as_deref(), "run")?;
     let entry = prog.entry(&name)?;
     let func = entry.function();
@@ -658,7 +757,7 @@ fn emit_result(a: &RunArgs, value: &Value) -> Outcome {
 }
 
 fn build_cmd(a: &BuildArgs) -> Outcome {
-    let prog = Program::from_file(&a.file)?;
+    let prog = a.opt.load(&a.file)?;
     let stem = a.file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "arden".into());
     let (c, h) = arden::backend::c::emit::emit_library(prog.module(), &a.file.display().to_string(), &stem).map_err(Failure::User)?;
     if a.emit_c {
@@ -675,7 +774,7 @@ fn build_cmd(a: &BuildArgs) -> Outcome {
 
 fn ir_cmd(a: &IrArgs) -> Outcome {
     check_program_file(&a.file)?;
-    let prog = Program::from_file(&a.file)?;
+    let prog = a.opt.load(&a.file)?;
     let stage = match a.stage {
         Stage::Lower => arden::Stage::Lower,
         Stage::Ad => arden::Stage::Ad,
@@ -691,6 +790,89 @@ fn ir_cmd(a: &IrArgs) -> Outcome {
         None => ir::print::print_module(module),
     };
     print_out(&text)
+}
+
+fn opt_cmd(a: &OptCmdArgs) -> Outcome {
+    if a.print_default {
+        return print_out(arden::opt::DEFAULT_SCHEDULE);
+    }
+    if a.list_rules {
+        let rules = arden::opt::rules::builtin();
+        let width = rules.iter().map(|r| r.name.len()).max().unwrap_or(0);
+        let text: String = rules.iter().map(|r| format!("{:width$}  {}\n", r.name, r.doc)).collect();
+        return print_out(&text);
+    }
+    let file = a.file.as_ref().expect("clap requires FILE here");
+    check_program_file(file)?;
+    let mut opts = a.opt.options()?;
+    opts.trace = a.trace;
+    let unopt = Program::from_file_with(file, &arden::opt::OptOptions::level(0))?;
+    let t0 = std::time::Instant::now();
+    let prog = Program::from_file_with(file, &opts)?;
+    let compile = t0.elapsed();
+    let names: Vec<String> = match &a.entry {
+        Some(n) => {
+            prog.entry(n)?;
+            vec![n.clone()]
+        }
+        None => prog.entry_names().iter().map(|s| s.to_string()).collect(),
+    };
+    if !a.args.is_empty() && names.len() != 1 {
+        return Err(Failure::Usage { msg: "--arg needs --entry when the program has several entry points".into(), command: "opt" });
+    }
+    let report = prog.opt_report();
+    let mut out = String::new();
+    for name in &names {
+        let before = unopt.entry(name)?.function();
+        let after = prog.entry(name)?.function();
+        let (sb, lb) = ir_size(&before.body);
+        let (sa, la) = ir_size(&after.body);
+        out += &format!("entry {name}: {sb} statements ({lb} loops) before, {sa} ({la} loops) after\n");
+        if let Some((_, steps)) = report.steps.iter().find(|(f, _)| f == name) {
+            out += &format!("  strategy steps: {steps}\n");
+        }
+        if let Some((_, fired)) = report.fired.iter().find(|(f, _)| f == name) {
+            let total: u64 = fired.values().sum();
+            out += &format!("  rewrites: {total}\n");
+            for (rule, n) in fired {
+                out += &format!("    {rule:<20} {n}\n");
+            }
+        }
+        if let Some((_, lines)) = report.trace.iter().find(|(f, _)| f == name) {
+            out += "  trace:\n";
+            for l in lines {
+                out += &format!("    {l}\n");
+            }
+        }
+        if !a.args.is_empty() {
+            let args = bind_args(before, &a.args)?;
+            let (v0, c0) = unopt.entry(name)?.call_counting(&args)?;
+            let (v1, c1) = prog.entry(name)?.call_counting(&args)?;
+            out += &format!("  ops before: arith={} reads={} writes={} stored={}\n", c0.arith, c0.reads, c0.writes, c0.stored);
+            out += &format!("  ops after:  arith={} reads={} writes={} stored={}\n", c1.arith, c1.reads, c1.writes, c1.stored);
+            let same = format!("{v0:?}") == format!("{v1:?}");
+            out += &format!("  results: {}\n", if same { "identical" } else { "DIFFER" });
+        }
+    }
+    out += &format!("optimised in {:.1} ms (whole program, parsing and differentiation included)\n", compile.as_secs_f64() * 1e3);
+    print_out(&out)
+}
+
+/// Statements and loops in a block, nested blocks included.
+fn ir_size(b: &ir::Block) -> (usize, usize) {
+    let (mut stmts, mut loops) = (0, 0);
+    for s in &b.stmts {
+        stmts += 1;
+        if matches!(s.expr, ir::Expr::For { .. } | ir::Expr::ForAcc { .. } | ir::Expr::Loop { .. }) {
+            loops += 1;
+        }
+        ir::walk::sub_blocks(&s.expr, &mut |c| {
+            let (a, b) = ir_size(c);
+            stmts += a;
+            loops += b;
+        });
+    }
+    (stmts, loops)
 }
 
 #[cfg(test)]

@@ -120,7 +120,7 @@ pub fn optimize(m: &Module, opts: &OptOptions) -> Result<(Module, Report), OptEr
 
 /// Optimise one function with a parsed schedule.
 pub fn optimize_function(f: &mut Function, sched: &Schedule, rules: &[Rule], opts: &OptOptions, report: &mut Report) -> Result<(), OptError> {
-    let mut st = State { names: std::mem::take(&mut f.names), onehot: f.onehot.iter().copied().collect(), want_cse: mentions(sched, "cse"), ..State::default() };
+    let mut st = State { names: std::mem::take(&mut f.names), onehot: f.onehot.iter().copied().collect(), want_cse: mentions(sched, "cse"), nonneg: f.size_params.iter().map(|(_, v)| *v).collect(), ..State::default() };
     walk_uses(f, &mut st);
     let info = BlockInfo {
         params: f

@@ -90,6 +90,8 @@ pub struct State {
     pub onehot: FxHashSet<VarId>,
     /// whether `cse` needs the table of available expressions
     pub want_cse: bool,
+    /// variables known to be >= 0: the function's size parameters
+    pub nonneg: FxHashSet<VarId>,
 }
 
 /// What a rule sees: the scope at its position and the run's state.
@@ -117,6 +119,18 @@ impl Ctx<'_, '_> {
     /// `v` (0: the position runs once per run of the definition).
     pub fn loop_depth_to(&self, v: VarId) -> Option<usize> {
         self.scope.find(v).map(|(_, d)| d)
+    }
+
+    /// The index and trip count of the innermost loop around the position.
+    pub fn innermost_loop(&self) -> Option<(VarId, &Size)> {
+        let mut s = Some(self.scope);
+        while let Some(sc) = s {
+            if sc.info.repeats {
+                return sc.info.index.as_ref().map(|(i, n)| (*i, n));
+            }
+            s = sc.parent;
+        }
+        None
     }
 
     /// How many times `v` is read in the whole function.
@@ -194,6 +208,64 @@ impl Ctx<'_, '_> {
             s = sc.parent;
         }
         None
+    }
+
+    /// Whether running `s` can stop the program with an error: what
+    /// `walk::can_fail` says, and also a size (`iota`, `replicate`, `for`)
+    /// that might be negative. A rule must not remove, skip or newly run
+    /// such a statement.
+    pub fn can_fail(&self, s: &Stmt) -> bool {
+        let mut inner = vec![];
+        crate::ir::walk::can_fail(s) || self.negative_size_possible(s, &mut inner)
+    }
+
+    fn nonneg(&self, v: VarId, inner: &[VarId]) -> bool {
+        self.st.nonneg.contains(&v) || inner.contains(&v) || self.index_range(v).is_some()
+    }
+
+    fn negative_size_possible(&self, s: &Stmt, inner: &mut Vec<VarId>) -> bool {
+        let atom_ok = |a: &Atom, inner: &[VarId]| match a {
+            Atom::Lit(Lit::I64(c)) => *c >= 0,
+            Atom::Var(v) => self.nonneg(*v, inner),
+            _ => false,
+        };
+        let block_bad = |b: &Block, inner: &mut Vec<VarId>| b.stmts.iter().any(|s| self.negative_size_possible(s, inner));
+        match &s.expr {
+            Expr::Iota { n } | Expr::Replicate { n, .. } => !atom_ok(n, inner),
+            Expr::For { ivar, size, body } | Expr::ForAcc { ivar, size, body, .. } => {
+                if !size.provably_nonneg(&|v| self.nonneg(v, inner)) {
+                    return true;
+                }
+                inner.push(*ivar);
+                let bad = block_bad(body, inner);
+                inner.pop();
+                bad
+            }
+            Expr::Loop { kind, body, .. } => {
+                let pushed = match kind {
+                    crate::ir::LoopKind::Count { ivar, .. } => {
+                        inner.push(*ivar);
+                        true
+                    }
+                    crate::ir::LoopKind::While { cond } => {
+                        if block_bad(cond, inner) {
+                            return true;
+                        }
+                        false
+                    }
+                };
+                let bad = block_bad(body, inner);
+                if pushed {
+                    inner.pop();
+                }
+                bad
+            }
+            _ => {
+                let mut bad = false;
+                crate::ir::walk::sub_blocks(&s.expr, &mut |b| bad |= block_bad(b, &mut inner.clone()));
+                bad
+            }
+        }
     }
 
     pub fn is_onehot(&self, v: VarId) -> bool {

@@ -4,14 +4,14 @@
 //! `for` that copies an array; a `for` consumed by `reduce add`.
 
 use super::{bind, copy_block, single};
-use crate::ir::{Atom, Block, Check, Expr, Lit, ReduceOp, Stmt, Type, walk};
+use crate::ir::{Atom, Block, Check, Expr, Lit, ReduceOp, Stmt, Type};
 use crate::opt::rule::{Ctx, Rule};
 use rustc_hash::FxHashMap;
 
 pub const RULES: &[Rule] = &[
     Rule::on_stmt(
         "fuse_index_for",
-        "`(for j < n. body)[i, …]` → body with j := i, then `[…]`; when i is proven in bounds, and the body is cheap or the array is read once at the loop depth it is built at",
+        "`(for j < n. body)[i, …]` → body with j := i, then `[…]`; when i is proven in bounds and no element gets computed twice: the body only moves data, or the array is read once, where it is built or in a loop over its index",
         fuse_index_for,
     ),
     Rule::on_stmt("index_iota", "`(iota n)[i]` → `i` (i proven in bounds)", index_iota),
@@ -32,26 +32,15 @@ fn in_bounds(check: &Check, i: &Atom, n: Option<&crate::ir::Size>, ctx: &Ctx) ->
     check.is_none() || n.is_some_and(|n| ctx.provably_below(i, n))
 }
 
-/// A body worth recomputing at every read of one element (`depth`
-/// indices): a few statements without loops, except that the result read
-/// may itself be a cheap `for` that the remaining indices fuse into.
-fn cheap(b: &Block, result: usize, depth: usize) -> bool {
-    let r = b.result.get(result).and_then(super::var);
-    b.stmts.len() <= 8
-        && b.stmts.iter().all(|s| {
-            let mut nested = false;
-            walk::sub_blocks(&s.expr, &mut |_| nested = true);
-            if !nested {
-                return true;
-            }
-            match &s.expr {
-                Expr::For { body, .. } if depth > 1 && s.binds.len() == 1 && Some(s.binds[0].var) == r => {
-                    let j = 0;
-                    cheap(body, j, depth - 1)
-                }
-                _ => false,
-            }
-        })
+/// A body that only moves data (copies and reads, and `for`s of those
+/// returning the value read): reading through it never costs more than
+/// building it and reading the result.
+fn moves_data(b: &Block) -> bool {
+    b.stmts.iter().all(|s| match &s.expr {
+        Expr::Atom(_) | Expr::Index { .. } => true,
+        Expr::For { body, .. } => moves_data(body),
+        _ => false,
+    })
 }
 
 fn rest_index(y: &crate::ir::Binder, arr: Atom, idx: &[Atom], checks: &[Check]) -> Stmt {
@@ -71,8 +60,14 @@ fn fuse_index_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
         return None;
     }
     let j = def.binds.iter().position(|b| b.var == *a)?;
-    let once = ctx.uses(*a) == 1 && ctx.loop_depth_to(*a) == Some(0) && !walk::can_fail(def);
-    if !cheap(body, j, idx.len()) && !once {
+    // each element is computed at most once, as building the array would
+    let once = ctx.uses(*a) == 1
+        && match ctx.loop_depth_to(*a) {
+            Some(0) => true,
+            Some(1) => ctx.innermost_loop().is_some_and(|(i, n)| idx[0] == Atom::Var(i) && n == size),
+            _ => false,
+        };
+    if !(moves_data(body) || once && !ctx.can_fail(def)) {
         return None;
     }
     let (ivar, body) = (*ivar, body.clone());
@@ -172,7 +167,7 @@ fn fuse_reduce_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     }
     let def = ctx.def(*x)?;
     let Expr::For { ivar, size, body } = &def.expr else { return None };
-    if def.binds.len() != 1 || walk::can_fail(def) {
+    if def.binds.len() != 1 || ctx.can_fail(def) {
         return None;
     }
     let (ivar, size, body) = (*ivar, size.clone(), body.clone());

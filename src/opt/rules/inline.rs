@@ -57,7 +57,7 @@ fn inline_atom_result(b: &Block, ctx: &mut Ctx) -> Option<Vec<Atom>> {
 fn dce(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     // a `while` loop might not stop: removing it would turn a hang into an answer
     let may_hang = matches!(&s.expr, Expr::Loop { kind: LoopKind::While { .. }, .. });
-    if s.binds.iter().all(|b| ctx.uses(b.var) == 0) && !walk::can_fail(s) && !may_hang { Some(vec![]) } else { None }
+    if s.binds.iter().all(|b| ctx.uses(b.var) == 0) && !ctx.can_fail(s) && !may_hang { Some(vec![]) } else { None }
 }
 
 fn dead_results(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
@@ -87,7 +87,7 @@ fn dead_results(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
 /// Drop the first loop parameter whose result nobody reads and which
 /// influences nothing but its own next value: the parameter, its initial
 /// value, its result and the body statements computing only it go.
-fn drop_loop_param(s: &Stmt, keep: &[bool], _ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+fn drop_loop_param(s: &Stmt, keep: &[bool], ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let Expr::Loop { params, init, kind, body } = &s.expr else { return None };
     let cond_vars: FxHashSet<VarId> = match kind {
         LoopKind::While { cond } => walk::free_vars_block(cond),
@@ -99,7 +99,7 @@ fn drop_loop_param(s: &Stmt, keep: &[bool], _ctx: &mut Ctx) -> Option<Vec<Stmt>>
         let mut drop_stmt = vec![false; body.stmts.len()];
         for (k, st) in body.stmts.iter().enumerate() {
             if walk::free_vars_stmt(st).iter().any(|v| tainted.contains(v)) {
-                if walk::can_fail(st) {
+                if ctx.can_fail(st) {
                     continue 'params;
                 }
                 drop_stmt[k] = true;

@@ -54,7 +54,7 @@ fn worth_hoisting(s: &Stmt) -> bool {
     !matches!(s.expr, Expr::Atom(_))
 }
 
-fn licm(s: &Stmt, _ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+fn licm(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let (bound, blocks) = loop_bound(&s.expr)?;
     // per block: which top-level statements are invariant
     let mut hoist: Vec<Vec<bool>> = vec![];
@@ -64,7 +64,7 @@ fn licm(s: &Stmt, _ctx: &mut Ctx) -> Option<Vec<Stmt>> {
         let mut marks = vec![false; b.stmts.len()];
         for (k, st) in b.stmts.iter().enumerate() {
             let free = walk::free_vars_stmt(st);
-            if free.iter().any(|v| variant.contains(v)) || walk::can_fail(st) || !worth_hoisting(st) {
+            if free.iter().any(|v| variant.contains(v)) || ctx.can_fail(st) || !worth_hoisting(st) {
                 variant.extend(st.binds.iter().map(|x| x.var));
             } else {
                 marks[k] = true;
@@ -182,7 +182,7 @@ fn collapse(binds: &[Binder], body: &Block, i: VarId, n: &Size, terms: &[(Atom, 
 }
 
 fn onehot_sum(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
-    if walk::can_fail(s) || s.binds.iter().any(|b| !b.ty.shape.is_empty() || !b.ty.elem.is_float()) {
+    if ctx.can_fail(s) || s.binds.iter().any(|b| !b.ty.shape.is_empty() || !b.ty.elem.is_float()) {
         return None;
     }
     match &s.expr {

@@ -1,0 +1,305 @@
+//! The optimiser (`src/opt/`): every rule alone and the default pipeline
+//! preserve meaning on random programs and on the corpus; paper 001's
+//! asymptotic win in operation counts; op counts never grow; fuel; user
+//! rules. `ARDEN_OPT_FUZZ_CASES` (default 2,000) and `ARDEN_FUZZ_SEED`.
+
+#[path = "common/mod.rs"]
+mod common;
+#[path = "ad_fuzz/programs.rs"]
+#[allow(dead_code)]
+mod programs;
+
+use arden::api::{Backend, Compiled};
+use arden::backend::c::COptions;
+use arden::ir::{Module, verify};
+use arden::opt::{self, OptOptions, Schedule, Strategy};
+use arden::runtime::ArrayData;
+use arden::runtime::data::value_from_json;
+use arden::{Program, Stage, Value};
+use common::with_big_stack;
+use programs::Ty;
+
+const PARAMS: &str = "[n][k] (x: f64) (y: f64) (v: [n]f64) (w: [k]f64) (m: [k][n]f64) (p: i64)";
+
+/// Equal bit for bit; `lenient` also accepts what `mul_onehot` documents:
+/// where the unoptimised value is NaN (from NaN or ±∞ times a structural
+/// zero) or -0.0 (a negative number times one), the optimised one may be
+/// the true derivative component +0.0 (or anything, for NaN).
+fn same_f(want: f64, got: f64, lenient: bool) -> bool {
+    want.to_bits() == got.to_bits() || lenient && (want.is_nan() || want == 0.0 && got == 0.0)
+}
+
+fn same_at(want: &Value, got: &Value, lenient: bool) -> bool {
+    match (want, got) {
+        (Value::F64(a), Value::F64(b)) => same_f(*a, *b, lenient),
+        (Value::Tuple(a), Value::Tuple(b)) => a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same_at(a, b, lenient)),
+        (Value::Array(a), Value::Array(b)) => {
+            a.shape == b.shape
+                && match (&a.data, &b.data) {
+                    (ArrayData::F64(p), ArrayData::F64(q)) => p.iter().zip(q).all(|(a, b)| same_f(*a, *b, lenient)),
+                    (p, q) => p == q,
+                }
+        }
+        (a, b) => a == b,
+    }
+}
+
+fn same(want: &Value, got: &Value) -> bool {
+    same_at(want, got, true)
+}
+
+struct Case {
+    source: String,
+    prog: Program,
+    args: Vec<Value>,
+}
+
+/// A random program with its reverse-mode and forward-mode derivatives as
+/// further entries, and arguments.
+fn case(seed: u64) -> Option<Case> {
+    let sm = programs::sample(seed);
+    let vector = sm.body.ty == Ty::VN;
+    let rt = if vector { "[n]f64" } else { "f64" };
+    let mut source = format!("def body {PARAMS} : {rt} =\n  {}\n\nentry f {PARAMS} : {rt} = body x y v w m p\n", sm.body.text());
+    if vector {
+        source += &format!("entry d {PARAMS} : [n][n]f64 = jacrev (\\u -> body x y u w m p) v\n");
+        source += &format!("entry j {PARAMS} : [n][n]f64 = jacfwd (\\u -> body x y u w m p) v\n");
+    } else {
+        source += &format!("entry d {PARAMS} : ([n]f64, [k][n]f64) = grad (\\(u, a) -> body x y u w a p) (v, m)\n");
+        source += &format!("entry j {PARAMS} : [n]f64 = jacfwd (\\u -> body x y u w m p) v\n");
+    }
+    let prog = Program::from_source_with("fuzz.ard", &source, &OptOptions::level(0)).ok()?;
+    let e = prog.entry("f").ok()?;
+    let args = e.params().iter().zip(sm.args.as_array()?).map(|((_, s), j)| value_from_json(j, s)).collect::<Result<Vec<_>, _>>().ok()?;
+    Some(Case { source, prog, args })
+}
+
+fn run_all(m: &Module, args: &[Value]) -> Vec<Result<Value, String>> {
+    let c = Compiled::from_functions(m.functions.clone(), Backend::Interp, &COptions::default()).expect("the interpreter takes any module");
+    m.functions.iter().map(|f| c.entry(&f.name).unwrap().call(args).map_err(|e| e.to_string())).collect()
+}
+
+/// Compare a module's results with the unoptimised ones; describe the first difference.
+fn compare(what: &str, lenient: bool, c: &Case, want: &[Result<Value, String>], m: &Module) -> Option<String> {
+    if let Err(e) = verify::verify_module(m) {
+        return Some(format!("{what}: output does not verify: {e}\n{}", c.source));
+    }
+    let got = run_all(m, &c.args);
+    for (k, (w, g)) in want.iter().zip(&got).enumerate() {
+        let ok = match (w, g) {
+            (Ok(a), Ok(b)) => same_at(a, b, lenient),
+            (Err(a), Err(b)) => a == b,
+            _ => false,
+        };
+        if !ok {
+            let show = |r: &Result<Value, String>| r.as_ref().map(|v| v.to_json()).unwrap_or_else(|e| e.clone());
+            return Some(format!("{what}, entry `{}`: unoptimised {} but optimised {}\n{}", m.functions[k].name, show(w), show(g), c.source));
+        }
+    }
+    None
+}
+
+fn schedule_of(rule: &str) -> Schedule {
+    Schedule { lets: vec![], main: Strategy::Repeat(Box::new(Strategy::Everywhere(Box::new(Strategy::rule(rule))))) }
+}
+
+fn fuzz(cases: u64, seed0: u64, lane: u64, lanes: u64) -> (u64, Vec<String>) {
+    let rules: Vec<&str> = opt::rules::builtin().iter().map(|r| r.name).collect();
+    let mut failures = vec![];
+    let mut checked = 0;
+    for i in (lane..cases).step_by(lanes as usize) {
+        let Some(c) = case(seed0.wrapping_add(i)) else { continue };
+        let ad = c.prog.module_at(Stage::Ad).clone();
+        let want = run_all(&ad, &c.args);
+        checked += 1;
+        // the default pipeline
+        match opt::optimize(&ad, &OptOptions::default()) {
+            Ok((m, _)) => failures.extend(compare("default pipeline", true, &c, &want, &m)),
+            Err(e) => failures.push(format!("default pipeline: {e}\n{}", c.source)),
+        }
+        // each rule alone, to its fixpoint
+        for r in &rules {
+            let o = OptOptions { schedule: Some(schedule_of(r)), ..OptOptions::default() };
+            match opt::optimize(&ad, &o) {
+                Ok((m, _)) => failures.extend(compare(&format!("rule `{r}` alone"), *r == "mul_onehot", &c, &want, &m)),
+                Err(e) => failures.push(format!("rule `{r}` alone: {e}\n{}", c.source)),
+            }
+        }
+        if failures.len() > 5 {
+            break;
+        }
+    }
+    (checked, failures)
+}
+
+#[test]
+fn every_rule_and_the_pipeline_preserve_random_programs() {
+    let cases = std::env::var("ARDEN_OPT_FUZZ_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(2000);
+    let seed = std::env::var("ARDEN_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    const LANES: u64 = 2;
+    let lanes: Vec<_> = (0..LANES).map(|lane| std::thread::spawn(move || with_big_stack(move || fuzz(cases, seed, lane, LANES)))).collect();
+    let (mut checked, mut failures) = (0, vec![]);
+    for l in lanes {
+        let (c, f) = l.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+        checked += c;
+        failures.extend(f);
+    }
+    println!("{checked} random programs, each under the default pipeline and under every rule alone");
+    assert!(checked >= cases * 9 / 10, "only {checked} of {cases} random programs compiled");
+    assert!(failures.is_empty(), "{} differences; the first:\n{}", failures.len(), failures.iter().take(3).cloned().collect::<Vec<_>>().join("\n---\n"));
+}
+
+fn f64s(n: usize, f: impl Fn(usize) -> f64) -> Value {
+    Value::array(vec![n], ArrayData::F64((0..n).map(f).collect()))
+}
+
+/// Paper 001's headline: forward-mode gradients by `jacfwd` cost O(n)
+/// after optimisation, where AD alone gives O(n²) (3n times the primal).
+#[test]
+fn jacfwd_gradients_cost_a_constant_times_the_function() {
+    let cases = [
+        ("dot", "dot a b"),
+        ("vector sum", "sum a"),
+        ("sum of sin(x)·x", "sum (for i. sin a[i] * a[i])"),
+    ];
+    for (what, body) in cases {
+        let src = format!(
+            "def h [n] (a: [n]f64) (b: [n]f64) : f64 = {body}\n\
+             entry f [n] (a: [n]f64) (b: [n]f64) : f64 = h a b\n\
+             entry g [n] (a: [n]f64) (b: [n]f64) : [n]f64 = jacfwd (\\v -> h v b) a\n"
+        );
+        let o1 = Program::from_source("asym.ard", &src).unwrap();
+        let o0 = Program::from_source_with("asym.ard", &src, &OptOptions::level(0)).unwrap();
+        for n in [10usize, 100, 1000, 10000] {
+            let a = f64s(n, |i| 0.5 + (i % 7) as f64 / 3.0);
+            let b = f64s(n, |i| 1.0 - (i % 5) as f64 / 4.0);
+            let (_, cf) = o1.entry("f").unwrap().call_counting(&[a.clone(), b.clone()]).unwrap();
+            let (grad, cg) = o1.entry("g").unwrap().call_counting(&[a.clone(), b.clone()]).unwrap();
+            let ratio = cg.arith as f64 / cf.arith as f64;
+            println!("{what}, n = {n:5}: ops(jacfwd) / ops(f) = {ratio:.2}");
+            assert!(ratio <= 4.0, "{what} at n = {n}: ops(grad)/ops(f) = {ratio} (arith {} / {})", cg.arith, cf.arith);
+            if n <= 1000 {
+                let (want, _) = o0.entry("g").unwrap().call_counting(&[a, b]).unwrap();
+                assert!(same(&want, &grad), "{what} at n = {n}: -O1 gradient differs from -O0");
+            }
+        }
+    }
+}
+
+/// Every `-- test:` case of the corpus, the AD programs and the examples
+/// gives the same result optimised and unoptimised, and never costs more
+/// operations optimised (but for the few statements `licm` hoists out of a
+/// loop that then runs zero times).
+#[test]
+fn corpus_results_agree_and_op_counts_never_grow() {
+    with_big_stack(|| {
+        let mut compared = 0;
+        for dir in ["tests/programs", "tests/ad_programs", "examples"] {
+            for path in common::ard_files(dir) {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let cases = common::cases(&text);
+                if cases.is_empty() {
+                    continue;
+                }
+                let o0 = Program::from_file_with(&path, &OptOptions::level(0)).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                let o1 = Program::from_file(&path).unwrap();
+                verify::verify_module(o1.module()).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                for c in &cases {
+                    let Ok(args) = common::args_for(&o0, c) else { continue };
+                    let want = o0.entry(&c.entry).unwrap().call_counting(&args);
+                    let got = o1.entry(&c.entry).unwrap().call_counting(&args);
+                    let at = format!("{}:{} (`{}`)", path.display(), c.line, c.entry);
+                    match (want, got) {
+                        (Ok((w, cw)), Ok((g, cg))) => {
+                            assert!(same(&w, &g), "{at}: -O0 gives {} but -O1 {}", w.to_json(), g.to_json());
+                            let (tw, tg) = (cw.arith + cw.reads + cw.writes, cg.arith + cg.reads + cg.writes);
+                            // `licm` may run hoisted statements for a loop that then runs
+                            // zero times (empty inputs, zero steps): a few operations per
+                            // loop, never a factor
+                            let slack = 8 * loops_in(&o0.entry(&c.entry).unwrap().function().body);
+                            assert!(tg <= tw + slack, "{at}: -O1 costs {tg} operations, -O0 {tw}");
+                            if tg > tw {
+                                println!("{at}: -O1 {tg} operations, -O0 {tw} (hoisted out of an empty loop)");
+                            }
+                        }
+                        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{at}: errors differ"),
+                        (w, g) => panic!("{at}: -O0 {:?} but -O1 {:?}", w.map(|x| x.0.to_json()), g.map(|x| x.0.to_json())),
+                    }
+                    compared += 1;
+                }
+            }
+        }
+        println!("{compared} corpus cases agree");
+        assert!(compared > 300);
+    });
+}
+
+fn loops_in(b: &arden::ir::Block) -> u64 {
+    let mut n = 0;
+    for s in &b.stmts {
+        if matches!(s.expr, arden::ir::Expr::For { .. } | arden::ir::Expr::ForAcc { .. } | arden::ir::Expr::Loop { .. }) {
+            n += 1;
+        }
+        arden::ir::walk::sub_blocks(&s.expr, &mut |c| n += loops_in(c));
+    }
+    n
+}
+
+/// A schedule that never stops is stopped by fuel with a clear message.
+#[test]
+fn a_looping_schedule_runs_out_of_fuel() {
+    for text in ["repeat(id)", "repeat(everywhere(id))", "normalize(id)", "repeat(inline_atom <+ id)"] {
+        let names: Vec<&str> = opt::rules::builtin().iter().map(|r| r.name).collect();
+        let sched = opt::schedule::parse("loop.sched", text, &names).unwrap();
+        let o = OptOptions { schedule: Some(sched), fuel: 100_000, ..OptOptions::default() };
+        let err = Program::from_source_with("dot.ard", "entry f [n] (a: [n]f64) : f64 = sum a", &o).err().expect("out of fuel");
+        let msg = err.to_string();
+        assert!(msg.contains("did not finish within 100000 steps") && msg.contains("`f`") && msg.contains("--fuel"), "{text}: {msg}");
+    }
+}
+
+/// A rule registered through the Rust API can be scheduled by name.
+#[test]
+fn a_user_rule_runs_in_a_user_schedule() {
+    use arden::ir::{Atom, Expr, Lit, Prim, Stmt};
+    /// `x * 2.0` → `x + x` (exact in IEEE arithmetic)
+    fn double_to_add(s: &Stmt, _ctx: &mut opt::Ctx) -> Option<Vec<Stmt>> {
+        let Expr::Prim(Prim::Mul, xs) = &s.expr else { return None };
+        if xs[1] != Atom::Lit(Lit::F64(2.0)) {
+            return None;
+        }
+        Some(vec![Stmt { binds: s.binds.clone(), expr: Expr::Prim(Prim::Add, vec![xs[0], xs[0]]), loc: s.loc.clone() }])
+    }
+    let rule = opt::Rule::on_stmt("double_to_add", "x * 2.0 → x + x", double_to_add);
+    let mut o = OptOptions { extra_rules: vec![rule], ..OptOptions::default() };
+    let names: Vec<&str> = o.rules().iter().map(|r| r.name).collect();
+    o.schedule = Some(opt::schedule::parse("mine.sched", "repeat(everywhere(double_to_add))", &names).unwrap());
+    let prog = Program::from_source_with("twice.ard", "entry f (x: f64) : f64 = x * 2.0", &o).unwrap();
+    let text = arden::ir::print::print_module(prog.module());
+    assert!(text.contains("add x_0 x_0") && !text.contains("mul"), "{text}");
+    assert_eq!(prog.opt_report().fired[0].1.get("double_to_add"), Some(&1));
+    assert_eq!(prog.entry("f").unwrap().call(&[Value::F64(1.5)]).unwrap(), Value::F64(3.0));
+}
+
+/// The example schedule reproducing paper 001's pipeline parses, runs on
+/// every example and gives the default pipeline's results.
+#[test]
+fn the_paper001_example_schedule_runs() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/paper001.sched");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let names: Vec<&str> = opt::rules::builtin().iter().map(|r| r.name).collect();
+    let sched = opt::schedule::parse("examples/paper001.sched", &text, &names).unwrap_or_else(|e| panic!("{e}"));
+    let o = OptOptions { schedule: Some(sched), ..OptOptions::default() };
+    let src = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ad_programs/a20_paper001.ard")).unwrap();
+    let prog = Program::from_source_with("a20_paper001.ard", &src, &o).unwrap();
+    let text = arden::ir::print::print_function(prog.entry("d_dot_v1").unwrap().function());
+    assert_eq!(text.matches(" < ").count(), 1, "one loop left:\n{text}");
+}
+
+/// The default schedule prints back to text that parses to itself.
+#[test]
+fn the_default_schedule_round_trips() {
+    let s = opt::default_schedule();
+    let names: Vec<&str> = opt::rules::builtin().iter().map(|r| r.name).collect();
+    assert_eq!(opt::schedule::parse("printed", &s.to_string(), &names).unwrap(), s);
+}
