@@ -20,7 +20,7 @@ Main functions and classes:
 - Derivatives, with JAX's names and conventions: ``Module.grad``,
   ``Module.value_and_grad``, ``Module.vjp``, ``Module.jvp``,
   ``Module.jacfwd``, ``Module.jacrev``.
-- ``Module.ir(entry, stage)`` shows the compiler's IR.
+- ``Module.ir(entry, stage="opt")`` shows the compiler's IR.
 
 Arguments: NumPy arrays of float64, float32, int64, int32 or bool (C-contiguous
 arrays of the parameter's dtype are used in place, without a copy; others are
@@ -421,12 +421,12 @@ class Module:
             if kind != "call":
                 self._flush_notes()
 
-    def ir(self, entry: str, stage: str = "ad") -> str:
+    def ir(self, entry: str, stage: str = "opt") -> str:
         """The core IR of `entry` as text, after `stage`: ``"lower"`` (derivative
-        operators not yet expanded), ``"ad"`` (derivatives expanded; the
-        default, as on the command line) or ``"opt"`` (after the optimiser, at
-        the module's ``opt_level``: what runs), as ``arden ir --stage`` prints
-        it."""
+        operators not yet expanded), ``"ad"`` (derivatives expanded) or
+        ``"opt"`` (after the optimiser, at the module's ``opt_level``: what
+        runs; the default, as on the command line), as ``arden ir --stage``
+        prints it."""
         self.entry(entry)
         return str(self._native.ir(entry, stage))
 
@@ -627,7 +627,7 @@ def compile(
             an :class:`ArdenWarning`), as ``arden run`` does.
         threads: threads for C-backend calls (default ``$ARDEN_NUM_THREADS``,
             else every core), like ``arden run --threads``.
-        opt_level: the optimiser's level: 1 (the default
+        opt_level: the optimiser's level, as ``arden run -O``: 1 (the default
             schedule of rewrites) or 0 (none). Applies to the entries and to
             the derivatives that :meth:`Module.grad` and friends build.
         name: the file name shown in error messages.

@@ -39,6 +39,8 @@ def test_ir_stages(cli) -> None:
         r = run_cli(cli, ["ir", str(EXAMPLES / "logsumexp.ard"), "--entry", "lse", "--stage", stage])
         assert r.returncode == 0, r.stderr
         assert r.stdout.strip() == text.strip()
+    r = run_cli(cli, ["ir", str(EXAMPLES / "logsumexp.ard"), "--entry", "lse"])
+    assert r.stdout.strip() == m.ir("lse").strip()  # the same default stage
     with pytest.raises(ValueError, match="stage"):
         m.ir("lse", stage="nope")
 
