@@ -225,8 +225,14 @@ impl Prepared {
 
     /// Call entry `k`: GIL released, panics turned into errors.
     fn call(&self, py: Python<'_>, k: usize, args: &[ArgRef], options: &CallOptions, count: bool) -> Result<(Out, Option<OpCounts>), Error> {
-        let compiled = match &self.interp {
-            Some(i) if self.compiled.entry_at(k).and_then(|e| e.refused().map(|_| ())).is_some() => i,
+        let refused = self.compiled.entry_at(k).and_then(|e| e.refused().map(str::to_string));
+        let compiled = match (&self.interp, refused) {
+            (Some(i), Some(_)) => i,
+            // backend="c" asked for: the entry the C backend refused is an error
+            (None, Some(why)) if !count => {
+                let name = self.compiled.entry_at(k).map(|e| e.function().name.clone()).unwrap_or_default();
+                return Err(Error::Backend(format!("the C backend cannot compile `{name}`: {why}")));
+            }
             _ => &self.compiled,
         };
         py.detach(|| {
