@@ -61,6 +61,8 @@ pub struct Program {
     module: ir::Module,
     /// What the optimiser did.
     report: crate::opt::Report,
+    /// The optimiser's options (derivatives built later are optimised alike).
+    opt: crate::opt::OptOptions,
     unproven_checks: Vec<(Loc, String)>,
 }
 
@@ -99,7 +101,7 @@ impl Program {
             Error::Compile { rendered: diag::render(&source, std::slice::from_ref(&d)), diagnostics: vec![d] }
         })?;
         let (optimized, report) = crate::opt::optimize(&module, opt).map_err(|e| Error::Optimize(e.to_string()))?;
-        Ok(Program { source, lowered: lowered.module, expanded: module, module: optimized, report, unproven_checks: lowered.unproven_checks })
+        Ok(Program { source, lowered: lowered.module, expanded: module, module: optimized, report, opt: opt.clone(), unproven_checks: lowered.unproven_checks })
     }
 
     /// The source the program was compiled from.
@@ -141,7 +143,7 @@ impl Program {
     /// Look up an entry point by name.
     pub fn entry(&self, name: &str) -> Result<Entry<'_>, Error> {
         match self.module.functions.iter().find(|f| f.name == name) {
-            Some(func) => Ok(Entry { func }),
+            Some(func) => Ok(Entry { func, opt: &self.opt }),
             None => Err(Error::NoEntry {
                 name: name.to_string(),
                 available: if self.module.functions.is_empty() {
@@ -178,6 +180,8 @@ fn check_source(source: &Source) -> (Vec<Diagnostic>, Option<lower::Lowered>) {
 /// An entry point ready to be called.
 pub struct Entry<'p> {
     func: &'p Function,
+    /// how the program was optimised: derivatives built on demand get the same
+    opt: &'p crate::opt::OptOptions,
 }
 
 impl<'p> Entry<'p> {
@@ -200,7 +204,7 @@ impl<'p> Entry<'p> {
     /// `tangents` (one per parameter, same shapes), with the operation
     /// counts of the differentiated program.
     pub fn jvp(&self, args: &[Value], tangents: &[Value]) -> Result<((Value, Value), OpCounts), Error> {
-        let g = crate::ad::jvp_function(self.func).map_err(|e| Error::Arguments(format!("cannot differentiate `{}`: {}", self.func.name, e.message)))?;
+        let g = self.jvp_function()?;
         let all: Vec<Value> = args.iter().chain(tangents).cloned().collect();
         let (sizes, flat) = bind_arguments(&g, &all)?;
         let mut counts = OpCounts::default();
@@ -215,10 +219,7 @@ impl<'p> Entry<'p> {
     /// every parameter given the result's cotangent `ybar` (same shape as
     /// the result), with the operation counts of the differentiated program.
     pub fn vjp(&self, args: &[Value], ybar: &Value) -> Result<((Value, Value), OpCounts), Error> {
-        let g = crate::ad::vjp_function(self.func).map_err(|e| Error::Arguments(format!("cannot differentiate `{}`: {}", self.func.name, e.message)))?;
-        if let Err(e) = crate::ir::verify::verify_function(&g) {
-            return Err(Error::Arguments(format!("internal: the reverse derivative of `{}` does not verify: {e}", self.func.name)));
-        }
+        let g = self.vjp_function()?;
         let all: Vec<Value> = args.iter().cloned().chain(std::iter::once(ybar.clone())).collect();
         let (sizes, flat) = bind_arguments(&g, &all)?;
         let mut counts = OpCounts::default();
@@ -227,6 +228,30 @@ impl<'p> Entry<'p> {
         let y = rebuild(&self.func.result_shape, &mut it);
         let xbar = self.func.param_shapes.iter().map(|(_, s)| rebuild(s, &mut it)).collect();
         Ok(((y, Value::Tuple(xbar)), counts))
+    }
+
+    /// The forward derivative of this entry as a function of its
+    /// parameters then one tangent per parameter, optimised like the program.
+    pub fn jvp_function(&self) -> Result<Function, Error> {
+        let g = crate::ad::jvp_function(self.func).map_err(|e| Error::Arguments(format!("cannot differentiate `{}`: {}", self.func.name, e.message)))?;
+        self.optimized("forward", g)
+    }
+
+    /// The reverse derivative of this entry as a function of its
+    /// parameters then the result's cotangent, optimised like the program.
+    pub fn vjp_function(&self) -> Result<Function, Error> {
+        let g = crate::ad::vjp_function(self.func).map_err(|e| Error::Arguments(format!("cannot differentiate `{}`: {}", self.func.name, e.message)))?;
+        self.optimized("reverse", g)
+    }
+
+    fn optimized(&self, mode: &str, g: Function) -> Result<Function, Error> {
+        let module = crate::ir::Module { functions: vec![g] };
+        let (mut m, _) = crate::opt::optimize(&module, self.opt).map_err(|e| Error::Optimize(e.to_string()))?;
+        let g = m.functions.pop().expect("one function in, one out");
+        if let Err(e) = crate::ir::verify::verify_function(&g) {
+            return Err(Error::Arguments(format!("internal: the {mode} derivative of `{}` does not verify: {e}", self.func.name)));
+        }
+        Ok(g)
     }
 
     /// Call and also return the interpreter's operation counts.

@@ -6,7 +6,6 @@
 //! until both the number of runs and the minimum time are reached.
 
 use super::{bind_args, check_program_file, choose_entry, print_out, Outcome};
-use arden::Program;
 use clap::ValueEnum;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -73,6 +72,9 @@ pub struct BenchArgs {
     /// Print one JSON object on stdout (for scripts) instead of a table.
     #[arg(long)]
     json: bool,
+
+    #[command(flatten)]
+    opt: super::OptArgs,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,7 +207,7 @@ impl Report {
 pub fn bench(a: &BenchArgs) -> Outcome {
     check_program_file(&a.file)?;
     let t0 = Instant::now();
-    let prog = Program::from_file(&a.file)?;
+    let prog = a.opt.load(&a.file)?;
     let frontend = t0.elapsed();
     let name = choose_entry(&a.file, &prog.entry_names(), a.entry.as_deref(), "bench")?;
     let func = prog.entry(&name)?.function();

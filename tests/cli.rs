@@ -527,3 +527,65 @@ fn limits_hold_on_both_backends() {
         assert_eq!(stdout(&o).trim(), "999.0");
     }
 }
+
+/// `arden opt`: what fired, the default schedule, the rule list, traces,
+/// counts before and after; `-O0`, `--schedule` and `--fuel` on `run`.
+#[test]
+fn the_optimiser_on_the_command_line() {
+    for help in ["run", "ir", "build", "opt"] {
+        let o = arden(&[help, "--help"]);
+        assert_exit(&o, 0);
+        for flag in ["-O", "--schedule", "--fuel"] {
+            assert!(stdout(&o).contains(flag), "`arden {help} --help` lacks {flag}");
+        }
+    }
+    let o = arden(&["opt", "--print-default"]);
+    assert_exit(&o, 0);
+    assert!(stdout(&o).contains("repeat(everywhere("), "{}", stdout(&o));
+    let o = arden(&["opt", "--list-rules"]);
+    assert_exit(&o, 0);
+    for rule in ["fuse_index_for", "licm", "onehot_sum", "mul_onehot", "cse", "dce"] {
+        assert!(stdout(&o).contains(rule), "--list-rules lacks {rule}");
+    }
+    let a20 = "tests/ad_programs/a20_paper001.ard";
+    let o = arden(&["opt", a20, "--entry", "d_dot_v1", "--trace", "--arg", "[1, 2, 3]", "--arg", "[4, 5, 6]"]);
+    assert_exit(&o, 0);
+    let out = stdout(&o);
+    assert!(out.contains("entry d_dot_v1:") && out.contains("onehot_sum") && out.contains("trace:"), "{out}");
+    assert!(out.contains("ops before:") && out.contains("ops after:") && out.contains("results: identical"), "{out}");
+    // the IR that runs has one loop; -O0 keeps the inner sum
+    let o1 = stdout(&arden(&["ir", a20, "--entry", "d_dot_v1"]));
+    let o0 = stdout(&arden(&["ir", a20, "--entry", "d_dot_v1", "-O0"]));
+    assert_eq!(o1.matches(" < ").count(), 1, "{o1}");
+    assert!(o0.matches(" < ").count() >= 3, "{o0}");
+    assert_exit(&arden(&["ir", a20, "-O2"]), 2);
+    // a user schedule, and the same result
+    let args = ["--entry", "d_dot_v1", "--arg", "[1, 2, 3]", "--arg", "[4, 5, 6]", "--backend", "interp"];
+    let with = arden(&[&["run", a20, "--schedule", "examples/paper001.sched"][..], &args[..]].concat());
+    assert_exit(&with, 0);
+    assert_eq!(stdout(&with).trim(), "[4.0, 5.0, 6.0]");
+}
+
+/// Schedule files are checked like programs: located errors with a caret,
+/// the known rules for a misspelt one; a schedule that never stops is an
+/// error (exit 1), not a hang.
+#[test]
+fn schedule_errors_are_located_and_loops_run_out_of_fuel() {
+    let dir = TempDir::new("sched");
+    let bad = dir.write("bad.sched", "-- mine\nrepeat(everywhere(fuse_idx))\n");
+    let o = arden(&["run", "examples/dot.ard", "--entry", "dot", "--arg", "[1]", "--arg", "[2]", "--schedule", &bad]);
+    assert_exit(&o, 1);
+    let err = stderr(&o);
+    assert!(err.contains("bad.sched:2:19") && err.contains("^^^^^^^^") && err.contains("did you mean `fuse_index_for`"), "{err}");
+    let unclosed = dir.write("unclosed.sched", "try(cse");
+    let o = arden(&["ir", "examples/dot.ard", "--schedule", &unclosed]);
+    assert_exit(&o, 1);
+    assert!(stderr(&o).contains("expected `)`"), "{}", stderr(&o));
+    let looping = dir.write("loop.sched", "repeat(everywhere(id))");
+    let o = arden(&["run", "examples/dot.ard", "--entry", "dot", "--arg", "[1]", "--arg", "[2]", "--schedule", &looping, "--fuel", "10000"]);
+    assert_exit(&o, 1);
+    assert!(stderr(&o).contains("did not finish within 10000 steps on entry `dot`"), "{}", stderr(&o));
+    let o = arden(&["run", "examples/dot.ard", "--entry", "dot", "--arg", "[1]", "--arg", "[2]", "--schedule", &dir.write("none.sched", "")]);
+    assert_exit(&o, 1);
+    assert_exit(&arden(&["run", "examples/dot.ard", "--schedule", "/nonexistent.sched"]), 1);
+}

@@ -303,3 +303,164 @@ fn the_default_schedule_round_trips() {
     let names: Vec<&str> = opt::rules::builtin().iter().map(|r| r.name).collect();
     assert_eq!(opt::schedule::parse("printed", &s.to_string(), &names).unwrap(), s);
 }
+
+fn close(a: &Value, b: &Value) -> bool {
+    let near = |x: f64, y: f64| (x - y).abs() <= 1e-12 * x.abs().max(y.abs()).max(1.0);
+    match (a, b) {
+        (Value::F64(x), Value::F64(y)) => near(*x, *y),
+        (Value::Tuple(x), Value::Tuple(y)) => x.len() == y.len() && x.iter().zip(y).all(|(x, y)| close(x, y)),
+        (Value::Array(x), Value::Array(y)) => match (&x.data, &y.data) {
+            (ArrayData::F64(p), ArrayData::F64(q)) => x.shape == y.shape && p.iter().zip(q).all(|(x, y)| near(*x, *y)),
+            _ => a == b,
+        },
+        _ => a == b,
+    }
+}
+
+fn total(c: arden::OpCounts) -> f64 {
+    (c.arith + c.reads + c.writes) as f64
+}
+
+/// Reverse-mode cost before and after the optimiser on the workloads of
+/// `docs/OPTIMISER.md`: the gradient never costs more operations nor
+/// stores more (the ratio to the function may grow: the function gets
+/// cheaper too). Prints the table the document quotes.
+#[test]
+fn reverse_mode_ratios_before_and_after() {
+    with_big_stack(|| {
+        let mut rng = common::Rng(0x1234_5678_9ABC_DEF1);
+        let mut vec = |n: usize| Value::array(vec![n], ArrayData::F64((0..n).map(|_| rng.unit()).collect()));
+        let mat = |v: Value, r: usize, c: usize| match v {
+            Value::Array(a) => Value::array(vec![r, c], a.data.clone()),
+            _ => unreachable!(),
+        };
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let load = |file: &str, level: u8| Program::from_file_with(root.join(file), &OptOptions::level(level)).unwrap();
+        let loss_src = "entry loss [n][k][m] (a: [n][k]f64) (b: [k][m]f64) : f64 =\n  sum (map (\\row -> sum (map (\\c -> c * c) row)) (matmul a b))";
+        let loss = |level: u8| Program::from_source_with("loss.ard", loss_src, &OptOptions::level(level)).unwrap();
+        let (d, k, n) = (10usize, 25usize, 1000usize);
+        let gmm_args = vec![vec(k), mat(vec(k * d), k, d), mat(vec(k * d), k, d), mat(vec(k * d * (d - 1) / 2), k, d * (d - 1) / 2), mat(vec(n * d), n, d), Value::F64(1.0), Value::I64(0)];
+        let workloads: Vec<(&str, Box<dyn Fn(u8) -> Program>, &str, Vec<Value>)> = vec![
+            ("logsumexp n=1000", Box::new(move |l| load("examples/logsumexp.ard", l)), "lse", vec![vec(1000)]),
+            ("matmul loss 20x20", Box::new(loss), "loss", vec![mat(vec(400), 20, 20), mat(vec(400), 20, 20)]),
+            ("GMM d=10 k=25 n=1000", Box::new(move |l| load("examples/gmm.ard", l)), "gmm_objective", gmm_args),
+            (
+                "RK4 Lotka-Volterra 100 steps",
+                Box::new(move |l| load("examples/rk4_grad.ard", l)),
+                "lv_loss",
+                vec![Value::array(vec![4], ArrayData::F64(vec![1.1, 0.4, 0.1, 0.4])), Value::array(vec![2], ArrayData::F64(vec![10.0, 10.0])), Value::F64(0.01), Value::I64(100)],
+            ),
+            ("k-means n=200 k=5 d=3", Box::new(move |l| load("examples/kmeans.ard", l)), "cost", vec![mat(vec(600), 200, 3), mat(vec(15), 5, 3)]),
+        ];
+        println!("| workload | ops(grad)/ops(f) -O0 | -O1 | stored -O0 | stored -O1 | ops(grad) -O0 | -O1 |");
+        for (name, make, entry, args) in workloads {
+            let mut row = vec![];
+            for level in [0, 1] {
+                let prog = make(level);
+                let e = prog.entry(entry).unwrap();
+                let (_, fc) = e.call_counting(&args).unwrap();
+                let ((_, g), gc) = e.vjp(&args, &Value::F64(1.0)).unwrap();
+                row.push((total(gc) / total(fc), gc.stored, g, total(gc)));
+            }
+            println!("| {name} | {:.2} | {:.2} | {} | {} | {:.0} | {:.0} |", row[0].0, row[1].0, row[0].1, row[1].1, row[0].3, row[1].3);
+            // reverse mode of the optimised primal adds cotangents in another
+            // order than reverse mode of the unoptimised one: equal to rounding
+            assert!(close(&row[0].2, &row[1].2), "{name}: the gradient changed: {} vs {}", row[0].2.to_json(), row[1].2.to_json());
+            assert!(row[1].3 <= row[0].3, "{name}: the -O1 gradient costs {} operations, -O0 {}", row[1].3, row[0].3);
+            // (`stored` counts reverse mode's residual arrays: where -O1 fuses
+            // a primal array away, its values may become residuals instead)
+            if name.starts_with("GMM") {
+                assert!(row[1].1 as f64 <= 0.7 * row[0].1 as f64, "{name}: stored {} at -O1, {} at -O0", row[1].1, row[0].1);
+            }
+        }
+    });
+}
+
+/// The geometric mean of ops(-O1)/ops(-O0) over every `-- test:` case of
+/// the AD programs (printed for `docs/OPTIMISER.md`).
+#[test]
+fn ad_programs_get_cheaper() {
+    with_big_stack(|| {
+        let (mut log_sum, mut count) = (0.0f64, 0usize);
+        for path in common::ard_files("tests/ad_programs") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let o0 = Program::from_file_with(&path, &OptOptions::level(0)).unwrap();
+            let o1 = Program::from_file(&path).unwrap();
+            for c in common::cases(&text) {
+                let Ok(args) = common::args_for(&o0, &c) else { continue };
+                let (Ok((_, a)), Ok((_, b))) = (o0.entry(&c.entry).unwrap().call_counting(&args), o1.entry(&c.entry).unwrap().call_counting(&args)) else { continue };
+                if total(a) > 0.0 && total(b) > 0.0 {
+                    log_sum += (total(b) / total(a)).ln();
+                    count += 1;
+                }
+            }
+        }
+        let gm = (log_sum / count as f64).exp();
+        println!("AD programs: geometric mean of ops(-O1)/ops(-O0) over {count} cases = {gm:.3} ({:.0}% fewer)", (1.0 - gm) * 100.0);
+        assert!(gm < 1.0);
+    });
+}
+
+/// A random strategy over every combinator and rule.
+fn random_strategy(rng: &mut common::Rng, rules: &[&str], depth: usize) -> Strategy {
+    let leaf = |rng: &mut common::Rng| match rng.below(8) {
+        0 => Strategy::Id,
+        1 => Strategy::Fail,
+        _ => Strategy::rule(rules[rng.below(rules.len())]),
+    };
+    if depth == 0 {
+        return leaf(rng);
+    }
+    let sub = |rng: &mut common::Rng| Box::new(random_strategy(rng, rules, depth - 1));
+    match rng.below(14) {
+        0 => Strategy::Seq(sub(rng), sub(rng)),
+        1 => Strategy::LChoice(sub(rng), sub(rng)),
+        2 => Strategy::Try(sub(rng)),
+        3 => Strategy::Repeat(sub(rng)),
+        4 => Strategy::One(sub(rng)),
+        5 => Strategy::All(sub(rng)),
+        6 => Strategy::TopDown(sub(rng)),
+        7 => Strategy::BottomUp(sub(rng)),
+        8 => Strategy::Normalize(sub(rng)),
+        9 => Strategy::Innermost(sub(rng)),
+        10 | 11 => Strategy::Everywhere(sub(rng)),
+        _ => leaf(rng),
+    }
+}
+
+/// Random schedules (every combinator: sequences that fail half-way and
+/// must undo, `all` that fails on one child, `repeat`s that never stop) on
+/// random programs: the result verifies and computes what the program did,
+/// or the schedule runs out of fuel; nothing panics.
+#[test]
+fn random_schedules_preserve_random_programs() {
+    let rules: Vec<&str> = opt::rules::builtin().iter().map(|r| r.name).collect();
+    let cases = std::env::var("ARDEN_OPT_FUZZ_CASES").ok().and_then(|s| s.parse::<u64>().ok()).unwrap_or(2000) / 4;
+    with_big_stack(move || {
+        let mut rng = common::Rng(0x5eed_0f_5c4e_d01e);
+        let (mut ran, mut out_of_fuel) = (0, 0);
+        for i in 0..cases {
+            let Some(c) = case(7_000_000 + i) else { continue };
+            let ad = c.prog.module_at(Stage::Ad).clone();
+            let want = run_all(&ad, &c.args);
+            let depth = 1 + rng.below(4);
+            let main = random_strategy(&mut rng, &rules, depth);
+            let o = OptOptions { schedule: Some(Schedule { lets: vec![], main: main.clone() }), fuel: 200_000, ..OptOptions::default() };
+            match opt::optimize(&ad, &o) {
+                Ok((m, _)) => {
+                    let lenient = main.to_string().contains("mul_onehot");
+                    if let Some(d) = compare(&format!("schedule `{main}`"), lenient, &c, &want, &m) {
+                        panic!("{d}");
+                    }
+                    ran += 1;
+                }
+                Err(e) => {
+                    assert!(e.to_string().contains("did not finish within 200000 steps"), "{e}");
+                    out_of_fuel += 1;
+                }
+            }
+        }
+        println!("{ran} random schedules ran, {out_of_fuel} ran out of fuel");
+        assert!(ran > out_of_fuel);
+    });
+}

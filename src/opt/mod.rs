@@ -95,6 +95,8 @@ pub struct Report {
     pub trace: Vec<(String, Vec<String>)>,
     /// strategy steps spent, per function
     pub steps: Vec<(String, u64)>,
+    /// time spent optimising, per function
+    pub elapsed: Vec<(String, std::time::Duration)>,
 }
 
 /// The default schedule, parsed.
@@ -120,6 +122,7 @@ pub fn optimize(m: &Module, opts: &OptOptions) -> Result<(Module, Report), OptEr
 
 /// Optimise one function with a parsed schedule.
 pub fn optimize_function(f: &mut Function, sched: &Schedule, rules: &[Rule], opts: &OptOptions, report: &mut Report) -> Result<(), OptError> {
+    let t0 = std::time::Instant::now();
     let mut st = State { names: std::mem::take(&mut f.names), onehot: f.onehot.iter().copied().collect(), want_cse: mentions(sched, "cse"), nonneg: f.size_params.iter().map(|(_, v)| *v).collect(), ..State::default() };
     walk_uses(f, &mut st);
     let info = BlockInfo {
@@ -140,13 +143,19 @@ pub fn optimize_function(f: &mut Function, sched: &Schedule, rules: &[Rule], opt
     if outcome.is_err() {
         return Err(OptError::OutOfFuel { function: f.name.clone(), fuel: opts.fuel });
     }
-    // whatever the schedule removed is no longer stored for the backward sweep
+    // whatever the schedule removed is no longer stored for the backward
+    // sweep, nor what became a result (the copy that named it is gone)
     let top: rustc_hash::FxHashSet<VarId> = f.body.stmts.iter().flat_map(|s| s.binds.iter().map(|b| b.var)).collect();
-    f.stored.retain(|v| top.contains(v));
+    let results: rustc_hash::FxHashSet<VarId> = f.body.result.iter().filter_map(|a| match a {
+        crate::ir::Atom::Var(v) => Some(*v),
+        crate::ir::Atom::Lit(_) => None,
+    }).collect();
+    f.stored.retain(|v| top.contains(v) && !results.contains(v));
     f.onehot = engine.st.onehot.iter().copied().filter(|v| top.contains(v)).collect();
     f.onehot.sort();
     report.fired.push((f.name.clone(), engine.counts.clone()));
     report.steps.push((f.name.clone(), opts.fuel - engine.fuel_left()));
+    report.elapsed.push((f.name.clone(), t0.elapsed()));
     if let Some(t) = engine.trace.take() {
         report.trace.push((f.name.clone(), t));
     }

@@ -121,6 +121,18 @@ impl Ctx<'_, '_> {
         self.scope.find(v).map(|(_, d)| d)
     }
 
+    /// Whether the position is inside some loop (its block repeats).
+    pub fn scope_repeats(&self) -> bool {
+        let mut s = Some(self.scope);
+        while let Some(sc) = s {
+            if sc.info.repeats {
+                return true;
+            }
+            s = sc.parent;
+        }
+        false
+    }
+
     /// The index and trip count of the innermost loop around the position.
     pub fn innermost_loop(&self) -> Option<(VarId, &Size)> {
         let mut s = Some(self.scope);
@@ -131,6 +143,22 @@ impl Ctx<'_, '_> {
             s = sc.parent;
         }
         None
+    }
+
+    /// Whether `v` is bound outside the innermost loop around the position
+    /// (so it has one value for all of that loop's iterations).
+    pub fn outside_innermost_loop(&self, v: VarId) -> bool {
+        let mut s = Some(self.scope);
+        let mut crossed = false;
+        while let Some(sc) = s {
+            let here = sc.index.contains_key(&v) || sc.info.params.iter().any(|b| b.var == v) || sc.info.index.as_ref().is_some_and(|(i, _)| *i == v);
+            if here {
+                return crossed;
+            }
+            crossed |= sc.info.repeats;
+            s = sc.parent;
+        }
+        false
     }
 
     /// How many times `v` is read in the whole function.

@@ -21,7 +21,7 @@ pub const RULES: &[Rule] = &[
     ),
     Rule::on_stmt(
         "mul_onehot",
-        "x * (select c a 0) → select c (x * a) 0 when the 0 is structural (a one-hot seed of jacfwd/jacrev, or what fusion copied from one); NOT exact when x is NaN or ±∞: then it gives the true derivative component 0 where the literal program gives NaN",
+        "x * (select c a 0) → select c (x * a) 0 when the 0 is structural (a one-hot seed of jacfwd/jacrev, or what fusion copied from one); NOT exact when x is NaN or ±∞ (the literal program gives NaN) or negative (it gives -0.0): this gives the true derivative component +0.0",
         mul_onehot,
     ),
 ];

@@ -4,14 +4,14 @@
 //! `for` that copies an array; a `for` consumed by `reduce add`.
 
 use super::{bind, copy_block, single};
-use crate::ir::{Atom, Block, Check, Expr, Lit, ReduceOp, Stmt, Type};
+use crate::ir::{Atom, Block, Check, Expr, Lit, ReduceOp, Stmt, Type, walk};
 use crate::opt::rule::{Ctx, Rule};
 use rustc_hash::FxHashMap;
 
 pub const RULES: &[Rule] = &[
     Rule::on_stmt(
         "fuse_index_for",
-        "`(for j < n. body)[i, …]` → body with j := i, then `[…]`; when i is proven in bounds and no element gets computed twice: the body only moves data, or the array is read once, where it is built or in a loop over its index",
+        "`(for j < n. body)[i, …]` → the part of body the result needs, with j := i, then `[…]`; when i is proven in bounds and the copy costs no more than building the element: it only moves data, or costs a few additions per element (rematerialisation instead of a stored array), or the array is read once, where it is built or in a loop over its index",
         fuse_index_for,
     ),
     Rule::on_stmt("index_iota", "`(iota n)[i]` → `i` (i proven in bounds)", index_iota),
@@ -43,6 +43,60 @@ fn moves_data(b: &Block) -> bool {
     })
 }
 
+/// How many statements a recomputed element may cost.
+const RECOMPUTE_BUDGET: usize = 6;
+
+/// A slice that costs a few additions, multiplications and reads per
+/// element: recomputing it where it is read is about as cheap as storing
+/// and reading it back, and stores nothing (reverse mode's residuals).
+fn cheap_to_recompute(b: &Block, budget: &mut usize) -> bool {
+    b.stmts.iter().all(|s| {
+        if *budget == 0 {
+            return false;
+        }
+        *budget -= 1;
+        match &s.expr {
+            Expr::Atom(_) | Expr::Index { .. } => true,
+            Expr::Prim(p, _) => matches!(
+                p,
+                crate::ir::Prim::Add | crate::ir::Prim::Sub | crate::ir::Prim::Mul | crate::ir::Prim::Neg | crate::ir::Prim::Select | crate::ir::Prim::Eq | crate::ir::Prim::Lt | crate::ir::Prim::Le | crate::ir::Prim::Gt | crate::ir::Prim::Ge
+            ),
+            Expr::For { body, .. } => cheap_to_recompute(body, budget),
+            _ => false,
+        }
+    })
+}
+
+/// The statements of `b` that results `js` need, with `for`s that bind
+/// other results too cut down to the needed ones; its results are `js`'s.
+pub(crate) fn slice_block(b: &Block, js: &[usize]) -> Block {
+    let mut live: rustc_hash::FxHashSet<crate::ir::VarId> = js.iter().filter_map(|j| super::var(&b.result[*j])).collect();
+    let mut out = vec![];
+    for s in b.stmts.iter().rev() {
+        let keep: Vec<usize> = (0..s.binds.len()).filter(|k| live.contains(&s.binds[*k].var)).collect();
+        if keep.is_empty() {
+            continue;
+        }
+        let s = match &s.expr {
+            Expr::For { ivar, size, body } if keep.len() < s.binds.len() => Stmt {
+                binds: keep.iter().map(|k| s.binds[*k].clone()).collect(),
+                expr: Expr::For { ivar: *ivar, size: size.clone(), body: slice_block(body, &keep) },
+                loc: s.loc.clone(),
+            },
+            Expr::ForAcc { ivar, size, body, acc } if keep.len() < s.binds.len() => Stmt {
+                binds: keep.iter().map(|k| s.binds[*k].clone()).collect(),
+                expr: Expr::ForAcc { ivar: *ivar, size: size.clone(), body: slice_block(body, &keep), acc: keep.iter().map(|k| acc[*k]).collect() },
+                loc: s.loc.clone(),
+            },
+            _ => s.clone(),
+        };
+        live.extend(walk::free_vars_stmt(&s));
+        out.push(s);
+    }
+    out.reverse();
+    Block { stmts: out, result: js.iter().map(|j| b.result[*j]).collect() }
+}
+
 fn rest_index(y: &crate::ir::Binder, arr: Atom, idx: &[Atom], checks: &[Check]) -> Stmt {
     if idx.is_empty() {
         bind(y.var, y.ty.clone(), Expr::Atom(arr))
@@ -55,25 +109,34 @@ fn fuse_index_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let y = single(s)?;
     let Expr::Index { arr: Atom::Var(a), idx, checks } = &s.expr else { return None };
     let def = ctx.def(*a)?;
-    let Expr::For { ivar, size, body } = &def.expr else { return None };
+    let j = def.binds.iter().position(|b| b.var == *a)?;
+    let (ivar, size, body) = match &def.expr {
+        Expr::For { ivar, size, body } => (ivar, size, body),
+        // a stacked (not accumulated) result of an accumulating `for`
+        Expr::ForAcc { ivar, size, body, acc } if !acc[j] => (ivar, size, body),
+        _ => return None,
+    };
     if !in_bounds(&checks[0], &idx[0], Some(size), ctx) {
         return None;
     }
-    let j = def.binds.iter().position(|b| b.var == *a)?;
+    // only what result j needs (of a loop that also computes other results)
+    let slice = slice_block(body, &[j]);
     // each element is computed at most once, as building the array would
     let once = ctx.uses(*a) == 1
+        && def.binds.len() == 1
         && match ctx.loop_depth_to(*a) {
             Some(0) => true,
             Some(1) => ctx.innermost_loop().is_some_and(|(i, n)| idx[0] == Atom::Var(i) && n == size),
             _ => false,
         };
-    if !(moves_data(body) || once && !ctx.can_fail(def)) {
+    let recompute = ctx.uses(*a) == 1 && cheap_to_recompute(&slice, &mut RECOMPUTE_BUDGET.clone());
+    if !(moves_data(&slice) || recompute || once) || ctx.can_fail(def) && !moves_data(&slice) && !recompute {
         return None;
     }
-    let (ivar, body) = (*ivar, body.clone());
+    let ivar = *ivar;
     let onehot = ctx.is_onehot(*a);
-    let copy = copy_block(&body, FxHashMap::from_iter([(ivar, idx[0])]), ctx);
-    let r = copy.result[j];
+    let copy = copy_block(&slice, FxHashMap::from_iter([(ivar, idx[0])]), ctx);
+    let r = copy.result[0];
     if onehot {
         ctx.mark_onehot(y.var);
         if let Atom::Var(v) = r {

@@ -13,6 +13,11 @@ pub const RULES: &[Rule] = &[
         "statements of a loop body (or `while` condition, or reduction operator) that depend on nothing the loop binds move before the loop; only statements that cannot fail, since the loop may run zero times",
         licm,
     ),
+    Rule::on_stmt(
+        "fission_invariant",
+        "inside a loop, a `for` whose results split into ones that depend only on what lies outside that loop and the others → two `for`s (shared statements copied), so `licm` can hoist the first (loop fission + tuple partial evaluation, Fig. 8g)",
+        fission_invariant,
+    ),
     Rule::on_stmt("loop_zero", "a counted `loop` of 0 iterations → its initial values", loop_zero),
     Rule::on_stmt("loop_one", "a counted `loop` of 1 iteration → its body with the counter 0 and the parameters their initial values", loop_one),
     Rule::on_stmt(
@@ -225,4 +230,63 @@ fn onehot_sum(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
         }
         _ => None,
     }
+}
+
+/// The statements of `body` each result needs (by index), transitively.
+fn needed_by(body: &Block, results: &[usize]) -> Vec<bool> {
+    let mut live: FxHashSet<VarId> = results.iter().filter_map(|j| super::var(&body.result[*j])).collect();
+    let mut need = vec![false; body.stmts.len()];
+    for (k, st) in body.stmts.iter().enumerate().rev() {
+        if st.binds.iter().any(|b| live.contains(&b.var)) {
+            need[k] = true;
+            live.extend(walk::free_vars_stmt(st));
+        }
+    }
+    need
+}
+
+fn fission_invariant(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let (ivar, size, body, acc) = match &s.expr {
+        Expr::For { ivar, size, body } => (*ivar, size, body, None),
+        Expr::ForAcc { ivar, size, body, acc } => (*ivar, size, body, Some(acc)),
+        _ => return None,
+    };
+    if s.binds.len() < 2 || ctx.innermost_loop().is_none() && !ctx.scope_repeats() || ctx.can_fail(s) {
+        return None;
+    }
+    if size.vars().iter().any(|v| !ctx.outside_innermost_loop(*v)) {
+        return None;
+    }
+    let local = walk::bound_vars_block(body);
+    let invariant = |j: usize| {
+        let need = needed_by(body, &[j]);
+        let mut free: FxHashSet<VarId> = body.stmts.iter().zip(&need).filter(|(_, n)| **n).flat_map(|(st, _)| walk::free_vars_stmt(st)).collect();
+        free.extend(super::var(&body.result[j]));
+        free.iter().all(|v| *v == ivar || local.contains(v) || ctx.outside_innermost_loop(*v))
+    };
+    let (inv, rest): (Vec<usize>, Vec<usize>) = (0..s.binds.len()).partition(|j| invariant(*j));
+    if inv.is_empty() || rest.is_empty() {
+        return None;
+    }
+    let part = |js: &[usize]| {
+        let need = needed_by(body, js);
+        let stmts = body.stmts.iter().zip(&need).filter(|(_, n)| **n).map(|(st, _)| st.clone()).collect();
+        let block = Block { stmts, result: js.iter().map(|j| body.result[*j]).collect() };
+        let acc = acc.map(|a| js.iter().map(|j| a[*j]).collect::<Vec<bool>>());
+        let binds: Vec<Binder> = js.iter().map(|j| s.binds[*j].clone()).collect();
+        (block, acc, binds)
+    };
+    let loop_of = |ivar: VarId, block: Block, acc: Option<Vec<bool>>, binds: Vec<Binder>| Stmt {
+        binds,
+        expr: match acc {
+            Some(acc) => Expr::ForAcc { ivar, size: size.clone(), body: block, acc },
+            None => Expr::For { ivar, size: size.clone(), body: block },
+        },
+        loc: s.loc.clone(),
+    };
+    let (inv_block, inv_acc, inv_binds) = part(&inv);
+    let (rest_block, rest_acc, rest_binds) = part(&rest);
+    let fresh_i = ctx.fresh_like(ivar);
+    let inv_block = copy_block(&inv_block, FxHashMap::from_iter([(ivar, Atom::Var(fresh_i))]), ctx);
+    Some(vec![loop_of(fresh_i, inv_block, inv_acc, inv_binds), loop_of(ivar, rest_block, rest_acc, rest_binds)])
 }
