@@ -270,11 +270,11 @@ def _from_python(value: Any, target: np.dtype, elem: str, pname: str) -> np.ndar
         info = np.iinfo(target)
         if arr.size and (arr.min() < info.min or arr.max() > info.max):
             raise OverflowError(f"parameter `{pname}`: an integer does not fit {elem}")
-        return arr.astype(target)
+        return arr.astype(target, copy=False)
     if kind not in "iuf":
         raise TypeError(f"parameter `{pname}` expects {elem} values, but was given {_describe(arr)}")
     with np.errstate(over="ignore"):
-        out = arr.astype(target)
+        out = arr.astype(target, copy=False)
     if target == np.float32 and np.any(np.isinf(out) & ~np.isinf(arr)):
         raise OverflowError(f"parameter `{pname}`: a value overflows f32")
     return out
