@@ -22,9 +22,10 @@ Main functions and classes:
   ``Module.jacfwd``, ``Module.jacrev``.
 - ``Module.ir(entry, stage="opt")`` shows the compiler's IR.
 
-Arguments: NumPy arrays of float64, float32, int64, int32 or bool (C-contiguous
-arrays of the parameter's dtype are used in place, without a copy; others are
-copied into place), lists, Python scalars, and tuples for tuple parameters.
+Arguments: NumPy arrays of float64, float32, int64, int32 or bool (the C
+backend reads C-contiguous arrays of the parameter's dtype in place, without a
+copy; other arrays are copied into place first, and the interpreter copies its
+inputs), lists, Python scalars, and tuples for tuple parameters.
 Integer arrays are converted to float parameters; conversions that could lose
 information (float64 to float32, float to int) raise ``TypeError``.
 
