@@ -18,6 +18,11 @@ pub const RULES: &[Rule] = &[
         "inside a loop, a `for` whose results split into ones that depend only on what lies outside that loop and the others → two `for`s (shared statements copied), so `licm` can hoist the first (loop fission + tuple partial evaluation, Fig. 8g)",
         fission_invariant,
     ),
+    Rule::on_stmt(
+        "hoist_invariant_nest",
+        "an expensive statement (exp, log, division…) nested in `for`s inside a loop, depending on those `for`s' indices but not on the loop → a table over the `for`s' indices built once before the loop, read where the statement was (GMM's exp q_k per point)",
+        hoist_invariant_nest,
+    ),
     Rule::on_stmt("loop_zero", "a counted `loop` of 0 iterations → its initial values", loop_zero),
     Rule::on_stmt("loop_one", "a counted `loop` of 1 iteration → its body with the counter 0 and the parameters their initial values", loop_one),
     Rule::on_stmt(
@@ -289,4 +294,142 @@ fn fission_invariant(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let fresh_i = ctx.fresh_like(ivar);
     let inv_block = copy_block(&inv_block, FxHashMap::from_iter([(ivar, Atom::Var(fresh_i))]), ctx);
     Some(vec![loop_of(fresh_i, inv_block, inv_acc, inv_binds), loop_of(ivar, rest_block, rest_acc, rest_binds)])
+}
+
+/// Primitives worth computing once instead of once per outer iteration.
+fn expensive(p: Prim) -> bool {
+    use Prim::*;
+    matches!(p, Exp | Log | Sqrt | Pow | Sin | Cos | Tan | Tanh | Asin | Acos | Atan | Sinh | Cosh | Atan2 | Lgamma | Digamma | Trigamma | Erf | Sigmoid | Div)
+}
+
+/// A statement found inside a nest of `for`s in a loop body: the path of
+/// `for` statement indices leading to its block, and its index there.
+struct Found {
+    path: Vec<usize>,
+    at: usize,
+}
+
+/// Search the `for` nests of `b` (depth >= 1 below the loop body) for an
+/// expensive statement that depends on nothing `variant` holds.
+fn find_invariant(b: &Block, variant: &mut FxHashSet<VarId>, path: &mut Vec<usize>, ctx: &Ctx) -> Option<Found> {
+    for (k, s) in b.stmts.iter().enumerate() {
+        let free = walk::free_vars_stmt(s);
+        let is_variant = free.iter().any(|v| variant.contains(v));
+        if !is_variant && !path.is_empty() && !ctx.can_fail(s) && matches!(&s.expr, Expr::Prim(p, _) if expensive(*p)) && s.binds.len() == 1 {
+            return Some(Found { path: path.clone(), at: k });
+        }
+        if is_variant {
+            variant.extend(s.binds.iter().map(|x| x.var));
+        }
+        if let Expr::For { ivar, size, body } | Expr::ForAcc { ivar, size, body, .. } = &s.expr {
+            if size.vars().iter().any(|v| variant.contains(v)) {
+                variant.insert(*ivar);
+            }
+            path.push(k);
+            let found = find_invariant(body, variant, path, ctx);
+            path.pop();
+            if found.is_some() {
+                return found;
+            }
+        }
+    }
+    None
+}
+
+/// The `for` statements along `path` from `b`, outermost first.
+fn nest<'b>(b: &'b Block, path: &[usize]) -> Vec<&'b Stmt> {
+    let mut out = vec![];
+    let mut cur = b;
+    for &k in path {
+        let s = &cur.stmts[k];
+        out.push(s);
+        if let Expr::For { body, .. } | Expr::ForAcc { body, .. } = &s.expr {
+            cur = body;
+        }
+    }
+    out
+}
+
+fn hoist_invariant_nest(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let (bound, blocks) = loop_bound(&s.expr)?;
+    let [body] = blocks.as_slice() else { return None };
+    let mut variant = bound;
+    let found = find_invariant(body, &mut variant, &mut vec![], ctx)?;
+    // the nest of `for`s around the statement, and what it needs at each level
+    let fors = nest(body, &found.path);
+    let mut levels: Vec<(VarId, Size, &Block)> = vec![];
+    for f in &fors {
+        let (Expr::For { ivar, size, body } | Expr::ForAcc { ivar, size, body, .. }) = &f.expr else { return None };
+        levels.push((*ivar, size.clone(), body));
+    }
+    let (_, _, inner) = levels.last()?;
+    let target = &inner.stmts[found.at];
+    let elem = target.binds[0].clone();
+    // per level, the statements the target needs (by dependence), innermost first
+    let mut needed: FxHashSet<VarId> = walk::free_vars_stmt(target);
+    let mut slices: Vec<Vec<Stmt>> = vec![vec![]; levels.len()];
+    slices[levels.len() - 1].push(target.clone());
+    for (lv, (_, _, b)) in levels.iter().enumerate().rev() {
+        let upto = if lv == levels.len() - 1 { found.at } else { found.path[lv + 1] };
+        for st in b.stmts[..upto].iter().rev() {
+            if st.binds.iter().any(|x| needed.contains(&x.var)) {
+                if walk::free_vars_stmt(st).iter().any(|v| variant.contains(v)) || ctx.can_fail(st) {
+                    return None;
+                }
+                needed.extend(walk::free_vars_stmt(st));
+                slices[lv].insert(0, st.clone());
+            }
+        }
+    }
+    // build the array over the nest: for j1'. (slice 1; for j2'. (…; target))
+    let mut shape: Vec<Size> = levels.iter().map(|(_, n, _)| n.clone()).collect();
+    let mut built: Option<(Block, Type)> = None;
+    for lv in (0..levels.len()).rev() {
+        let mut stmts = slices[lv].clone();
+        let result = match built.take() {
+            None => Atom::Var(elem.var),
+            Some((inner_block, _)) => {
+                let v = ctx.fresh("inv");
+                // a `for` over level lv + 1 and everything inside it
+                let ty = Type { elem: elem.ty.elem, shape: shape[lv + 1..].to_vec() };
+                stmts.push(Stmt { binds: vec![Binder { var: v, ty }], expr: Expr::For { ivar: levels[lv + 1].0, size: levels[lv + 1].1.clone(), body: inner_block }, loc: None });
+                Atom::Var(v)
+            }
+        };
+        let ty = Type { elem: elem.ty.elem, shape: shape[lv + 1..].to_vec() };
+        built = Some((Block { stmts, result: vec![result] }, ty));
+    }
+    let (block0, _) = built?;
+    shape.truncate(levels.len());
+    let table_ty = Type { elem: elem.ty.elem, shape: shape.clone() };
+    let whole = Block {
+        stmts: vec![Stmt { binds: vec![Binder { var: elem.var, ty: table_ty.clone() }], expr: Expr::For { ivar: levels[0].0, size: levels[0].1.clone(), body: block0 }, loc: None }],
+        result: vec![Atom::Var(elem.var)],
+    };
+    // everything the table reads must be in scope before the loop
+    if walk::free_vars_block(&whole).iter().any(|v| ctx.type_of(&Atom::Var(*v)).is_none()) {
+        return None;
+    }
+    let copy = copy_block(&whole, FxHashMap::default(), ctx);
+    let table = copy.result[0];
+    // replace the statement by a read of the table at the nest's indices
+    let read = Stmt {
+        binds: vec![elem.clone()],
+        expr: Expr::Index { arr: table, idx: levels.iter().map(|(i, _, _)| Atom::Var(*i)).collect(), checks: vec![None; levels.len()] },
+        loc: None,
+    };
+    let mut new = s.clone();
+    let mut cur: &mut Block = match &mut new.expr {
+        Expr::For { body, .. } | Expr::ForAcc { body, .. } => body,
+        Expr::Loop { body, kind: LoopKind::Count { .. }, .. } => body,
+        _ => return None,
+    };
+    for &k in &found.path {
+        let (Expr::For { body, .. } | Expr::ForAcc { body, .. }) = &mut cur.stmts[k].expr else { return None };
+        cur = body;
+    }
+    cur.stmts[found.at] = read;
+    let mut out = copy.stmts;
+    out.push(new);
+    Some(out)
 }
