@@ -268,7 +268,7 @@ impl<'p> Entry<'p> {
 /// Check arguments against the entry's parameters and bind size parameters
 /// from their shapes. Returns the size values (in `size_params` order) and
 /// the flat argument list.
-fn bind_arguments(func: &Function, args: &[Value]) -> Result<(Vec<i64>, Vec<Value>), Error> {
+fn bind_arguments<A: ArgLike>(func: &Function, args: &[A]) -> Result<(Vec<i64>, Vec<A>), Error> {
     if args.len() != func.param_shapes.len() {
         return Err(Error::Arguments(format!(
             "entry `{}` takes {} argument{} ({}), but {} {} given",
@@ -335,26 +335,26 @@ fn bind_arguments(func: &Function, args: &[Value]) -> Result<(Vec<i64>, Vec<Valu
     Ok((sizes, flat))
 }
 
-type Leaf<'a> = (String, &'a ir::Type, Value);
+type Leaf<'a, A> = (String, &'a ir::Type, A);
 
-fn flatten_arg<'a>(
+fn flatten_arg<'a, A: ArgLike>(
     func: &Function,
     name: &str,
     shape: &'a Shape,
-    arg: &Value,
-    flat: &mut Vec<Value>,
-    leaves: &mut Vec<Leaf<'a>>,
+    arg: &A,
+    flat: &mut Vec<A>,
+    leaves: &mut Vec<Leaf<'a, A>>,
 ) -> Result<(), Error> {
-    match (shape, arg) {
-        (Shape::Tuple(shapes), Value::Tuple(vals)) if shapes.len() == vals.len() => {
+    match (shape, arg.tuple()) {
+        (Shape::Tuple(shapes), Some(vals)) if shapes.len() == vals.len() => {
             for (i, (s, v)) in shapes.iter().zip(vals).enumerate() {
                 flatten_arg(func, &format!("{name}.{i}"), s, v, flat, leaves)?;
             }
             Ok(())
         }
-        (Shape::Leaf(ty), v) if v.elem() == Some(ty.elem) && v.shape().len() == ty.rank() => {
-            flat.push(v.clone());
-            leaves.push((name.to_string(), ty, v.clone()));
+        (Shape::Leaf(ty), _) if arg.elem() == Some(ty.elem) && arg.shape().len() == ty.rank() => {
+            flat.push(arg.clone());
+            leaves.push((name.to_string(), ty, arg.clone()));
             Ok(())
         }
         _ => Err(Error::Arguments(format!(
@@ -396,10 +396,10 @@ pub fn shape_str(func: &Function, shape: &Shape) -> String {
     }
 }
 
-fn describe_value(v: &Value) -> String {
-    match v {
-        Value::Tuple(vs) => format!("a tuple of {} values", vs.len()),
-        _ => {
+fn describe_value<A: ArgLike>(v: &A) -> String {
+    match v.tuple() {
+        Some(vs) => format!("a tuple of {} values", vs.len()),
+        None => {
             let dims: String = v.shape().iter().map(|d| format!("[{d}]")).collect();
             format!("a value of type {dims}{}", v.elem().map(Scalar::name).unwrap_or("?"))
         }
@@ -548,6 +548,74 @@ impl CompiledEntry<'_> {
             Some(lib) => {
                 let (r, s) = lib.call(self.k, func, &sizes, &flat, options).map_err(Error::Runtime)?;
                 (r, Some(s))
+            }
+        };
+        let mut it = results.into_iter();
+        Ok((rebuild(&func.result_shape, &mut it), stats))
+    }
+}
+
+// ---- borrowed arguments -------------------------------------------------
+
+pub use crate::runtime::{ArgRef, ArrayRef};
+
+/// What argument checking needs of an argument: owned [`Value`]s and
+/// borrowed [`ArgRef`]s are checked alike, with the same messages.
+trait ArgLike: Clone {
+    fn elem(&self) -> Option<Scalar>;
+    fn shape(&self) -> Vec<usize>;
+    fn tuple(&self) -> Option<&[Self]>;
+}
+
+impl ArgLike for Value {
+    fn elem(&self) -> Option<Scalar> {
+        Value::elem(self)
+    }
+    fn shape(&self) -> Vec<usize> {
+        Value::shape(self)
+    }
+    fn tuple(&self) -> Option<&[Value]> {
+        match self {
+            Value::Tuple(vs) => Some(vs),
+            _ => None,
+        }
+    }
+}
+
+impl ArgLike for ArgRef<'_> {
+    fn elem(&self) -> Option<Scalar> {
+        ArgRef::elem(self)
+    }
+    fn shape(&self) -> Vec<usize> {
+        ArgRef::shape(self)
+    }
+    fn tuple(&self) -> Option<&[Self]> {
+        match self {
+            ArgRef::Tuple(vs) => Some(vs),
+            _ => None,
+        }
+    }
+}
+
+impl CompiledEntry<'_> {
+    /// [`CompiledEntry::call_with`] with borrowed arguments, checked the same
+    /// way (same errors). The C backend reads array arguments in place,
+    /// without a copy; the interpreter copies them (it owns its arrays).
+    /// With `counts`, the call runs on the interpreter whatever the backend
+    /// and adds its operation counts there.
+    pub fn call_borrowed(&self, args: &[ArgRef], options: &CallOptions, counts: Option<&mut OpCounts>) -> Result<(Value, Option<CallStats>), Error> {
+        let func = &self.c.functions[self.k];
+        let (sizes, flat) = bind_arguments(func, args)?;
+        let (results, stats) = match (&self.c.lib, counts) {
+            (Some(lib), None) => {
+                let (r, s) = lib.call_borrowed(self.k, func, &sizes, &flat, options).map_err(Error::Runtime)?;
+                (r, Some(s))
+            }
+            (_, counts) => {
+                let owned: Vec<Value> = flat.iter().map(ArgRef::to_value).collect();
+                let mut local = OpCounts::default();
+                let counts = counts.unwrap_or(&mut local);
+                (interp::run(func, &sizes, &owned, counts).map_err(|e| Error::Runtime(e.message))?, None)
             }
         };
         let mut it = results.into_iter();

@@ -6,4 +6,4 @@ pub mod data;
 pub mod json_stream;
 pub mod npy;
 
-pub use value::{Array, ArrayData, Value};
+pub use value::{ArgRef, Array, ArrayData, ArrayRef, Value};

@@ -184,6 +184,126 @@ fn write_json(v: &Value, out: &mut String) {
     }
 }
 
+/// An entry-point argument whose array data is borrowed rather than owned:
+/// front ends that hold their own arrays (the Python package's NumPy
+/// arrays) pass them to the C backend without a copy. `Send + Sync`, so a
+/// call can run without holding the front end's lock.
+#[derive(Clone, Debug)]
+pub enum ArgRef<'a> {
+    F64(f64),
+    F32(f32),
+    I64(i64),
+    I32(i32),
+    Bool(bool),
+    /// A row-major array of `shape` (rank at least 1 for array parameters; a
+    /// rank-0 array stands for a scalar).
+    Array { shape: Vec<usize>, data: ArrayRef<'a> },
+    Tuple(Vec<ArgRef<'a>>),
+}
+
+/// Borrowed row-major elements; `Bool` is one byte per element, non-zero
+/// meaning true (NumPy's and C's layout).
+#[derive(Clone, Copy, Debug)]
+pub enum ArrayRef<'a> {
+    F64(&'a [f64]),
+    F32(&'a [f32]),
+    I64(&'a [i64]),
+    I32(&'a [i32]),
+    Bool(&'a [u8]),
+}
+
+impl ArrayRef<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            ArrayRef::F64(v) => v.len(),
+            ArrayRef::F32(v) => v.len(),
+            ArrayRef::I64(v) => v.len(),
+            ArrayRef::I32(v) => v.len(),
+            ArrayRef::Bool(v) => v.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn scalar(&self) -> Scalar {
+        match self {
+            ArrayRef::F64(_) => Scalar::F64,
+            ArrayRef::F32(_) => Scalar::F32,
+            ArrayRef::I64(_) => Scalar::I64,
+            ArrayRef::I32(_) => Scalar::I32,
+            ArrayRef::Bool(_) => Scalar::Bool,
+        }
+    }
+    /// The first element's address.
+    pub fn as_ptr(&self) -> *const u8 {
+        match self {
+            ArrayRef::F64(v) => v.as_ptr() as *const u8,
+            ArrayRef::F32(v) => v.as_ptr() as *const u8,
+            ArrayRef::I64(v) => v.as_ptr() as *const u8,
+            ArrayRef::I32(v) => v.as_ptr() as *const u8,
+            ArrayRef::Bool(v) => v.as_ptr(),
+        }
+    }
+    /// An owned copy (for the interpreter, which owns its arrays).
+    pub fn to_owned(&self) -> ArrayData {
+        match self {
+            ArrayRef::F64(v) => ArrayData::F64(v.to_vec()),
+            ArrayRef::F32(v) => ArrayData::F32(v.to_vec()),
+            ArrayRef::I64(v) => ArrayData::I64(v.to_vec()),
+            ArrayRef::I32(v) => ArrayData::I32(v.to_vec()),
+            ArrayRef::Bool(v) => ArrayData::Bool(v.iter().map(|b| *b != 0).collect()),
+        }
+    }
+}
+
+impl ArgRef<'_> {
+    /// Scalar type of a scalar or array (None for tuples).
+    pub fn elem(&self) -> Option<Scalar> {
+        Some(match self {
+            ArgRef::F64(_) => Scalar::F64,
+            ArgRef::F32(_) => Scalar::F32,
+            ArgRef::I64(_) => Scalar::I64,
+            ArgRef::I32(_) => Scalar::I32,
+            ArgRef::Bool(_) => Scalar::Bool,
+            ArgRef::Array { data, .. } => data.scalar(),
+            ArgRef::Tuple(_) => return None,
+        })
+    }
+    /// Shape of a scalar (empty) or array.
+    pub fn shape(&self) -> Vec<usize> {
+        match self {
+            ArgRef::Array { shape, .. } => shape.clone(),
+            _ => vec![],
+        }
+    }
+    /// The same argument as an owned [`Value`] (copies array data; a rank-0
+    /// array becomes a scalar).
+    pub fn to_value(&self) -> Value {
+        match self {
+            ArgRef::F64(x) => Value::F64(*x),
+            ArgRef::F32(x) => Value::F32(*x),
+            ArgRef::I64(x) => Value::I64(*x),
+            ArgRef::I32(x) => Value::I32(*x),
+            ArgRef::Bool(x) => Value::Bool(*x),
+            ArgRef::Array { shape, data } if shape.is_empty() && data.len() == 1 => data.to_owned_scalar(),
+            ArgRef::Array { shape, data } => Value::array(shape.clone(), data.to_owned()),
+            ArgRef::Tuple(xs) => Value::Tuple(xs.iter().map(ArgRef::to_value).collect()),
+        }
+    }
+}
+
+impl ArrayRef<'_> {
+    fn to_owned_scalar(&self) -> Value {
+        match self {
+            ArrayRef::F64(v) => Value::F64(v[0]),
+            ArrayRef::F32(v) => Value::F32(v[0]),
+            ArrayRef::I64(v) => Value::I64(v[0]),
+            ArrayRef::I32(v) => Value::I32(v[0]),
+            ArrayRef::Bool(v) => Value::Bool(v[0] != 0),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

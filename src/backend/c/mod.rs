@@ -46,7 +46,7 @@ pub use cc::{Compiler, FLAGS, cache_dir, find_compiler, valid_cached};
 
 use crate::backend::limits;
 use crate::ir::{Function, Module, Scalar, Type};
-use crate::runtime::{ArrayData, Value};
+use crate::runtime::{ArgRef, ArrayData, ArrayRef, Value};
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -244,45 +244,56 @@ impl Library {
     /// arguments (checked by the caller against the function's types, as for
     /// the interpreter); returns the flat results.
     pub fn call(&self, k: usize, func: &Function, sizes: &[i64], args: &[Value], opts: &CallOptions) -> Result<(Vec<Value>, CallStats), String> {
+        let entry = self.entry_fn(k, func, sizes, args.len())?;
+        let mut ios = Vec::with_capacity(args.len());
+        for (a, b) in args.iter().zip(&func.params) {
+            let a = match a {
+                Value::Array(x) if x.shape.is_empty() && x.data.len() == 1 => x.data.get(0),
+                v => v.clone(),
+            };
+            let arg = match &a {
+                Value::F64(x) => ArgRef::F64(*x),
+                Value::F32(x) => ArgRef::F32(*x),
+                Value::I64(x) => ArgRef::I64(*x),
+                Value::I32(x) => ArgRef::I32(*x),
+                Value::Bool(x) => ArgRef::Bool(*x),
+                Value::Array(x) => ArgRef::Array { shape: x.shape.clone(), data: array_ref(&x.data) },
+                Value::Tuple(_) => return Err(format!("internal: a tuple argument for a parameter of type {}", b.ty.elem.name())),
+            };
+            ios.push(arg_io(&arg, &b.ty)?);
+        }
+        // SAFETY: `args` (which the ios point into) outlive the call.
+        unsafe { self.call_ios(entry, func, sizes, &ios, opts) }
+    }
+
+    /// [`Library::call`] with borrowed arguments (flat, checked by the
+    /// caller like `call`'s): the entry reads array arguments in place,
+    /// without a copy.
+    pub fn call_borrowed(&self, k: usize, func: &Function, sizes: &[i64], args: &[ArgRef], opts: &CallOptions) -> Result<(Vec<Value>, CallStats), String> {
+        let entry = self.entry_fn(k, func, sizes, args.len())?;
+        let ios = args.iter().zip(&func.params).map(|(a, b)| arg_io(a, &b.ty)).collect::<Result<Vec<_>, _>>()?;
+        // SAFETY: `args` (which the ios point into) outlive the call.
+        unsafe { self.call_ios(entry, func, sizes, &ios, opts) }
+    }
+
+    fn entry_fn(&self, k: usize, func: &Function, sizes: &[i64], nargs: usize) -> Result<EntryFn, String> {
         let entry = match self.entries.get(k) {
             Some(Ok(f)) => *f,
             Some(Err(why)) => return Err(format!("the C backend cannot compile `{}`: {why}", func.name)),
             None => return Err(format!("internal: no compiled function {k}")),
         };
-        if args.len() != func.params.len() || sizes.len() != func.size_params.len() {
+        if nargs != func.params.len() || sizes.len() != func.size_params.len() {
             return Err(format!("internal: `{}` called with the wrong number of arguments", func.name));
         }
-        let mut ios = Vec::with_capacity(args.len());
-        // keep 0-d arrays' scalars alive
-        for (a, b) in args.iter().zip(&func.params) {
-            let mut io = ArdIo::default();
-            let a = match a {
-                Value::Array(x) if x.shape.is_empty() && x.data.len() == 1 => x.data.get(0),
-                v => v.clone(),
-            };
-            match (&a, b.ty.rank()) {
-                (Value::F64(x), 0) => io.f64 = *x,
-                (Value::F32(x), 0) => io.f32 = *x,
-                (Value::I64(x), 0) => io.i64 = *x,
-                (Value::I32(x), 0) => io.i32 = *x,
-                (Value::Bool(x), 0) => io.b = *x as u8,
-                (Value::Array(x), r) if x.shape.len() == r && x.elem() == b.ty.elem && r > 0 => {
-                    io.rank = r as i64;
-                    for (d, s) in io.dims.iter_mut().zip(&x.shape) {
-                        *d = *s as i64;
-                    }
-                    io.data = match &x.data {
-                        ArrayData::F64(v) => v.as_ptr() as *mut c_void,
-                        ArrayData::F32(v) => v.as_ptr() as *mut c_void,
-                        ArrayData::I64(v) => v.as_ptr() as *mut c_void,
-                        ArrayData::I32(v) => v.as_ptr() as *mut c_void,
-                        ArrayData::Bool(v) => v.as_ptr() as *mut c_void,
-                    };
-                }
-                _ => return Err(format!("internal: argument of type {:?} for a parameter of type {}", a.elem(), b.ty.elem.name())),
-            }
-            ios.push(io);
-        }
+        Ok(entry)
+    }
+
+    /// Run `entry` on prepared arguments.
+    ///
+    /// # Safety
+    /// Every array pointer in `ios` must point to live elements of its
+    /// type and shape for the duration of the call.
+    unsafe fn call_ios(&self, entry: EntryFn, func: &Function, sizes: &[i64], ios: &[ArdIo], opts: &CallOptions) -> Result<(Vec<Value>, CallStats), String> {
         let rtys: Vec<Type> = func
             .body
             .result
@@ -306,8 +317,9 @@ impl Library {
         let base = limits::live_bytes().unwrap_or(0) as i64;
         // SAFETY: the flag is a static, alive for the whole process.
         unsafe { (self.ctx_limits)(ctx.ptr, limits::stop_flag(), max, base, limits::timeout().as_secs_f64()) };
-        // SAFETY: the entry reads `args` (kept alive by `args`) and writes
-        // `res`; arrays are never written through argument pointers.
+        // SAFETY: the entry reads the arguments (alive, by the caller's
+        // contract) and writes `res`; arrays are never written through
+        // argument pointers.
         let rc = unsafe { entry(ctx.ptr, sizes.as_ptr(), ios.as_ptr(), res.as_mut_ptr()) };
         if rc != 0 {
             // SAFETY: the message is a NUL-terminated buffer in the context.
@@ -321,6 +333,48 @@ impl Library {
         // SAFETY: plain reads of the context.
         let stats = unsafe { CallStats { peak_bytes: (self.ctx_peak)(ctx.ptr), live_buffers: (self.ctx_live)(ctx.ptr) } };
         Ok((out, stats))
+    }
+}
+
+/// The C view of one argument for a parameter of type `ty`.
+fn arg_io(a: &ArgRef, ty: &Type) -> Result<ArdIo, String> {
+    let mut io = ArdIo::default();
+    let r = ty.rank();
+    match (a, r) {
+        (ArgRef::F64(x), 0) => io.f64 = *x,
+        (ArgRef::F32(x), 0) => io.f32 = *x,
+        (ArgRef::I64(x), 0) => io.i64 = *x,
+        (ArgRef::I32(x), 0) => io.i32 = *x,
+        (ArgRef::Bool(x), 0) => io.b = *x as u8,
+        (ArgRef::Array { shape, data }, 0) if shape.is_empty() && data.len() == 1 && data.scalar() == ty.elem => {
+            match data {
+                ArrayRef::F64(v) => io.f64 = v[0],
+                ArrayRef::F32(v) => io.f32 = v[0],
+                ArrayRef::I64(v) => io.i64 = v[0],
+                ArrayRef::I32(v) => io.i32 = v[0],
+                ArrayRef::Bool(v) => io.b = (v[0] != 0) as u8,
+            }
+        }
+        (ArgRef::Array { shape, data }, r) if shape.len() == r && data.scalar() == ty.elem && r > 0 && shape.iter().product::<usize>() == data.len() => {
+            io.rank = r as i64;
+            for (d, s) in io.dims.iter_mut().zip(shape) {
+                *d = *s as i64;
+            }
+            io.data = data.as_ptr() as *mut c_void;
+        }
+        _ => return Err(format!("internal: argument of type {:?} for a parameter of type {}", a.elem(), ty.elem.name())),
+    }
+    Ok(io)
+}
+
+fn array_ref(d: &ArrayData) -> ArrayRef<'_> {
+    match d {
+        ArrayData::F64(v) => ArrayRef::F64(v),
+        ArrayData::F32(v) => ArrayRef::F32(v),
+        ArrayData::I64(v) => ArrayRef::I64(v),
+        ArrayData::I32(v) => ArrayRef::I32(v),
+        // SAFETY: `bool` is one byte, 0 or 1.
+        ArrayData::Bool(v) => ArrayRef::Bool(unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, v.len()) }),
     }
 }
 

@@ -1,0 +1,664 @@
+"""arden: a compiled functional array language with automatic differentiation.
+
+Compile a program, then call its entry points with NumPy arrays::
+
+    import numpy as np, arden
+    m = arden.compile('''
+    entry lse [n] (x: [n]f64) : f64 =
+      let mx = maximum x in mx + log (sum (for i. exp (x[i] - mx)))
+    ''')
+    x = np.array([1.0, 2.0, 3.0])
+    m.lse(x)                 # 3.4076...
+    m.grad("lse")(x)         # softmax of x
+
+Main functions and classes:
+
+- ``compile(source, backend=None, threads=None, opt_level=1)`` and
+  ``load(path, ...)`` return a :class:`Module`.
+- ``Module.<entry>(*args)`` calls an entry point (an :class:`Entry`); its
+  ``signature`` shows parameter names, types and sizes.
+- Derivatives, with JAX's names and conventions: ``Module.grad``,
+  ``Module.value_and_grad``, ``Module.vjp``, ``Module.jvp``,
+  ``Module.jacfwd``, ``Module.jacrev``.
+- ``Module.ir(entry, stage="opt")`` shows the compiler's IR.
+
+Arguments: NumPy arrays of float64, float32, int64, int32 or bool (the C
+backend reads C-contiguous arrays of the parameter's dtype in place, without a
+copy; other arrays are copied into place first, and the interpreter copies its
+inputs), lists, Python scalars, and tuples for tuple parameters.
+Integer arrays are converted to float parameters; conversions that could lose
+information (float64 to float32, float to int) raise ``TypeError``.
+
+Results: NumPy arrays (handed over from the runtime without a copy), Python
+``float``/``int``/``bool`` for scalars, tuples for tuple results.
+
+Errors: :class:`CompileError` (with ``line``/``column``), :class:`ShapeError`,
+:class:`RuntimeError` (bounds, coercion, division, with the source location),
+:class:`BackendError`, :class:`EntryError`; all derive from
+:class:`ArdenError`.
+
+Backends: ``backend="c"`` compiles to C with OpenMP (the default when a C
+compiler is found; compiled libraries are cached in ``$ARDEN_CACHE_DIR``,
+default ``~/.cache/arden``, as on the command line) and ``backend="interp"``
+runs the reference interpreter. The GIL is released during a call, so several
+Python threads may call entries at once.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _arden
+from ._errors import (
+    ArdenError,
+    ArdenWarning,
+    BackendError,
+    CompileError,
+    EntryError,
+    RuntimeError,
+    ShapeError,
+)
+
+__version__: str = _arden.__version__
+
+__all__ = [
+    "compile",
+    "load",
+    "Module",
+    "Entry",
+    "Signature",
+    "Param",
+    "ArdenError",
+    "CompileError",
+    "ShapeError",
+    "RuntimeError",
+    "BackendError",
+    "EntryError",
+    "ArdenWarning",
+    "have_c_compiler",
+    "__version__",
+]
+
+_DTYPES: Dict[str, np.dtype] = {
+    "f64": np.dtype(np.float64),
+    "f32": np.dtype(np.float32),
+    "i64": np.dtype(np.int64),
+    "i32": np.dtype(np.int32),
+    "bool": np.dtype(np.bool_),
+}
+
+_OPT_LEVELS = (0, 1)
+
+
+def have_c_compiler() -> bool:
+    """Whether a C compiler (``$CC``, else ``cc``) is available for the C backend."""
+    return bool(_arden.have_c_compiler())
+
+
+# ---------------------------------------------------------------- signatures
+
+
+def _type_str(shape: Any) -> str:
+    if shape[0] == "leaf":
+        _, elem, dims = shape
+        return "".join(f"[{d}]" for d in dims) + elem
+    return "(" + ", ".join(_type_str(s) for s in shape[1]) + ")"
+
+
+class Param:
+    """One parameter of an entry point.
+
+    Attributes:
+        name: the parameter's name in the source.
+        type: its arden type as text, e.g. ``"[k][d]f64"`` or ``"(f64, [n]f64)"``.
+        dtype: the NumPy dtype of a scalar or array parameter (``None`` for a tuple).
+        dims: the size expressions of its axes, e.g. ``("k", "d")``
+            (``None`` for a tuple).
+        components: for a tuple parameter, one :class:`Param` per component
+            (named ``name.0``, ``name.1``, ...); otherwise ``None``.
+    """
+
+    __slots__ = ("name", "type", "dtype", "dims", "components", "_shape")
+
+    def __init__(self, name: str, shape: Any) -> None:
+        self.name: str = name
+        self._shape = shape
+        self.type: str = _type_str(shape)
+        if shape[0] == "leaf":
+            self.dtype: Optional[np.dtype] = _DTYPES[shape[1]]
+            self.dims: Optional[Tuple[str, ...]] = tuple(shape[2])
+            self.components: Optional[Tuple["Param", ...]] = None
+        else:
+            self.dtype = None
+            self.dims = None
+            self.components = tuple(Param(f"{name}.{i}", s) for i, s in enumerate(shape[1]))
+
+    @property
+    def rank(self) -> Optional[int]:
+        """The number of axes (0 for a scalar; ``None`` for a tuple)."""
+        return None if self.dims is None else len(self.dims)
+
+    def __repr__(self) -> str:
+        return f"Param({self.name}: {self.type})"
+
+
+class Signature:
+    """Parameter names, types and sizes of an entry point.
+
+    Attributes:
+        name: the entry's name.
+        params: one :class:`Param` per parameter, in order.
+        result: the result type as text, e.g. ``"f64"`` or ``"([4]f64, [2]f64)"``.
+        sizes: the size parameters (``[n]`` binders), e.g. ``("d", "k", "n")``.
+
+    ``str(sig)`` reads like the declaration:
+    ``dot [n] (a: [n]f64) (b: [n]f64) : f64``.
+    """
+
+    __slots__ = ("name", "params", "result", "sizes", "_result_shape")
+
+    def __init__(self, name: str, raw: Any) -> None:
+        params, result, sizes = raw
+        self.name: str = name
+        self.params: Tuple[Param, ...] = tuple(Param(n, s) for n, s in params)
+        self._result_shape = result
+        self.result: str = _type_str(result)
+        self.sizes: Tuple[str, ...] = tuple(sizes)
+
+    def __str__(self) -> str:
+        sizes = "".join(f"[{s}]" for s in self.sizes)
+        params = " ".join(f"({p.name}: {p.type})" for p in self.params)
+        parts = [self.name] + ([sizes] if sizes else []) + ([params] if params else [])
+        return " ".join(parts) + f" : {self.result}"
+
+    def __repr__(self) -> str:
+        return f"<Signature {self}>"
+
+
+# ---------------------------------------------------------------- arguments
+
+
+def _natural(value: Any) -> Any:
+    """A value converted without a target type (its checks are the native
+    layer's, which reports the command line's messages)."""
+    if isinstance(value, (tuple, list)) and not _is_numeric_list(value):
+        return tuple(_natural(v) for v in value)
+    if isinstance(value, (bool, int, float)) and not isinstance(value, np.generic):
+        return value
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError) as e:
+        raise TypeError(f"cannot convert a value of type {type(value).__name__} to an array: {e}") from None
+    if arr.dtype not in _DTYPES.values():
+        for dt in _DTYPES.values():
+            if np.can_cast(arr.dtype, dt, casting="safe") and arr.dtype != np.bool_:
+                arr = arr.astype(dt)
+                break
+        else:
+            raise TypeError(f"arden has no element type for NumPy dtype {arr.dtype}")
+    return np.require(arr, requirements=["C", "A"])
+
+
+def _is_numeric_list(value: Any) -> bool:
+    """Whether a list/tuple is an array literal (nested numbers) rather than
+    a tuple of values."""
+    if isinstance(value, tuple):
+        return False
+    return all(isinstance(v, (bool, int, float, list, np.generic, np.ndarray)) for v in value)
+
+
+def _convert(value: Any, shape: Any, pname: str) -> Any:
+    """Convert one argument for a parameter of `shape` (see `Param`): the
+    NumPy array (or tuple of them) the native layer reads in place."""
+    if shape[0] == "tuple":
+        comps = shape[1]
+        if isinstance(value, (tuple, list)) and len(value) == len(comps):
+            return tuple(_convert(v, s, f"{pname}.{i}") for i, (v, s) in enumerate(zip(value, comps)))
+        return _natural(value)
+    _, elem, dims = shape
+    if isinstance(value, tuple):
+        return _natural(value)
+    target = _DTYPES[elem]
+    if isinstance(value, (np.ndarray, np.generic)):
+        arr = np.asarray(value)
+        if arr.dtype != target:
+            if arr.dtype.kind not in "biuf":
+                raise TypeError(f"parameter `{pname}` expects {elem} values, but was given an array of dtype {arr.dtype}")
+            lossless = np.can_cast(arr.dtype, target, casting="safe") and (
+                (arr.dtype.kind == "b") == (target.kind == "b")
+            )
+            if not lossless:
+                raise TypeError(
+                    f"parameter `{pname}` expects {elem} values, but was given an array of dtype {arr.dtype}; "
+                    f"converting it could lose information, so arden does not do it implicitly "
+                    f"(convert explicitly, e.g. with `.astype(numpy.{target.name})`)"
+                )
+            arr = arr.astype(target)
+    else:
+        arr = _from_python(value, target, elem, pname)
+    return np.require(arr, requirements=["C", "A"])
+
+
+def _from_python(value: Any, target: np.dtype, elem: str, pname: str) -> np.ndarray:
+    """Python scalars and (nested) lists, which carry no dtype: converted to
+    the parameter's type when every value fits it."""
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError, OverflowError) as e:
+        raise TypeError(f"parameter `{pname}`: cannot make an array of the value given ({e})") from None
+    kind = arr.dtype.kind
+    if arr.size == 0 and kind == "f" and isinstance(value, list):
+        return np.zeros(arr.shape, dtype=target)  # [] has no element type
+    if target.kind == "b":
+        if kind != "b":
+            raise TypeError(f"parameter `{pname}` expects bool values, but was given {_describe(arr)}")
+        return arr
+    if kind == "b":
+        raise TypeError(f"parameter `{pname}` expects {elem} values, but was given bool values")
+    if kind == "O":
+        # integers too large for int64 end up as Python objects
+        raise OverflowError(f"parameter `{pname}`: an integer does not fit {elem}")
+    if target.kind == "i":
+        if kind not in "iu":
+            raise TypeError(
+                f"parameter `{pname}` expects {elem} values, but was given {_describe(arr)}; "
+                f"converting them could lose information (round them explicitly)"
+            )
+        info = np.iinfo(target)
+        if arr.size and (arr.min() < info.min or arr.max() > info.max):
+            raise OverflowError(f"parameter `{pname}`: an integer does not fit {elem}")
+        return arr.astype(target, copy=False)
+    if kind not in "iuf":
+        raise TypeError(f"parameter `{pname}` expects {elem} values, but was given {_describe(arr)}")
+    with np.errstate(over="ignore"):
+        out = arr.astype(target, copy=False)
+    if target == np.float32 and np.any(np.isinf(out) & ~np.isinf(arr)):
+        raise OverflowError(f"parameter `{pname}`: a value overflows f32")
+    return out
+
+
+def _describe(arr: np.ndarray) -> str:
+    return f"values of dtype {arr.dtype}"
+
+
+# ---------------------------------------------------------------- entries
+
+
+class Entry:
+    """A callable entry point of a :class:`Module`.
+
+    Call it with one argument per parameter (see :attr:`signature`)::
+
+        m.dot(np.array([1.0, 2.0]), [3.0, 4.0])      # -> 11.0
+        m.dot(a, b, count_ops=True)                 # -> (11.0, {"arith": ..., ...})
+
+    Keyword arguments: ``count_ops=True`` runs the call on the interpreter and
+    returns ``(result, counts)`` with its deterministic operation counts
+    (``arith``, ``reads``, ``writes``, ``stored``); ``threads=N`` overrides
+    the module's thread count for this call (C backend).
+    """
+
+    def __init__(self, module: "Module", name: str) -> None:
+        self._module = module
+        self.name: str = name
+        self.signature: Signature = module._signature(name)
+        self.__doc__ = f"arden entry point: {self.signature}\n\n{Entry.__doc__}"
+
+    def __call__(self, *args: Any, count_ops: bool = False, threads: Optional[int] = None) -> Any:
+        converted = self._prepare(args)
+        return self._module._call("call", self.name, converted, count_ops=count_ops, threads=threads)
+
+    def _prepare(self, args: Sequence[Any]) -> Tuple[Any, ...]:
+        """The arguments as the native layer receives them (same objects as
+        given when they are C-contiguous arrays of the right dtype)."""
+        params = self.signature.params
+        if len(args) != len(params):
+            plist = ", ".join(f"{p.name}: {p.type}" for p in params)
+            raise TypeError(
+                f"entry `{self.name}` takes {len(params)} argument{'' if len(params) == 1 else 's'} ({plist}), "
+                f"but {len(args)} {'was' if len(args) == 1 else 'were'} given"
+            )
+        return tuple(_convert(a, p._shape, p.name) for a, p in zip(args, params))
+
+    def __repr__(self) -> str:
+        return f"<arden entry {self.signature}>"
+
+
+def _leaf_float(shape: Any) -> bool:
+    return shape[0] == "leaf" and shape[1] in ("f64", "f32")
+
+
+def _zeros_like_param(p: Param, template: Any) -> Any:
+    """Zeros shaped like the converted argument `template` of `p`."""
+    if p.components is not None:
+        return tuple(_zeros_like_param(c, t) for c, t in zip(p.components, template))
+    return np.zeros(np.shape(template), dtype=p.dtype)
+
+
+def _ones_like_result(shape: Any, template: Any) -> Any:
+    if shape[0] == "tuple":
+        return tuple(_ones_like_result(s, t) for s, t in zip(shape[1], template))
+    return np.ones(np.shape(template), dtype=_DTYPES[shape[1]])
+
+
+def _argnums(argnums: Union[int, Sequence[int]], nparams: int, fname: str) -> Tuple[bool, Tuple[int, ...]]:
+    single = isinstance(argnums, (int, np.integer))
+    nums = (int(argnums),) if single else tuple(int(a) for a in argnums)  # type: ignore[union-attr]
+    if not nums:
+        raise ValueError("argnums must name at least one parameter")
+    for a in nums:
+        if not -nparams <= a < nparams:
+            raise ValueError(f"argnums {a} is out of range: `{fname}` has {nparams} parameter(s)")
+    return single, tuple(a % nparams for a in nums)
+
+
+# ---------------------------------------------------------------- modules
+
+
+class Module:
+    """A compiled arden program. Made by :func:`compile` or :func:`load`.
+
+    Each entry point is a callable attribute (an :class:`Entry`):
+    ``m.gmm_objective(alpha, mu, q, l, x, 1.0, 0)``. ``m.entries`` lists their
+    names; ``m["name"]`` also works. Derivatives of an entry are made with
+    :meth:`grad`, :meth:`value_and_grad`, :meth:`vjp`, :meth:`jvp`,
+    :meth:`jacfwd` and :meth:`jacrev` (arden's AD applied to the entry, compiled
+    for the module's backend once and then reused).
+    """
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+        self._entries: Dict[str, Entry] = {}
+        self._flush_notes(stacklevel=4)  # the caller of compile/load
+        #: names of the entry points, in declaration order
+        self.entries: Tuple[str, ...] = tuple(native.entries())
+        #: the backend that runs the entries: "c" or "interp"
+        self.backend: str = native.backend()
+        #: threads for C-backend calls (None: $ARDEN_NUM_THREADS, else all cores)
+        self.threads: Optional[int] = native.threads()
+        #: the optimiser's level (0 or 1)
+        self.opt_level: int = native.opt_level()
+
+    # -- entries
+
+    def __getattr__(self, name: str) -> Entry:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self.entry(name)
+
+    def __getitem__(self, name: str) -> Entry:
+        return self.entry(name)
+
+    def __dir__(self) -> List[str]:
+        return sorted(set(super().__dir__()) | set(self.entries))
+
+    def entry(self, name: str) -> Entry:
+        """The entry point `name` (raises :class:`EntryError` if there is none)."""
+        e = self._entries.get(name)
+        if e is None:
+            if name not in self.entries:
+                avail = ", ".join(self.entries) if self.entries else "(none)"
+                raise EntryError(f"no entry point named `{name}`; entry points: {avail}")
+            e = self._entries.setdefault(name, Entry(self, name))
+        return e
+
+    def _signature(self, name: str) -> Signature:
+        return Signature(name, self._native.signature(name))
+
+    def _flush_notes(self, stacklevel: int = 3) -> None:
+        for note in self._native.take_notes():
+            warnings.warn(f"arden: {note}", ArdenWarning, stacklevel=stacklevel)
+
+    def _call(self, kind: str, name: str, args: Tuple[Any, ...], count_ops: bool = False, threads: Optional[int] = None) -> Any:
+        if threads is not None and (not isinstance(threads, (int, np.integer)) or threads < 1):
+            raise ValueError(f"threads must be a positive integer, not {threads!r}")
+        try:
+            return self._native.call(kind, name, args, count_ops, threads)
+        finally:
+            if kind != "call":
+                self._flush_notes()
+
+    def ir(self, entry: str, stage: str = "opt") -> str:
+        """The core IR of `entry` as text, after `stage`: ``"lower"`` (derivative
+        operators not yet expanded), ``"ad"`` (derivatives expanded) or
+        ``"opt"`` (after the optimiser, at the module's ``opt_level``: what
+        runs; the default, as on the command line), as ``arden ir --stage``
+        prints it."""
+        self.entry(entry)
+        return str(self._native.ir(entry, stage))
+
+    # -- derivatives
+
+    def _entry_for_ad(self, f: Union[str, Entry]) -> Entry:
+        if isinstance(f, Entry):
+            if f._module is not self:
+                raise ValueError("that entry belongs to another module")
+            return f
+        return self.entry(f)
+
+    def vjp(self, f: Union[str, Entry]) -> Callable[..., Tuple[Any, Callable[[Any], Tuple[Any, ...]]]]:
+        """Reverse mode, as ``jax.vjp``: ``y, pullback = m.vjp("f")(*primals)``;
+        ``pullback(ybar)`` returns a tuple with one cotangent per parameter
+        (zeros for integer and bool parameters). ``ybar`` has the result's
+        shape (a tuple for a tuple result).
+
+        The pullback reruns the derivative program (primal and backward sweep)
+        each time it is called."""
+        e = self._entry_for_ad(f)
+        sig = e.signature
+
+        def vjp_at(*primals: Any) -> Tuple[Any, Callable[[Any], Tuple[Any, ...]]]:
+            xs = e._prepare(primals)
+            y = self._call("call", e.name, xs)
+
+            def pullback(ybar: Any) -> Tuple[Any, ...]:
+                yb = _convert(ybar, sig._result_shape, "ybar")
+                _, xbar = self._call("vjp", e.name, xs + (yb,))
+                return tuple(xbar)
+
+            return y, pullback
+
+        vjp_at.__doc__ = f"vjp of {sig}: returns (y, pullback)."
+        return vjp_at
+
+    def jvp(self, f: Union[str, Entry]) -> Callable[[Sequence[Any], Sequence[Any]], Tuple[Any, Any]]:
+        """Forward mode, as ``jax.jvp``: ``y, ydot = m.jvp("f")(primals, tangents)``
+        with one tangent per parameter (same shape and type; ``None`` means
+        zero, as needed for integer parameters)."""
+        e = self._entry_for_ad(f)
+        sig = e.signature
+
+        def jvp_at(primals: Sequence[Any], tangents: Sequence[Any]) -> Tuple[Any, Any]:
+            primals, tangents = tuple(primals), tuple(tangents)
+            xs = e._prepare(primals)
+            if len(tangents) != len(xs):
+                raise TypeError(f"jvp of `{e.name}`: {len(xs)} primals but {len(tangents)} tangents")
+            ts = tuple(
+                _zeros_like_param(p, x) if t is None else _convert(t, p._shape, "d" + p.name)
+                for p, x, t in zip(sig.params, xs, tangents)
+            )
+            y, ydot = self._call("jvp", e.name, xs + ts)
+            return y, ydot
+
+        jvp_at.__doc__ = f"jvp of {sig}: (primals, tangents) -> (y, ydot)."
+        return jvp_at
+
+    def value_and_grad(self, f: Union[str, Entry], argnums: Union[int, Sequence[int]] = 0) -> Callable[..., Tuple[Any, Any]]:
+        """As ``jax.value_and_grad``: a callable returning ``(f(*args), grad)``;
+        see :meth:`grad`."""
+        e = self._entry_for_ad(f)
+        sig = e.signature
+        if not _leaf_float(sig._result_shape) or sig._result_shape[2]:
+            raise TypeError(f"grad needs an entry with a scalar float result; `{e.name}` returns {sig.result} (use vjp or jacrev)")
+        single, nums = _argnums(argnums, len(sig.params), e.name)
+        for a in nums:
+            p = sig.params[a]
+            if p.dtype is not None and p.dtype.kind != "f":
+                raise TypeError(f"cannot differentiate with respect to parameter `{p.name}` of type {p.type} (argnums={a})")
+
+        def value_and_grad_at(*args: Any) -> Tuple[Any, Any]:
+            xs = e._prepare(args)
+            one = _ones_like_result(sig._result_shape, 0.0)
+            y, xbar = self._call("vjp", e.name, xs + (one,))
+            g = tuple(xbar[a] for a in nums)
+            return y, (g[0] if single else g)
+
+        value_and_grad_at.__doc__ = f"value and gradient of {sig} with respect to argnums={argnums}."
+        return value_and_grad_at
+
+    def grad(self, f: Union[str, Entry], argnums: Union[int, Sequence[int]] = 0) -> Callable[..., Any]:
+        """The gradient of an entry with a scalar float result, as ``jax.grad``:
+        ``m.grad("f", argnums=0)(*args)`` is the gradient with respect to
+        parameter 0 (same shape); with a tuple ``argnums`` a tuple of
+        gradients. Computed by reverse mode (cotangent 1.0)."""
+        vg = self.value_and_grad(f, argnums)
+
+        def grad_at(*args: Any) -> Any:
+            return vg(*args)[1]
+
+        grad_at.__doc__ = vg.__doc__
+        return grad_at
+
+    def _jac(self, f: Union[str, Entry], argnums: Union[int, Sequence[int]], forward: bool) -> Callable[..., Any]:
+        e = self._entry_for_ad(f)
+        sig = e.signature
+        if not _leaf_float(sig._result_shape):
+            raise TypeError(f"jacobians need an entry with a float scalar or array result; `{e.name}` returns {sig.result}")
+        single, nums = _argnums(argnums, len(sig.params), e.name)
+        for a in nums:
+            p = sig.params[a]
+            if p.dtype is None or p.dtype.kind != "f":
+                raise TypeError(f"jacobians are taken with respect to float scalar or array parameters; `{p.name}` is {p.type}")
+        rdtype = _DTYPES[sig._result_shape[1]]
+
+        def jac_at(*args: Any) -> Any:
+            xs = e._prepare(args)
+            if forward:
+                zeros = [_zeros_like_param(p, x) for p, x in zip(sig.params, xs)]
+                out = []
+                for a in nums:
+                    xa = xs[a]
+                    cols = []
+                    y_shape: Tuple[int, ...] = ()
+                    for j in range(xa.size):
+                        t = list(zeros)
+                        basis = np.zeros(xa.size, dtype=xa.dtype)
+                        basis[j] = 1
+                        t[a] = basis.reshape(xa.shape)
+                        y, ydot = self._call("jvp", e.name, xs + tuple(t))
+                        y_shape = np.shape(y)
+                        cols.append(np.asarray(ydot, dtype=rdtype).reshape(-1))
+                    if not cols:
+                        y = self._call("call", e.name, xs)
+                        y_shape = np.shape(y)
+                    jm = np.stack(cols, axis=1) if cols else np.zeros((int(np.prod(y_shape)), 0), dtype=rdtype)
+                    out.append(jm.reshape(tuple(y_shape) + xa.shape))
+            else:
+                y = self._call("call", e.name, xs)
+                y_shape = np.shape(y)
+                n_out = int(np.prod(y_shape))
+                rows: List[List[np.ndarray]] = [[] for _ in nums]
+                for k in range(n_out):
+                    basis = np.zeros(n_out, dtype=rdtype)
+                    basis[k] = 1
+                    ybar = basis.reshape(y_shape)
+                    _, xbar = self._call("vjp", e.name, xs + (ybar,))
+                    for i, a in enumerate(nums):
+                        rows[i].append(np.asarray(xbar[a]).reshape(-1))
+                out = []
+                for i, a in enumerate(nums):
+                    xa = xs[a]
+                    jm = np.stack(rows[i], axis=0) if rows[i] else np.zeros((0, xa.size), dtype=xa.dtype)
+                    out.append(jm.reshape(tuple(y_shape) + xa.shape))
+            return out[0] if single else tuple(out)
+
+        jac_at.__doc__ = f"jacobian ({'forward' if forward else 'reverse'} mode) of {sig} with respect to argnums={argnums}."
+        return jac_at
+
+    def jacfwd(self, f: Union[str, Entry], argnums: Union[int, Sequence[int]] = 0) -> Callable[..., Any]:
+        """The Jacobian by forward mode, as ``jax.jacfwd``: for a result of
+        shape ``S`` and a parameter of shape ``P`` the Jacobian has shape
+        ``S + P`` (tuple ``argnums``: a tuple of Jacobians). Built column by
+        column: one forward-mode call per element of the parameter. For
+        Jacobians inside arden code use the language's own ``jacfwd``."""
+        return self._jac(f, argnums, forward=True)
+
+    def jacrev(self, f: Union[str, Entry], argnums: Union[int, Sequence[int]] = 0) -> Callable[..., Any]:
+        """The Jacobian by reverse mode, as ``jax.jacrev`` (same shape as
+        :meth:`jacfwd`). Built row by row: one reverse-mode call per element of
+        the result."""
+        return self._jac(f, argnums, forward=False)
+
+    def __repr__(self) -> str:
+        return f"<arden.Module entries={list(self.entries)} backend={self.backend!r}>"
+
+
+# ---------------------------------------------------------------- compiling
+
+
+def _check_options(backend: Optional[str], threads: Optional[int], opt_level: int) -> None:
+    if backend not in (None, "c", "interp"):
+        raise ValueError(f'backend must be "c", "interp" or None (the C backend when a C compiler is found), not {backend!r}')
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1):
+        raise ValueError(f"threads must be a positive integer, not {threads!r}")
+    if isinstance(opt_level, bool) or opt_level not in _OPT_LEVELS:
+        raise ValueError(f"opt_level must be one of {_OPT_LEVELS}, not {opt_level!r}")
+
+
+def compile(
+    source: str,
+    *,
+    backend: Optional[str] = None,
+    threads: Optional[int] = None,
+    opt_level: int = 1,
+    name: str = "<string>",
+) -> Module:
+    """Compile arden source text into a :class:`Module`.
+
+    Args:
+        source: the program text.
+        backend: ``"c"`` (C with OpenMP; compiled libraries are cached as on
+            the command line), ``"interp"`` (the reference interpreter), or
+            ``None``: C when a C compiler is found, else the interpreter, and
+            entries the C backend cannot compile run on the interpreter (with
+            an :class:`ArdenWarning`), as ``arden run`` does.
+        threads: threads for C-backend calls (default ``$ARDEN_NUM_THREADS``,
+            else every core), like ``arden run --threads``.
+        opt_level: the optimiser's level, as ``arden run -O``: 1 (the default
+            schedule of rewrites) or 0 (none). Applies to the entries and to
+            the derivatives that :meth:`Module.grad` and friends build.
+        name: the file name shown in error messages.
+
+    Raises:
+        CompileError: the program does not compile (``str(e)`` is the
+            rendered diagnostic; ``e.line``/``e.column`` locate it).
+        BackendError: ``backend="c"`` and the C compiler failed.
+    """
+    if not isinstance(source, str):
+        raise TypeError(f"source must be a str, not {type(source).__name__} (use arden.load for a file)")
+    _check_options(backend, threads, opt_level)
+    native = _arden.NativeProgram.build(source, name, None, backend, threads, opt_level)
+    return Module(native)
+
+
+def load(
+    path: Union[str, "os.PathLike[str]"],
+    *,
+    backend: Optional[str] = None,
+    threads: Optional[int] = None,
+    opt_level: int = 1,
+) -> Module:
+    """Read and compile a ``.ard`` file; see :func:`compile` for the options.
+
+    Raises:
+        OSError: the file cannot be read.
+        CompileError: the program does not compile.
+    """
+    _check_options(backend, threads, opt_level)
+    p = os.fspath(path)
+    native = _arden.NativeProgram.build(None, p, p, backend, threads, opt_level)
+    return Module(native)

@@ -1,0 +1,526 @@
+//! `arden._arden`: the native half of the `arden` Python package.
+//!
+//! This layer is deliberately thin. The Python half (`arden/__init__.py`)
+//! converts user arguments to NumPy arrays of exactly the parameter's dtype,
+//! C-contiguous and aligned (copying only when it must), and builds `grad`,
+//! `jacfwd` and `jacrev` on the two primitives here: `jvp` and `vjp` of an
+//! entry, compiled from the program with arden's AD. This layer checks the
+//! arguments against the entry's types and sizes (the same checks and
+//! messages as the command line), borrows the arrays' memory without a copy,
+//! releases the GIL for the call and hands results to NumPy without a copy.
+
+use arden::api::{ArgRef, ArrayRef, Backend, CallOptions, Compiled, Error, OpCounts, Program, Stage};
+use arden::diag::Source;
+use arden::ir::{self, Function, Shape};
+use arden::runtime::{ArrayData, Value};
+use numpy::{PyArray, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyTuple};
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex};
+
+/// Stack of the thread that compiles (compilation recurses over the
+/// program; the command line uses the same size).
+const COMPILE_STACK: usize = 256 << 20;
+
+/// The exception classes live in Python (`arden/_errors.py`) so that they
+/// can inherit from both `arden.ArdenError` and the matching built-in.
+fn err_class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+    py.import("arden._errors")?.getattr(name)
+}
+
+fn raise(py: Python<'_>, class: &str, message: String) -> PyErr {
+    match err_class(py, class).and_then(|c| c.call1((message.clone(),))) {
+        Ok(e) => PyErr::from_value(e),
+        Err(e) => e,
+    }
+}
+
+/// An `arden::Error` as the Python exception the package documents. For
+/// compile errors, `source` gives the line and column of the first
+/// diagnostic.
+fn to_py(py: Python<'_>, e: Error, source: Option<&Source>) -> PyErr {
+    match e {
+        Error::Compile { rendered, diagnostics } => {
+            let (line, column) = match (source, diagnostics.first()) {
+                (Some(s), Some(d)) => {
+                    let (l, c) = s.line_col(d.span.start);
+                    (Some(l), Some(c))
+                }
+                _ => (None, None),
+            };
+            let messages: Vec<String> = diagnostics.iter().map(|d| d.message.clone()).collect();
+            match err_class(py, "CompileError").and_then(|c| c.call1((rendered, line, column, messages))) {
+                Ok(e) => PyErr::from_value(e),
+                Err(e) => e,
+            }
+        }
+        Error::Io { .. } => PyOSError::new_err(e.to_string()),
+        Error::NoEntry { .. } => raise(py, "EntryError", e.to_string()),
+        Error::Arguments(m) => raise(py, "ShapeError", m),
+        Error::Runtime(m) => raise(py, "RuntimeError", m),
+        Error::Optimize(m) => raise(py, "CompileError", m),
+        Error::Backend(m) => raise(py, "BackendError", format!("C backend: {m}")),
+    }
+}
+
+/// A result, free of `Rc` so that it can leave the GIL-released section.
+enum Out {
+    F64(f64),
+    F32(f32),
+    I64(i64),
+    I32(i32),
+    Bool(bool),
+    Array(Vec<usize>, ArrayData),
+    Tuple(Vec<Out>),
+}
+
+impl Out {
+    fn from_value(v: Value) -> Out {
+        match v {
+            Value::F64(x) => Out::F64(x),
+            Value::F32(x) => Out::F32(x),
+            Value::I64(x) => Out::I64(x),
+            Value::I32(x) => Out::I32(x),
+            Value::Bool(x) => Out::Bool(x),
+            // The runtime's buffer itself when nothing else holds it (the
+            // usual case); a copy only when the result shares an input's.
+            Value::Array(a) => match std::rc::Rc::try_unwrap(a) {
+                Ok(a) => Out::Array(a.shape, a.data),
+                Err(a) => Out::Array(a.shape.clone(), a.data.clone()),
+            },
+            Value::Tuple(vs) => Out::Tuple(vs.into_iter().map(Out::from_value).collect()),
+        }
+    }
+
+    /// Scalars become Python scalars, arrays NumPy arrays that take over the
+    /// Rust buffer (no copy), tuples tuples.
+    fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        fn arr<'py, T: numpy::Element>(py: Python<'py>, shape: &[usize], v: Vec<T>) -> PyResult<Bound<'py, PyAny>> {
+            Ok(PyArray::from_vec(py, v).reshape(shape.to_vec())?.into_any())
+        }
+        Ok(match self {
+            Out::F64(x) => PyFloat::new(py, x).into_any().unbind(),
+            Out::F32(x) => PyFloat::new(py, x as f64).into_any().unbind(),
+            Out::I64(x) => x.into_pyobject(py)?.into_any().unbind(),
+            Out::I32(x) => x.into_pyobject(py)?.into_any().unbind(),
+            Out::Bool(x) => PyBool::new(py, x).to_owned().into_any().unbind(),
+            Out::Array(shape, data) => match data {
+                ArrayData::F64(v) => arr(py, &shape, v)?.unbind(),
+                ArrayData::F32(v) => arr(py, &shape, v)?.unbind(),
+                ArrayData::I64(v) => arr(py, &shape, v)?.unbind(),
+                ArrayData::I32(v) => arr(py, &shape, v)?.unbind(),
+                ArrayData::Bool(v) => arr(py, &shape, v)?.unbind(),
+            },
+            Out::Tuple(xs) => {
+                let items = xs.into_iter().map(|x| x.into_py(py)).collect::<PyResult<Vec<_>>>()?;
+                PyTuple::new(py, items)?.into_any().unbind()
+            }
+        })
+    }
+}
+
+/// A Python argument as a borrowed [`ArgRef`]. Arrays must be NumPy arrays
+/// of one of the five element types, C-contiguous and aligned (the Python
+/// layer makes them so); their memory is used in place. The arrays stay
+/// alive while `keep` holds them.
+fn arg_ref<'a, 'py>(obj: &Bound<'py, PyAny>, keep: &mut Vec<Bound<'py, PyAny>>) -> PyResult<ArgRef<'a>> {
+    if let Ok(t) = obj.cast::<PyTuple>() {
+        return Ok(ArgRef::Tuple(t.iter().map(|x| arg_ref(&x, keep)).collect::<PyResult<_>>()?));
+    }
+    if let Ok(b) = obj.cast::<PyBool>() {
+        return Ok(ArgRef::Bool(b.is_true()));
+    }
+    if obj.is_instance_of::<PyInt>() {
+        return Ok(ArgRef::I64(obj.extract::<i64>()?));
+    }
+    if obj.is_instance_of::<PyFloat>() {
+        return Ok(ArgRef::F64(obj.extract::<f64>()?));
+    }
+    let Ok(a) = obj.cast::<PyUntypedArray>() else {
+        return Err(PyTypeError::new_err(format!("cannot pass a value of type {} to arden", obj.get_type().name()?)));
+    };
+    // SAFETY: reading the flags of a live array object.
+    let flags = unsafe { (*a.as_array_ptr()).fields.flags };
+    if !a.is_c_contiguous() || flags & numpy::npyffi::NPY_ARRAY_ALIGNED == 0 {
+        return Err(PyTypeError::new_err("internal: arrays reach the native layer C-contiguous and aligned"));
+    }
+    let shape = a.shape().to_vec();
+    let n: usize = shape.iter().product();
+    // SAFETY (every arm): the array is C-contiguous and aligned with `n`
+    // elements of the matched type, and `keep` holds it alive (with its
+    // buffer) until the call returns; NumPy's bool is one byte.
+    let data = if let Ok(x) = a.cast::<PyArrayDyn<f64>>() {
+        ArrayRef::F64(unsafe { slice(x.data(), n) })
+    } else if let Ok(x) = a.cast::<PyArrayDyn<f32>>() {
+        ArrayRef::F32(unsafe { slice(x.data(), n) })
+    } else if let Ok(x) = a.cast::<PyArrayDyn<i64>>() {
+        ArrayRef::I64(unsafe { slice(x.data(), n) })
+    } else if let Ok(x) = a.cast::<PyArrayDyn<i32>>() {
+        ArrayRef::I32(unsafe { slice(x.data(), n) })
+    } else if let Ok(x) = a.cast::<PyArrayDyn<bool>>() {
+        ArrayRef::Bool(unsafe { slice(x.data() as *const u8, n) })
+    } else {
+        return Err(PyTypeError::new_err(format!("arden has no element type for NumPy dtype {}", a.dtype())));
+    };
+    keep.push(obj.clone());
+    Ok(ArgRef::Array { shape, data })
+}
+
+/// # Safety
+/// `p` points to `n` live, aligned elements for the lifetime `'a`.
+unsafe fn slice<'a, T>(p: *const T, n: usize) -> &'a [T] {
+    if n == 0 { &[] } else { unsafe { std::slice::from_raw_parts(p, n) } }
+}
+
+/// A shape as Python data: `("leaf", elem, [dims...])` or `("tuple", [...])`.
+fn shape_py<'py>(py: Python<'py>, func: &Function, s: &Shape) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match s {
+        Shape::Leaf(t) => {
+            let dims: Vec<String> = t.shape.iter().map(|d| d.display_with(&|v| size_name(func, v))).collect();
+            ("leaf", t.elem.name(), dims).into_pyobject(py)?.into_any()
+        }
+        Shape::Tuple(ts) => {
+            let items = ts.iter().map(|t| shape_py(py, func, t)).collect::<PyResult<Vec<_>>>()?;
+            ("tuple", PyList::new(py, items)?).into_pyobject(py)?.into_any()
+        }
+    })
+}
+
+fn size_name(func: &Function, v: ir::VarId) -> String {
+    func.size_params.iter().find(|(_, x)| *x == v).map(|(n, _)| n.clone()).unwrap_or_else(|| func.var_name(v))
+}
+
+/// One compiled derivative (or the entries themselves) on its backend.
+struct Prepared {
+    compiled: Compiled,
+    /// Entries the C backend refused run on the interpreter (only when the
+    /// backend was chosen by default, as on the command line).
+    interp: Option<Compiled>,
+}
+
+impl Prepared {
+    fn new(functions: Vec<Function>, backend: Backend, explicit: bool, notes: &mut Vec<String>) -> Result<Prepared, Error> {
+        let compiled = match Compiled::from_functions(functions.clone(), backend, &arden::backend::c::COptions::default()) {
+            Ok(c) => c,
+            Err(e) if backend == Backend::C && !explicit => {
+                notes.push(format!("{e}; running on the interpreter instead"));
+                return Ok(Prepared { compiled: Compiled::from_functions(functions, Backend::Interp, &Default::default())?, interp: None });
+            }
+            Err(e) => return Err(e),
+        };
+        let refused: Vec<String> = (0..functions.len()).filter_map(|k| compiled.entry_at(k)?.refused().map(|w| format!("the C backend cannot compile `{}`: {w}", functions[k].name))).collect();
+        let interp = if !refused.is_empty() && !explicit {
+            for r in refused {
+                notes.push(format!("{r}; it runs on the interpreter instead"));
+            }
+            Some(Compiled::from_functions(functions, Backend::Interp, &Default::default())?)
+        } else {
+            None
+        };
+        Ok(Prepared { compiled, interp })
+    }
+
+    /// Call entry `k`: GIL released, panics turned into errors.
+    fn call(&self, py: Python<'_>, k: usize, args: &[ArgRef], options: &CallOptions, count: bool) -> Result<(Out, Option<OpCounts>), Error> {
+        let refused = self.compiled.entry_at(k).and_then(|e| e.refused().map(str::to_string));
+        let compiled = match (&self.interp, refused) {
+            (Some(i), Some(_)) => i,
+            // backend="c" asked for: the entry the C backend refused is an error
+            (None, Some(why)) if !count => {
+                let name = self.compiled.entry_at(k).map(|e| e.function().name.clone()).unwrap_or_default();
+                return Err(Error::Backend(format!("the C backend cannot compile `{name}`: {why}")));
+            }
+            _ => &self.compiled,
+        };
+        py.detach(|| {
+            catch_unwind(AssertUnwindSafe(|| {
+                let entry = compiled.entry_at(k).ok_or_else(|| Error::Runtime(format!("internal: no entry {k}")))?;
+                let mut counts = OpCounts::default();
+                let (v, _) = entry.call_borrowed(args, options, if count { Some(&mut counts) } else { None })?;
+                Ok((Out::from_value(v), count.then_some(counts)))
+            }))
+            .unwrap_or_else(|p| {
+                let what = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+                Err(Error::Runtime(format!("internal error (a bug in arden, please report it): {what}")))
+            })
+        })
+    }
+}
+
+/// A compiled program: its entries prepared for one backend, and their
+/// derivatives prepared on demand.
+#[pyclass(frozen, module = "arden._arden")]
+struct NativeProgram {
+    program: Program,
+    prepared: Prepared,
+    backend: Backend,
+    explicit: bool,
+    threads: Option<usize>,
+    opt_level: u8,
+    notes: Mutex<Vec<String>>,
+    /// ("jvp" | "vjp", entry) → the derivative prepared for the backend.
+    derived: Mutex<HashMap<(String, String), Arc<Prepared>>>,
+}
+
+fn parse_backend(backend: Option<&str>) -> PyResult<(Backend, bool, Vec<String>)> {
+    let mut notes = vec![];
+    Ok(match backend {
+        Some("c") => (Backend::C, true, notes),
+        Some("interp") => (Backend::Interp, true, notes),
+        None => {
+            if arden::backend::c::find_compiler().is_some() {
+                (Backend::C, false, notes)
+            } else {
+                notes.push("no C compiler found, so this runs on the (much slower) interpreter; install one (e.g. `apt-get install gcc`) or set $CC for compiled, multicore runs".into());
+                (Backend::Interp, false, notes)
+            }
+        }
+        Some(other) => return Err(PyValueError::new_err(format!("backend must be \"c\" or \"interp\", not {other:?}"))),
+    })
+}
+
+/// Run `f` on a thread with a large stack, GIL released.
+fn on_big_stack<T: Send + 'static>(py: Python<'_>, f: impl FnOnce() -> T + Send + 'static) -> PyResult<T> {
+    py.detach(|| {
+        std::thread::Builder::new()
+            .name("arden-compile".into())
+            .stack_size(COMPILE_STACK)
+            .spawn(f)
+            .map_err(|e| PyOSError::new_err(format!("cannot start the compiling thread: {e}")))?
+            .join()
+            .map_err(|p| {
+                let what = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+                pyo3::exceptions::PyRuntimeError::new_err(format!("internal error while compiling (a bug in arden, please report it): {what}"))
+            })
+    })
+}
+
+#[pymethods]
+impl NativeProgram {
+    /// Compile `source` (`name` is the file name shown in messages) or, with
+    /// `path`, read and compile a file.
+    #[staticmethod]
+    #[pyo3(signature = (source, name, path, backend, threads, opt_level))]
+    fn build(py: Python<'_>, source: Option<String>, name: String, path: Option<String>, backend: Option<&str>, threads: Option<usize>, opt_level: u8) -> PyResult<NativeProgram> {
+        let (backend, explicit, mut notes) = parse_backend(backend)?;
+        if opt_level > 1 {
+            return Err(PyValueError::new_err(format!("opt_level must be 0 or 1, not {opt_level}")));
+        }
+        if threads == Some(0) {
+            return Err(PyValueError::new_err("threads must be at least 1"));
+        }
+        let src2 = source.clone();
+        let path2 = path.clone();
+        let result = on_big_stack(py, move || {
+            let opt = arden::opt::OptOptions::level(opt_level);
+            let program = match (&src2, &path2) {
+                (Some(text), _) => Program::from_source_with(&name, text, &opt),
+                (None, Some(p)) => Program::from_file_with(p, &opt),
+                (None, None) => unreachable!("the Python layer passes source or path"),
+            }?;
+            let mut notes = vec![];
+            let prepared = Prepared::new(program.module().functions.clone(), backend, explicit, &mut notes)?;
+            Ok::<_, Error>((program, prepared, notes))
+        })?;
+        match result {
+            Ok((program, prepared, more)) => {
+                notes.extend(more);
+                // the interpreter when the C backend failed (by default)
+                let backend = prepared.compiled.backend();
+                Ok(NativeProgram {
+                    program,
+                    prepared,
+                    backend,
+                    explicit,
+                    threads,
+                    opt_level,
+                    notes: Mutex::new(notes),
+                    derived: Mutex::new(HashMap::new()),
+                })
+            }
+            Err(e) => {
+                let text = source.or_else(|| path.as_ref().and_then(|p| std::fs::read_to_string(p).ok()));
+                let src = text.map(|t| Source::new("", t));
+                Err(to_py(py, e, src.as_ref()))
+            }
+        }
+    }
+
+    /// Entry point names in declaration order.
+    fn entries(&self) -> Vec<String> {
+        self.program.entry_names().into_iter().map(str::to_string).collect()
+    }
+
+    /// "c" or "interp".
+    fn backend(&self) -> &'static str {
+        match self.backend {
+            Backend::C => "c",
+            Backend::Interp => "interp",
+        }
+    }
+
+    fn threads(&self) -> Option<usize> {
+        self.threads
+    }
+
+    fn opt_level(&self) -> u8 {
+        self.opt_level
+    }
+
+    /// Notes about fallbacks to the interpreter, taken (each is reported once).
+    fn take_notes(&self) -> Vec<String> {
+        std::mem::take(&mut *self.notes.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// `(params, result, sizes)`: `params` a list of `(name, shape)`, shapes
+    /// as `("leaf", elem, dims)` / `("tuple", shapes)`, `sizes` the size
+    /// parameters' names.
+    fn signature<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        let e = self.program.entry(name).map_err(|e| to_py(py, e, None))?;
+        let f = e.function();
+        let params = f.param_shapes.iter().map(|(n, s)| Ok((n.clone(), shape_py(py, f, s)?))).collect::<PyResult<Vec<_>>>()?;
+        let sizes: Vec<String> = f.size_params.iter().map(|(n, _)| n.clone()).collect();
+        Ok((params, shape_py(py, f, &f.result_shape)?, sizes).into_pyobject(py)?.into_any())
+    }
+
+    /// The IR of entry `name` after `stage` ("lower", "ad" or "opt"), as text.
+    fn ir(&self, py: Python<'_>, name: &str, stage: &str) -> PyResult<String> {
+        let st = match stage {
+            "lower" => Stage::Lower,
+            "ad" => Stage::Ad,
+            "opt" => Stage::Opt,
+            other => return Err(PyValueError::new_err(format!("stage must be \"lower\", \"ad\" or \"opt\", not {other:?}"))),
+        };
+        self.program.entry(name).map_err(|e| to_py(py, e, None))?;
+        let f = self.program.module_at(st).functions.iter().find(|f| f.name == name);
+        match f {
+            Some(f) => Ok(ir::print::print_function(f)),
+            None => Err(to_py(py, self.program.entry(name).err().unwrap_or(Error::Runtime(format!("internal: `{name}` has no IR at that stage"))), None)),
+        }
+    }
+
+    /// Call entry `name` (`kind` "call"), its forward derivative ("jvp":
+    /// primals then one tangent per parameter; returns `(y, ydot)`) or its
+    /// reverse derivative ("vjp": primals then the result's cotangent;
+    /// returns `(y, (xbar, ...))`). With `count_ops`, runs on the
+    /// interpreter and returns `(result, counts)`.
+    #[pyo3(signature = (kind, name, args, count_ops=false, threads=None))]
+    fn call(&self, py: Python<'_>, kind: &str, name: &str, args: &Bound<'_, PyTuple>, count_ops: bool, threads: Option<usize>) -> PyResult<Py<PyAny>> {
+        let mut keep = vec![];
+        let refs = args.iter().map(|a| arg_ref(&a, &mut keep)).collect::<PyResult<Vec<_>>>()?;
+        let mut options = CallOptions::default();
+        if let Some(t) = threads.or(self.threads) {
+            if t == 0 {
+                return Err(PyValueError::new_err("threads must be at least 1"));
+            }
+            options.threads = t;
+        }
+        let (prep, k): (Arc<Prepared>, usize);
+        let prepared: &Prepared = match kind {
+            "call" => {
+                k = self.program.entry_names().iter().position(|n| *n == name).ok_or_else(|| to_py(py, self.program.entry(name).err().unwrap(), None))?;
+                &self.prepared
+            }
+            "jvp" | "vjp" => {
+                prep = self.derivative(py, kind, name)?;
+                k = 0;
+                &prep
+            }
+            other => return Err(PyValueError::new_err(format!("internal: unknown call kind {other:?}"))),
+        };
+        let (out, counts) = prepared.call(py, k, &refs, &options, count_ops).map_err(|e| to_py(py, e, None))?;
+        drop(keep);
+        let value = out.into_py(py)?;
+        match counts {
+            None => Ok(value),
+            Some(c) => {
+                let d = PyDict::new(py);
+                d.set_item("arith", c.arith)?;
+                d.set_item("reads", c.reads)?;
+                d.set_item("writes", c.writes)?;
+                d.set_item("stored", c.stored)?;
+                Ok((value, d).into_pyobject(py)?.into_any().unbind())
+            }
+        }
+    }
+}
+
+impl NativeProgram {
+    /// The jvp or vjp of entry `name`, built and compiled once.
+    fn derivative(&self, py: Python<'_>, kind: &str, name: &str) -> PyResult<Arc<Prepared>> {
+        let key = (kind.to_string(), name.to_string());
+        if let Some(p) = self.derived.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return Ok(p.clone());
+        }
+        let f = self.program.entry(name).map_err(|e| to_py(py, e, None))?.function().clone();
+        let (backend, explicit, opt_level) = (self.backend, self.explicit, self.opt_level);
+        let kind2 = kind.to_string();
+        let built = on_big_stack(py, move || {
+            let g = if kind2 == "jvp" { arden::ad::jvp_function(&f) } else { arden::ad::vjp_function(&f) };
+            let g = g.map_err(|e| {
+                let at = e.loc.map(|l| format!(" (at {}:{}:{})", l.file, l.line, l.col)).unwrap_or_default();
+                Error::Arguments(format!("cannot differentiate `{}`: {}{at}", f.name, e.message))
+            })?;
+            if let Err(e) = arden::ir::verify::verify_function(&g) {
+                return Err(Error::Runtime(format!("internal: the derivative of `{}` does not verify: {e}", f.name)));
+            }
+            // optimised like the entries themselves, at the module's level
+            let module = ir::Module { functions: vec![g] };
+            let (module, _) = arden::opt::optimize(&module, &arden::opt::OptOptions::level(opt_level)).map_err(|e| Error::Optimize(e.to_string()))?;
+            let mut notes = vec![];
+            let p = Prepared::new(module.functions, backend, explicit, &mut notes)?;
+            Ok((p, notes))
+        })?;
+        let (p, notes) = built.map_err(|e| match e {
+            Error::Arguments(m) | Error::Optimize(m) => raise(py, "CompileError", m),
+            e => to_py(py, e, None),
+        })?;
+        self.notes.lock().unwrap_or_else(|e| e.into_inner()).extend(notes);
+        let p = Arc::new(p);
+        self.derived.lock().unwrap_or_else(|e| e.into_inner()).entry(key).or_insert(p.clone());
+        Ok(p)
+    }
+}
+
+/// The data addresses the native layer reads for these (already
+/// converted) arguments, one per array leaf in order: the same conversion as
+/// a call's, so tests can check that arrays are borrowed, not copied.
+#[pyfunction]
+fn borrowed_addresses(args: &Bound<'_, PyTuple>) -> PyResult<Vec<usize>> {
+    fn leaves(a: &ArgRef, out: &mut Vec<usize>) {
+        match a {
+            ArgRef::Array { data, .. } => out.push(data.as_ptr() as usize),
+            ArgRef::Tuple(xs) => xs.iter().for_each(|x| leaves(x, out)),
+            _ => {}
+        }
+    }
+    let mut keep = vec![];
+    let refs = args.iter().map(|a| arg_ref(&a, &mut keep)).collect::<PyResult<Vec<_>>>()?;
+    let mut out = vec![];
+    refs.iter().for_each(|r| leaves(r, &mut out));
+    Ok(out)
+}
+
+/// Whether a C compiler is available for the "c" backend.
+#[pyfunction]
+fn have_c_compiler() -> bool {
+    arden::backend::c::find_compiler().is_some()
+}
+
+/// The native half of the `arden` package; use `arden` itself.
+#[pymodule]
+fn _arden(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // As on the command line: an array larger than the machine's available
+    // memory is a run-time error rather than a process killed for memory.
+    if arden::backend::limits::max_memory().is_none() {
+        arden::backend::limits::set_max_memory(arden::backend::limits::available_memory());
+    }
+    m.add_class::<NativeProgram>()?;
+    m.add_function(wrap_pyfunction!(have_c_compiler, m)?)?;
+    m.add_function(wrap_pyfunction!(borrowed_addresses, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
