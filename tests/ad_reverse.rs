@@ -257,3 +257,19 @@ entry jf_vec [n] (x: [n]f64) : [n][n]f64 = jacfwd vecf x
         assert!(close(hv[i], want, 1e-12), "Hessian-vector product [{i}]: {} vs {want}", hv[i]);
     }
 }
+
+/// A gradient fails where its function fails: reverse mode must not drop a
+/// dead `iota` of a negative count (it used to, and returned 2.0).
+#[test]
+fn a_gradient_fails_where_its_function_fails() {
+    let src = "entry f (x: f64) (k: i64) : f64 = let a = iota k in x * 2.0\n\
+               entry g (x: f64) (k: i64) : f64 = grad (\\y -> let a = iota k in y * 2.0) x\n";
+    for level in [0, 1] {
+        let prog = arden::Program::from_source_with("dead.ard", src, &arden::opt::OptOptions::level(level)).unwrap();
+        for e in ["f", "g"] {
+            let err = prog.entry(e).unwrap().call(&[Value::F64(1.0), Value::I64(-1)]).unwrap_err();
+            assert!(err.to_string().contains("negative size -1 in `iota`"), "-O{level} `{e}`: {err}");
+            assert_eq!(prog.entry(e).unwrap().call(&[Value::F64(1.0), Value::I64(3)]).unwrap(), Value::F64(2.0));
+        }
+    }
+}

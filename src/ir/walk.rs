@@ -276,12 +276,26 @@ impl Copier<'_> {
 }
 
 /// Whether running `s` can stop the program with an error (a checked
-/// index, a failed coercion, integer division...): such statements are
-/// kept even when nothing reads their results.
+/// index, a failed coercion, integer division, `iota`/`replicate` of a
+/// count that is not a non-negative literal...): such statements are kept
+/// even when nothing reads their results.
 pub fn can_fail(s: &Stmt) -> bool {
+    can_fail_with(s, &|_| false)
+}
+
+/// [`can_fail`] where `nonneg(v)` says which variables are known to be
+/// `>= 0` (so `iota v` cannot fail). Sizes of `for` loops are not checked
+/// here (the optimiser's `Ctx::can_fail` does).
+pub fn can_fail_with(s: &Stmt, nonneg: &dyn Fn(VarId) -> bool) -> bool {
     let int_div = |p: &Prim| matches!(p, Prim::Div | Prim::Rem) && s.binds.first().is_some_and(|b| b.ty.elem.is_int());
-    let block_fails = |b: &Block| b.stmts.iter().any(can_fail);
+    let block_fails = |b: &Block| b.stmts.iter().any(|s| can_fail_with(s, nonneg));
+    let count_fails = |n: &Atom| match n {
+        Atom::Lit(Lit::I64(c)) => *c < 0,
+        Atom::Var(v) => !nonneg(*v),
+        Atom::Lit(_) => true,
+    };
     match &s.expr {
+        Expr::Iota { n } | Expr::Replicate { n, .. } => count_fails(n),
         Expr::Index { checks, .. } => checks.iter().any(Option::is_some),
         Expr::Slice { check, .. } => check.is_some(),
         Expr::Prim(p, _) => int_div(p),

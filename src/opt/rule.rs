@@ -244,7 +244,7 @@ impl Ctx<'_, '_> {
     /// such a statement.
     pub fn can_fail(&self, s: &Stmt) -> bool {
         let mut inner = vec![];
-        crate::ir::walk::can_fail(s) || self.negative_size_possible(s, &mut inner)
+        crate::ir::walk::can_fail_with(s, &|v| self.nonneg(v, &[])) || self.negative_size_possible(s, &mut inner)
     }
 
     fn nonneg(&self, v: VarId, inner: &[VarId]) -> bool {
