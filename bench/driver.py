@@ -388,7 +388,7 @@ def report(data):
       "JAX's, below 1 when arden is faster. *interp*: the reference interpreter (one call, after a warm-up "
       "call), skipped where a call would take well over 20 s. *cold compile*: C generation, C compiler and "
       "loading of the program's first timed entry (compiled alone, as `arden run` compiles it) into an empty cache (`ARDEN_CACHE_DIR`); "
-      "*warm start*: a later process's front end (parse, check, lower, differentiate) plus finding and "
+      "*warm start*: a later process's front end (parse, check, lower, differentiate, optimise) plus finding and "
       "loading the cached library, i.e. everything before the first call but reading the arguments. "
       "arden's times are those of `CompiledEntry::call_with` (arguments passed by pointer, the result "
       "copied out); JAX's those of a `jax.jit` function with `block_until_ready`.")

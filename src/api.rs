@@ -246,7 +246,9 @@ impl<'p> Entry<'p> {
 
     fn optimized(&self, mode: &str, g: Function) -> Result<Function, Error> {
         let module = crate::ir::Module { functions: vec![g] };
-        let (mut m, _) = crate::opt::optimize(&module, self.opt).map_err(|e| Error::Optimize(e.to_string()))?;
+        // the derivative is a new function: optimised whatever entries were chosen
+        let opt = crate::opt::OptOptions { entries: None, ..self.opt.clone() };
+        let (mut m, _) = crate::opt::optimize(&module, &opt).map_err(|e| Error::Optimize(e.to_string()))?;
         let g = m.functions.pop().expect("one function in, one out");
         if let Err(e) = crate::ir::verify::verify_function(&g) {
             return Err(Error::Arguments(format!("internal: the {mode} derivative of `{}` does not verify: {e}", self.func.name)));

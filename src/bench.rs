@@ -22,7 +22,7 @@ of timed calls, the minimum, median and mean time per call and, for the C backen
 bytes of arrays allocated by one call. The result itself is not printed (`arden run` prints \
 it).\n\n\
 With --json, prints one JSON object on stdout instead, with the fields backend, entry, threads, \
-frontend_ms (parse, check, lower, differentiate), compile_ms (C: generate, compile or load from \
+frontend_ms (parse, check, lower, differentiate, optimise), compile_ms (C: generate, compile or load from \
 the cache; 0 for the interpreter), cached, runs, total_s, min_ns, median_ns, mean_ns and \
 peak_bytes (null for the interpreter).\n\n\
 A run-time error in the entry is reported as `arden run` reports it (exit status 1).\n\n\
@@ -183,7 +183,7 @@ impl Report {
         };
         let mut t = format!(
             "bench {file} --entry {}: backend {}, {threads}\n\
-             \x20 front end   {:.1} ms (parse, check, lower, differentiate)\n\
+             \x20 front end   {:.1} ms (parse, check, lower, differentiate, optimise)\n\
              \x20 compile     {compile}\n\
              \x20 runs        {} timed (after 1 warm-up), {total:.3} s\n\
              \x20 min         {}\n\
@@ -207,7 +207,7 @@ impl Report {
 pub fn bench(a: &BenchArgs) -> Outcome {
     check_program_file(&a.file)?;
     let t0 = Instant::now();
-    let prog = a.opt.load(&a.file)?;
+    let prog = a.opt.load_for(&a.file, a.entry.as_deref())?;
     let frontend = t0.elapsed();
     let name = choose_entry(&a.file, &prog.entry_names(), a.entry.as_deref(), "bench")?;
     let func = prog.entry(&name)?.function();

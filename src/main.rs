@@ -124,6 +124,15 @@ impl OptArgs {
     fn load(&self, file: &Path) -> Result<Program, Failure> {
         Ok(Program::from_file_with(file, &self.options()?)?)
     }
+
+    /// [`OptArgs::load`] optimising only `entry` when it is named (the
+    /// only one that will run; with several entries and none named, the
+    /// command stops with a usage error anyway).
+    fn load_for(&self, file: &Path, entry: Option<&str>) -> Result<Program, Failure> {
+        let mut o = self.options()?;
+        o.entries = entry.map(|e| vec![e.to_string()]);
+        Ok(Program::from_file_with(file, &o)?)
+    }
 }
 
 /// Type- and size-check a program.
@@ -599,7 +608,7 @@ fn check_program_file(file: &Path) -> Outcome {
 
 fn run(a: &RunArgs) -> Outcome {
     check_program_file(&a.file)?;
-    let prog = a.opt.load(&a.file)?;
+    let prog = a.opt.load_for(&a.file, a.entry.as_deref())?;
     let name = choose_entry(&a.file, &prog.entry_names(), a.entry.as_deref(), "run")?;
     let entry = prog.entry(&name)?;
     let func = entry.function();

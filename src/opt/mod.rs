@@ -53,11 +53,14 @@ pub struct OptOptions {
     pub extra_rules: Vec<Rule>,
     /// record every rewrite in the report
     pub trace: bool,
+    /// optimise only these entry points (the others stay as `ad` left
+    /// them): `arden run` needs only the entry it runs
+    pub entries: Option<Vec<String>>,
 }
 
 impl Default for OptOptions {
     fn default() -> Self {
-        OptOptions { level: Level::O1, schedule: None, fuel: DEFAULT_FUEL, extra_rules: vec![], trace: false }
+        OptOptions { level: Level::O1, schedule: None, fuel: DEFAULT_FUEL, extra_rules: vec![], trace: false, entries: None }
     }
 }
 
@@ -115,6 +118,9 @@ pub fn optimize(m: &Module, opts: &OptOptions) -> Result<(Module, Report), OptEr
     let sched = opts.schedule.clone().unwrap_or_else(default_schedule);
     let rules = opts.rules();
     for f in &mut out.functions {
+        if opts.entries.as_ref().is_some_and(|only| !only.contains(&f.name)) {
+            continue;
+        }
         optimize_function(f, &sched, &rules, opts, &mut report)?;
     }
     Ok((out, report))
