@@ -17,7 +17,11 @@ pub const RULES: &[Rule] = &[
     Rule::on_stmt("index_iota", "`(iota n)[i]` → `i` (i proven in bounds)", index_iota),
     Rule::on_stmt("index_replicate", "`(replicate n v)[i, …]` → `v[…]` (i proven in bounds)", index_replicate),
     Rule::on_stmt("transpose_transpose", "`transpose (transpose x)` → `x`", transpose_transpose),
-    Rule::on_stmt("index_transpose", "`(transpose a)[i, j, …]` → `a[j, i, …]`", index_transpose),
+    Rule::on_stmt(
+        "index_transpose",
+        "`(transpose a)[i, j, …]` → `a[j, i, …]`; not where the innermost loop runs over j (the copy made those reads contiguous) nor inside a loop whose index is not i",
+        index_transpose,
+    ),
     Rule::on_stmt("slice_for", "`(for i < n. body)[lo:hi]` (checked or proven) → `for i' < hi - lo. body[i := i' + lo]`, for a `for` that only moves data or is read only here", slice_for),
     Rule::on_stmt("transpose_for", "`transpose (for i < n. for j < m. e)` → `for j < m. for i < n. e` (loop interchange instead of a copy), for a `for` that only moves data or is read only here", transpose_for),
     Rule::on_stmt("for_identity", "`for i < n. a[…, i]` (a's axis has size n, the other indices fixed and proven) → `a[…]`", for_identity),
@@ -132,7 +136,10 @@ fn fuse_index_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
             _ => false,
         };
     let recompute = ctx.uses(*a) == 1 && cheap_to_recompute(&slice, &mut RECOMPUTE_BUDGET.clone());
-    if !(moves_data(&slice) || recompute || once) || ctx.can_fail(def) && !moves_data(&slice) && !recompute {
+    // a copy read many times inside loops may be there for locality (a
+    // transpose): reading through it would make those reads strided
+    let moves = moves_data(&slice) && (ctx.uses(*a) == 1 || ctx.loop_depth_to(*a) == Some(0));
+    if !(moves || recompute || once) || ctx.can_fail(def) && !moves && !recompute {
         return None;
     }
     let ivar = *ivar;
@@ -192,6 +199,14 @@ fn index_transpose(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
         return None;
     }
     let Expr::Transpose(a) = ctx.def_expr(arr)? else { return None };
+    // a transpose copied once and read along its rows in an inner loop is
+    // faster than strided reads of the original: keep it then
+    let innermost = ctx.innermost_loop().map(|(i, _)| Atom::Var(i));
+    let reads_rows = innermost.is_some() && innermost == idx.get(1).copied() && idx[0] != idx[1];
+    let in_loop = super::var(arr).and_then(|v| ctx.loop_depth_to(v)).is_none_or(|d| d > 0);
+    if reads_rows || in_loop && innermost != Some(idx[0]) {
+        return None;
+    }
     let mut idx = idx.clone();
     let mut checks = checks.clone();
     idx.swap(0, 1);
