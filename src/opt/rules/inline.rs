@@ -20,7 +20,11 @@ pub const RULES: &[Rule] = &[
         "results of a `for`, `if` or `loop` nobody reads are dropped (a loop parameter only if nothing else depends on it)",
         dead_results,
     ),
-    Rule::on_stmt("cse", "a statement computing what an earlier statement in scope computed becomes a copy of its results", cse),
+    Rule::on_stmt(
+        "cse",
+        "a statement computing what an earlier statement in scope computed becomes a copy of its results; scalars and array reads only (a new array may be a buffer written in place)",
+        cse,
+    ),
 ];
 
 /// The copies (`let x = a`) in scope among the variables `s` reads, as a
@@ -135,6 +139,15 @@ fn drop_loop_param(s: &Stmt, keep: &[bool], ctx: &mut Ctx) -> Option<Vec<Stmt>> 
 }
 
 fn cse(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    // A new array (`replicate`, `iota`, a literal, …) may become the buffer
+    // an `update` or `scatter_add` writes in place; two names for one buffer
+    // would make every such write copy it (it made the ODE gradient's four
+    // saved-state buffers one, and each step copied [steps][n]). Reads
+    // (`index`, `slice`) and scalars are merged.
+    let fresh_array = s.binds.iter().any(|b| b.ty.rank() > 0) && !matches!(s.expr, Expr::Index { .. } | Expr::Slice { .. });
+    if fresh_array {
+        return None;
+    }
     let key = cse_key(s)?;
     let earlier = ctx.available(&key)?;
     if earlier.binds.len() != s.binds.len() || earlier.binds.iter().zip(&s.binds).any(|(a, b)| a.ty != b.ty) {
