@@ -5,11 +5,7 @@ use crate::ir::{Atom, Binder, Block, Expr, Lit, Prim, Scalar, Size, Stmt, Type, 
 
 /// The size held by an `i64` operand.
 pub fn size_of_atom(a: &Atom) -> Size {
-    match a {
-        Atom::Var(v) => Size::var(*v),
-        Atom::Lit(Lit::I64(c)) => Size::constant(*c),
-        Atom::Lit(_) => Size::constant(0),
-    }
+    Size::of_atom(a).unwrap_or(Size::constant(0))
 }
 use rustc_hash::FxHashMap;
 

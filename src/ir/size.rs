@@ -85,6 +85,20 @@ impl Size {
         }
     }
 
+    /// The size an `i64` operand holds (a variable or an `i64` literal).
+    pub fn of_atom(a: &Atom) -> Option<Size> {
+        match a {
+            Atom::Var(v) => Some(Size::var(*v)),
+            Atom::Lit(Lit::I64(c)) => Some(Size::constant(*c)),
+            Atom::Lit(_) => None,
+        }
+    }
+
+    /// The operand holding this size, when it is a constant or one variable.
+    pub fn as_atom(&self) -> Option<Atom> {
+        self.as_const().map(|c| Atom::Lit(Lit::I64(c))).or_else(|| self.as_var().map(Atom::Var))
+    }
+
     /// The variable if the size is exactly one variable.
     pub fn as_var(&self) -> Option<VarId> {
         if self.terms.len() != 1 {

@@ -139,8 +139,7 @@ impl<'r> Engine<'r> {
     /// Replace statements `k..=last` of `b` by `rep`, keeping use counts exact.
     fn splice(&mut self, b: &mut Block, k: usize, last: usize, rep: Vec<Stmt>) -> At {
         for s in &b.stmts[k..=last] {
-            let s = s.clone();
-            self.count_stmt(&s, -1);
+            self.count_stmt(s, -1);
         }
         for s in &rep {
             self.count_stmt(s, 1);
@@ -516,10 +515,9 @@ pub fn children_mut(e: &mut Expr) -> Vec<(&mut Block, BlockInfo)> {
         Expr::Loop { params, kind, body, .. } => match kind {
             LoopKind::Count { ivar, n, .. } => {
                 let mut info = looped(params.clone(), None);
-                match n {
-                    Atom::Var(v) => info.index = Some((*ivar, Size::var(*v))),
-                    Atom::Lit(crate::ir::Lit::I64(c)) => info.index = Some((*ivar, Size::constant(*c))),
-                    _ => info.params.push(crate::ir::Binder { var: *ivar, ty: crate::ir::Type::scalar(crate::ir::Scalar::I64) }),
+                match Size::of_atom(n) {
+                    Some(size) => info.index = Some((*ivar, size)),
+                    None => info.params.push(crate::ir::Binder { var: *ivar, ty: crate::ir::Type::scalar(crate::ir::Scalar::I64) }),
                 }
                 vec![(body, info)]
             }

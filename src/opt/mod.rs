@@ -173,8 +173,23 @@ fn walk_uses(f: &Function, st: &mut State) {
     crate::ir::walk::visit_block(&f.body, &mut |v| *uses.entry(v).or_insert(0) += 1, &mut |_| {});
 }
 
-/// Whether a schedule names rule `name` anywhere.
+/// Whether a schedule names rule `name` anywhere (its lets included).
 fn mentions(sched: &Schedule, name: &str) -> bool {
-    let text = sched.to_string();
-    text.split(|c: char| !(c.is_alphanumeric() || c == '_')).any(|w| w == name)
+    fn names(s: &Strategy, name: &str) -> bool {
+        match s {
+            Strategy::Rule(n) => n == name,
+            Strategy::Id | Strategy::Fail | Strategy::Ref(_) => false,
+            Strategy::Seq(a, b) | Strategy::LChoice(a, b) => names(a, name) || names(b, name),
+            Strategy::Try(a)
+            | Strategy::Repeat(a)
+            | Strategy::One(a)
+            | Strategy::All(a)
+            | Strategy::TopDown(a)
+            | Strategy::BottomUp(a)
+            | Strategy::Normalize(a)
+            | Strategy::Innermost(a)
+            | Strategy::Everywhere(a) => names(a, name),
+        }
+    }
+    names(&sched.main, name) || sched.lets.iter().any(|(_, s)| names(s, name))
 }

@@ -4,7 +4,7 @@
 //! `for` that copies an array; a `for` consumed by `reduce add`.
 
 use super::{bind, copy_block, single};
-use crate::ir::{Atom, Block, Check, Expr, Lit, ReduceOp, Stmt, Type, walk};
+use crate::ir::{Atom, Block, Check, Expr, ReduceOp, Stmt, Type, walk};
 use crate::opt::rule::{Ctx, Rule};
 use rustc_hash::FxHashMap;
 
@@ -161,11 +161,7 @@ fn index_iota(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let y = single(s)?;
     let Expr::Index { arr, idx, checks } = &s.expr else { return None };
     let Expr::Iota { n } = ctx.def_expr(arr)? else { return None };
-    let n = match n {
-        Atom::Var(v) => crate::ir::Size::var(*v),
-        Atom::Lit(Lit::I64(c)) => crate::ir::Size::constant(*c),
-        _ => return None,
-    };
+    let n = crate::ir::Size::of_atom(n)?;
     if idx.len() != 1 || !in_bounds(&checks[0], &idx[0], Some(&n), ctx) || ctx.type_of(&idx[0]).as_ref() != Some(&y.ty) {
         return None;
     }

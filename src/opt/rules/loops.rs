@@ -153,10 +153,6 @@ fn one_hot_term(body: &Block, r: &Atom, i: VarId, local: &FxHashSet<VarId>) -> O
     (!varies(&e)).then_some((x, e))
 }
 
-/// The trip count as an atom (for a run-time range test).
-fn count_atom(n: &Size) -> Option<Atom> {
-    n.as_const().map(|c| Atom::Lit(Lit::I64(c))).or_else(|| n.as_var().map(Atom::Var))
-}
 
 /// The replacement of a one-hot sum over `i < n`: the body once at `i = e`,
 /// then `y_k = 0.0 + x_k` for each summed value, guarded by `0 <= e < n`
@@ -181,7 +177,7 @@ fn collapse(binds: &[Binder], body: &Block, i: VarId, n: &Size, terms: &[(Atom, 
         at_e.extend(copies(binds, &sums));
         return Some(at_e);
     }
-    let n = count_atom(n)?;
+    let n = n.as_atom()?;
     let (ge, lt, ok) = (ctx.fresh("in_lo"), ctx.fresh("in_hi"), ctx.fresh("in_range"));
     let boolt = Type::scalar(Scalar::Bool);
     let zeros: Vec<Atom> = binds.iter().map(|b| super::lit_f(b.ty.elem, 0.0)).collect();
@@ -231,11 +227,7 @@ fn onehot_sum(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
             if terms.is_empty() || terms.iter().any(|t| t.1 != terms[0].1) {
                 return None;
             }
-            let n = match n {
-                Atom::Var(v) => Size::var(*v),
-                Atom::Lit(Lit::I64(c)) => Size::constant(*c),
-                _ => return None,
-            };
+            let n = Size::of_atom(n)?;
             let (ivar, body) = (*ivar, body.clone());
             collapse(&s.binds, &body, ivar, &n, &terms, ctx)
         }
@@ -445,7 +437,7 @@ fn for_ignores_index(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     if walk::free_vars_block(body).contains(ivar) || body.stmts.iter().any(|st| ctx.can_fail(st)) {
         return None;
     }
-    let n = count_atom(size)?;
+    let n = size.as_atom()?;
     if ctx.can_fail(s) {
         return None;
     }
