@@ -21,10 +21,11 @@ use programs::Ty;
 
 const PARAMS: &str = "[n][k] (x: f64) (y: f64) (v: [n]f64) (w: [k]f64) (m: [k][n]f64) (p: i64)";
 
-/// Equal bit for bit; `lenient` also accepts what `mul_onehot` documents:
-/// where the unoptimised value is NaN (from NaN or ±∞ times a structural
-/// zero) or -0.0 (a negative number times one), the optimised one may be
-/// the true derivative component +0.0 (or anything, for NaN).
+/// Equal bit for bit; `lenient` also accepts what `mul_onehot` and
+/// `onehot_add` document: where the unoptimised value is NaN (from NaN or
+/// ±∞ times a structural zero) or ±0.0 (a negative number times one, or
+/// -0.0 plus a structural zero), the optimised one may be the other zero
+/// (or anything, for NaN).
 fn same_f(want: f64, got: f64, lenient: bool) -> bool {
     want.to_bits() == got.to_bits() || lenient && (want.is_nan() || want == 0.0 && got == 0.0)
 }
@@ -121,7 +122,7 @@ fn fuzz(cases: u64, seed0: u64, lane: u64, lanes: u64) -> (u64, Vec<String>) {
         for r in &rules {
             let o = OptOptions { schedule: Some(schedule_of(r)), ..OptOptions::default() };
             match opt::optimize(&ad, &o) {
-                Ok((m, _)) => failures.extend(compare(&format!("rule `{r}` alone"), *r == "mul_onehot", &c, &want, &m)),
+                Ok((m, _)) => failures.extend(compare(&format!("rule `{r}` alone"), matches!(*r, "mul_onehot" | "onehot_add"), &c, &want, &m)),
                 Err(e) => failures.push(format!("rule `{r}` alone: {e}\n{}", c.source)),
             }
         }
@@ -462,5 +463,48 @@ fn random_schedules_preserve_random_programs() {
         }
         println!("{ran} random schedules ran, {out_of_fuel} ran out of fuel");
         assert!(ran > out_of_fuel);
+    });
+}
+
+/// Paper 000's duals of the one-hot sum. A histogram written as a one-hot
+/// sum per bin becomes one scatter over the items (`onehot_scatter`):
+/// bitwise the same sums, with out-of-range, -0.0, NaN and ∞ items, at
+/// O(n + m) instead of O(n·m). The gradient of `maximum` adds its one-hot
+/// cotangent as one updated element (`onehot_add`).
+#[test]
+fn onehot_duals_are_exact_and_sparse() {
+    with_big_stack(|| {
+        let src = "entry hist [n][m] (z: [n]f64) (idx: [m]i64) (w: [m]f64) : [n]f64 =\n  for (i < n). sum (for j. if idx[j] == i then w[j] * 2.0 else 0.0)";
+        let o0 = Program::from_source_with("hist.ard", src, &OptOptions::level(0)).unwrap();
+        let o1 = Program::from_source_with("hist.ard", src, &OptOptions::level(1)).unwrap();
+        assert!(o1.opt_report().fired.iter().any(|(_, r)| r.contains_key("onehot_scatter")), "onehot_scatter did not fire");
+        let mut rng = common::Rng(0xA11CE);
+        let specials = [-0.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0];
+        for (n, m) in [(0usize, 5usize), (5, 0), (1, 1), (7, 40), (200, 200)] {
+            let idx = Value::array(vec![m], ArrayData::I64((0..m).map(|_| rng.below(n + 4) as i64 - 2).collect()));
+            let w: Vec<f64> = (0..m).map(|_| if rng.below(5) == 0 { specials[rng.below(specials.len())] } else { rng.unit() - 0.5 }).collect();
+            let w = Value::array(vec![m], ArrayData::F64(w));
+            let args = vec![f64s(n, |_| 0.0), idx, w];
+            let (want, a) = o0.entry("hist").unwrap().call_counting(&args).unwrap();
+            let (got, b) = o1.entry("hist").unwrap().call_counting(&args).unwrap();
+            assert!(same_at(&want, &got, false), "n={n} m={m}: {} vs {}", want.to_json(), got.to_json());
+            if n == 200 {
+                assert!(total(b) * 20.0 < total(a), "the scatter costs {} ops, the one-hot sums {}", total(b), total(a));
+            }
+        }
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let lse = |l: u8| Program::from_file_with(root.join("examples/logsumexp.ard"), &OptOptions::level(l)).unwrap();
+        let (p0, p1) = (lse(0), lse(1));
+        for x in [vec![1.0, 3.0, 3.0, -0.0], vec![-0.0], vec![2.0, f64::NEG_INFINITY, 0.5]] {
+            let args = vec![f64s(x.len(), |k| x[k])];
+            let ((_, g0), _) = p0.entry("lse").unwrap().vjp(&args, &Value::F64(1.0)).unwrap();
+            let ((_, g1), _) = p1.entry("lse").unwrap().vjp(&args, &Value::F64(1.0)).unwrap();
+            assert!(same(&g0, &g1), "{x:?}: {} vs {}", g0.to_json(), g1.to_json());
+        }
+        // the cotangent of `maximum` no longer costs a pass over the array
+        let big = vec![f64s(1000, |k| (k as f64 * 0.37).sin())];
+        let (_, f) = p1.entry("lse").unwrap().call_counting(&big).unwrap();
+        let (_, g) = p1.entry("lse").unwrap().vjp(&big, &Value::F64(1.0)).unwrap();
+        assert!(total(g) / total(f) < 2.5, "ops(grad)/ops(f) = {}", total(g) / total(f));
     });
 }

@@ -20,6 +20,9 @@ pub struct Builder<'a> {
     /// Arrays reverse mode stores for its backward sweep (extra results of
     /// parallel loops, states and residuals saved by sequential loops).
     pub residuals: Vec<VarId>,
+    /// Cotangent arrays whose zeros are structural (one-hot by
+    /// construction), recorded in `Function::onehot` for the optimiser.
+    pub onehot: Vec<VarId>,
 }
 
 impl<'a> Builder<'a> {
@@ -33,7 +36,7 @@ impl<'a> Builder<'a> {
             types.insert(p.var, p.ty.clone());
         }
         crate::ir::walk::binder_types(body, &mut types);
-        Builder { names, types, blocks: vec![vec![]], replicas: FxHashMap::default(), residuals: vec![] }
+        Builder { names, types, blocks: vec![vec![]], replicas: FxHashMap::default(), residuals: vec![], onehot: vec![] }
     }
 
     pub fn fresh(&mut self, hint: &str) -> VarId {

@@ -109,6 +109,7 @@ fn expand_function(f: &mut Function) -> Result<(), AdError> {
     let expanded = expand_block(&mut b, body)?;
     let top: rustc_hash::FxHashSet<crate::ir::VarId> = expanded.stmts.iter().flat_map(|s| s.binds.iter().map(|x| x.var)).collect();
     f.stored = b.residuals.iter().copied().filter(|v| top.contains(v)).collect();
+    f.onehot.extend(std::mem::take(&mut b.onehot));
     f.body = expanded;
     // whole-array cotangents summed over a parallel loop: accumulated
     crate::ir::accumulate::function(f);

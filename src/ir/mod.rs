@@ -346,9 +346,10 @@ pub struct Function {
     /// Top-level arrays that reverse mode stores for its backward sweep
     /// (all alive when it starts): the interpreter reports their size.
     pub stored: Vec<VarId>,
-    /// Arrays built by `jacfwd`/`jacrev` as basis directions (one-hot
-    /// seeds): their zeros are structural, which licenses the optimiser's
-    /// `mul_onehot` rule.
+    /// Arrays whose zeros are structural: the basis directions (one-hot
+    /// seeds) of `jacfwd`/`jacrev`, and the one-hot cotangent reverse mode
+    /// gives `maximum`/`minimum`. This licenses the optimiser's
+    /// `mul_onehot` and `onehot_add` rules.
     pub onehot: Vec<VarId>,
 }
 

@@ -443,6 +443,9 @@ impl Rev {
         let v = b.prim(Prim::Select, vec![hit, ct, lit(at.elem, 0.0)], at.elem);
         let body = Block { stmts: b.end(), result: vec![v] };
         let xbar = b.emit(Expr::For { ivar, size: at.shape[0].clone(), body }, at, "ext");
+        if let Atom::Var(v) = xbar {
+            b.onehot.push(v);
+        }
         self.add(b, &arr, xbar);
     }
 

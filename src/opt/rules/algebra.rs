@@ -21,7 +21,7 @@ pub const RULES: &[Rule] = &[
     ),
     Rule::on_stmt(
         "mul_onehot",
-        "x * (select c a 0) → select c (x * a) 0 when the 0 is structural (a one-hot seed of jacfwd/jacrev, or what fusion copied from one); NOT exact when x is NaN or ±∞ (the literal program gives NaN) or negative (it gives -0.0): this gives the true derivative component +0.0",
+        "x * (select c a 0) → select c (x * a) 0 when the 0 is structural (a one-hot seed of jacfwd/jacrev, or what fusion copied from one) made in the same loop body as the product; NOT exact when x is NaN or ±∞ (the literal program gives NaN) or negative (it gives -0.0): this gives the true derivative component +0.0",
         mul_onehot,
     ),
 ];
@@ -137,7 +137,9 @@ fn mul_onehot(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let slots: &[usize] = if *p == Prim::Mul { &[0, 1] } else { &[0] };
     for &k in slots {
         let Atom::Var(t) = xs[k] else { continue };
-        if !ctx.is_onehot(t) {
+        // a select made outside the loop the product is in stays there:
+        // pushing the product into it would add a select per iteration
+        if !ctx.is_onehot(t) || ctx.loop_depth_to(t) != Some(0) {
             continue;
         }
         let Some((c, a)) = ctx.def_expr(&xs[k]).and_then(select_zero) else { continue };

@@ -2,8 +2,8 @@
 //! of zero or one iteration, and the single-active-iteration collapse that
 //! makes one-hot sums free.
 
-use super::{bind, copies, copy_block, local_def, select_zero};
-use crate::ir::{Atom, Binder, Block, Expr, Lit, LoopKind, Prim, ReduceOp, Scalar, Size, Stmt, Type, VarId, walk};
+use super::{bind, copies, copy_block, in_range, local_def, one_hot_term};
+use crate::ir::{Atom, Binder, Block, Expr, Lit, LoopKind, Prim, ReduceOp, Size, Stmt, Type, VarId, walk};
 use crate::opt::rule::{Ctx, Rule};
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -137,21 +137,6 @@ fn loop_one(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     Some(out)
 }
 
-/// `select (i == e) x 0` in `body`: the value `x` and the index `e`, when
-/// `r` is bound that way and `e` is not `i` nor bound in the body.
-fn one_hot_term(body: &Block, r: &Atom, i: VarId, local: &FxHashSet<VarId>) -> Option<(Atom, Atom)> {
-    let Atom::Var(r) = r else { return None };
-    let (c, x) = select_zero(&local_def(body, *r)?.expr)?;
-    let Atom::Var(c) = c else { return None };
-    let Expr::Prim(Prim::Eq, xs) = &local_def(body, c)?.expr else { return None };
-    let e = match (xs[0], xs[1]) {
-        (Atom::Var(a), e) if a == i => e,
-        (e, Atom::Var(b)) if b == i => e,
-        _ => return None,
-    };
-    let varies = |a: &Atom| matches!(a, Atom::Var(v) if *v == i || local.contains(v));
-    (!varies(&e)).then_some((x, e))
-}
 
 
 /// The replacement of a one-hot sum over `i < n`: the body once at `i = e`,
@@ -177,20 +162,14 @@ fn collapse(binds: &[Binder], body: &Block, i: VarId, n: &Size, terms: &[(Atom, 
         at_e.extend(copies(binds, &sums));
         return Some(at_e);
     }
-    let n = n.as_atom()?;
-    let (ge, lt, ok) = (ctx.fresh("in_lo"), ctx.fresh("in_hi"), ctx.fresh("in_range"));
-    let boolt = Type::scalar(Scalar::Bool);
+    let (mut out, ok) = in_range(e, n, ctx)?;
     let zeros: Vec<Atom> = binds.iter().map(|b| super::lit_f(b.ty.elem, 0.0)).collect();
-    Some(vec![
-        bind(ge, boolt.clone(), Expr::Prim(Prim::Ge, vec![e, Atom::Lit(Lit::I64(0))])),
-        bind(lt, boolt.clone(), Expr::Prim(Prim::Lt, vec![e, n])),
-        bind(ok, boolt, Expr::Prim(Prim::And, vec![Atom::Var(ge), Atom::Var(lt)])),
-        Stmt {
-            binds: binds.to_vec(),
-            expr: Expr::If { cond: Atom::Var(ok), then_b: Block { stmts: at_e, result: sums }, else_b: Block { stmts: vec![], result: zeros } },
-            loc: None,
-        },
-    ])
+    out.push(Stmt {
+        binds: binds.to_vec(),
+        expr: Expr::If { cond: ok, then_b: Block { stmts: at_e, result: sums }, else_b: Block { stmts: vec![], result: zeros } },
+        loc: None,
+    });
+    Some(out)
 }
 
 fn onehot_sum(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {

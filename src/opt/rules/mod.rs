@@ -5,14 +5,15 @@ pub mod algebra;
 pub mod fusion;
 pub mod inline;
 pub mod loops;
+pub mod sparse;
 
 use super::rule::{Ctx, Rule};
-use crate::ir::{Atom, Binder, Block, Expr, Lit, Prim, Scalar, Stmt, Type, VarId, walk};
-use rustc_hash::FxHashMap;
+use crate::ir::{Atom, Binder, Block, Expr, Lit, Prim, Scalar, Size, Stmt, Type, VarId, walk};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Every built-in rule.
 pub fn builtin() -> Vec<Rule> {
-    [inline::RULES, algebra::RULES, fusion::RULES, loops::RULES].concat()
+    [inline::RULES, algebra::RULES, fusion::RULES, loops::RULES, sparse::RULES].concat()
 }
 
 /// `let x: ty = expr` without a location.
@@ -75,4 +76,34 @@ pub(crate) fn single(s: &Stmt) -> Option<&Binder> {
         [b] => Some(b),
         _ => None,
     }
+}
+
+/// `select (i == e) x 0` in `body`: the value `x` and the index `e`, when
+/// `r` is bound that way and `e` is not `i` nor bound in the body.
+pub(crate) fn one_hot_term(body: &Block, r: &Atom, i: VarId, local: &FxHashSet<VarId>) -> Option<(Atom, Atom)> {
+    let Atom::Var(r) = r else { return None };
+    let (c, x) = select_zero(&local_def(body, *r)?.expr)?;
+    let Atom::Var(c) = c else { return None };
+    let Expr::Prim(Prim::Eq, xs) = &local_def(body, c)?.expr else { return None };
+    let e = match (xs[0], xs[1]) {
+        (Atom::Var(a), e) if a == i => e,
+        (e, Atom::Var(b)) if b == i => e,
+        _ => return None,
+    };
+    let varies = |a: &Atom| matches!(a, Atom::Var(v) if *v == i || local.contains(v));
+    (!varies(&e)).then_some((x, e))
+}
+
+/// `0 <= e < n` as statements and the condition they bind: `ok`. `None`
+/// when `n` is not an atom.
+pub(crate) fn in_range(e: Atom, n: &Size, ctx: &mut Ctx) -> Option<(Vec<Stmt>, Atom)> {
+    let n = n.as_atom()?;
+    let (ge, lt, ok) = (ctx.fresh("in_lo"), ctx.fresh("in_hi"), ctx.fresh("in_range"));
+    let boolt = Type::scalar(Scalar::Bool);
+    let stmts = vec![
+        bind(ge, boolt.clone(), Expr::Prim(Prim::Ge, vec![e, Atom::Lit(Lit::I64(0))])),
+        bind(lt, boolt.clone(), Expr::Prim(Prim::Lt, vec![e, n])),
+        bind(ok, boolt, Expr::Prim(Prim::And, vec![Atom::Var(ge), Atom::Var(lt)])),
+    ];
+    Some((stmts, Atom::Var(ok)))
 }

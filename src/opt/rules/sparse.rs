@@ -1,0 +1,166 @@
+//! One-hot rules beyond the sum (paper 000): an array plus a one-hot array
+//! is one element updated, and a one-hot sum whose hot index belongs to
+//! the inner loop is a scatter. (The gather dual, `for j. Σ_i select (i ==
+//! e_j) x_i 0`, is `onehot_sum` inside a `for`.)
+
+use super::{bind, in_range, one_hot_term};
+use crate::ir::{Atom, Block, Expr, Loc, LoopKind, Prim, Size, Stmt, Type, VarId, walk};
+use crate::opt::rule::{Ctx, Rule};
+
+pub const RULES: &[Rule] = &[
+    Rule::on_stmt(
+        "onehot_add",
+        "`for i < n. a[i] + select (i == e) x 0` where the select is a structural zero cotangent (reverse mode of `maximum`) and x, e do not depend on i → a copy of `a` with element e updated to a[e] + x (no update when e is out of range); an element a[i] = -0.0 stays -0.0 where the loop gave 0.0",
+        onehot_add,
+    ),
+    Rule::on_stmt(
+        "onehot_scatter",
+        "`for i < n. Σ_j<m select (e_j == i) x_j 0` (or `if e_j == i then x_j else 0`) where e_j and x_j do not depend on i → a counted loop over j adding x_j into element e_j of zeros (skipped when e_j is out of range): O(n + m) instead of O(n·m), bitwise the same sums; the inner body must not fail",
+        onehot_scatter,
+    ),
+];
+
+/// Where a rule's guarded update would report an error (never: the index
+/// is checked first).
+fn guarded_loc() -> Loc {
+    Loc { file: "<optimiser>".into(), line: 0, col: 0 }
+}
+
+/// The statement of `body` binding `v`.
+fn local(body: &Block, v: VarId) -> Option<&Stmt> {
+    super::local_def(body, v)
+}
+
+/// `a` is a variable of the body `body` whose statement binds `Expr::Prim(p, _)`.
+fn prim_of<'b>(body: &'b Block, a: &Atom, p: Prim) -> Option<&'b [Atom]> {
+    let Atom::Var(v) = a else { return None };
+    match &local(body, *v)?.expr {
+        Expr::Prim(q, xs) if *q == p => Some(xs),
+        _ => None,
+    }
+}
+
+fn onehot_add(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let y = super::single(s)?;
+    let Expr::For { ivar, size, body } = &s.expr else { return None };
+    if y.ty.rank() != 1 || !y.ty.elem.is_float() || ctx.can_fail(s) {
+        return None;
+    }
+    let xs = prim_of(body, &body.result[0], Prim::Add)?;
+    let local_vars = walk::bound_vars_block(body);
+    // one operand reads a[i], the other is the marked one-hot term
+    let (k, arr) = (0..2).find_map(|k| {
+        let Atom::Var(r) = xs[k] else { return None };
+        match &local(body, r)?.expr {
+            Expr::Index { arr: a @ Atom::Var(av), idx, checks } if idx == &[Atom::Var(*ivar)] && checks[0].is_none() && !local_vars.contains(av) => Some((k, *a)),
+            _ => None,
+        }
+    })?;
+    let Atom::Var(t) = xs[1 - k] else { return None };
+    if !ctx.is_onehot(t) {
+        return None;
+    }
+    let (x, e) = one_hot_term(body, &xs[1 - k], *ivar, &local_vars)?;
+    if matches!(x, Atom::Var(v) if v == *ivar || local_vars.contains(&v)) || ctx.type_of(&arr).as_ref() != Some(&y.ty) || y.ty.shape[0] != *size {
+        return None;
+    }
+    let elem = Type::scalar(y.ty.elem);
+    let (old, new, out) = (ctx.fresh("at"), ctx.fresh("at"), ctx.fresh_like(y.var));
+    let sum = if k == 0 { vec![Atom::Var(old), x] } else { vec![x, Atom::Var(old)] };
+    let update = vec![
+        bind(old, elem.clone(), Expr::Index { arr, idx: vec![e], checks: vec![None] }),
+        bind(new, elem, Expr::Prim(Prim::Add, sum)),
+        bind(out, y.ty.clone(), Expr::Update { arr, idx: e, val: Atom::Var(new), loc: guarded_loc() }),
+    ];
+    Some(guarded(y.var, &y.ty, e, size, update, Atom::Var(out), arr, ctx)?)
+}
+
+/// `y = if 0 <= e < n then { then_stmts; then_val } else { otherwise }`, or
+/// only the then-branch when `0 <= e < n` is proven.
+#[allow(clippy::too_many_arguments)]
+fn guarded(y: VarId, ty: &Type, e: Atom, n: &Size, then_stmts: Vec<Stmt>, then_val: Atom, otherwise: Atom, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    if ctx.provably_below(&e, n) {
+        let mut out = then_stmts;
+        out.push(bind(y, ty.clone(), Expr::Atom(then_val)));
+        return Some(out);
+    }
+    let (mut out, ok) = in_range(e, n, ctx)?;
+    out.push(bind(
+        y,
+        ty.clone(),
+        Expr::If { cond: ok, then_b: Block { stmts: then_stmts, result: vec![then_val] }, else_b: Block { stmts: vec![], result: vec![otherwise] } },
+    ));
+    Some(out)
+}
+
+fn onehot_scatter(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let y = super::single(s)?;
+    let Expr::For { ivar: i, size: n, body } = &s.expr else { return None };
+    if y.ty.rank() != 1 || !y.ty.elem.is_float() || ctx.can_fail(s) {
+        return None;
+    }
+    // the body is one accumulating `for` over j
+    let [inner] = body.stmts.as_slice() else { return None };
+    let Expr::ForAcc { ivar: j, size: m, body: ib, acc } = &inner.expr else { return None };
+    if inner.binds.len() != 1 || body.result[0] != Atom::Var(inner.binds[0].var) || acc != &[true] || m.vars().contains(i) {
+        return None;
+    }
+    let (x, e, test, sel, then_stmts) = scatter_term(ib, *i)?;
+    scatter_loop(y.var, &y.ty, n, *j, m, ib, (x, then_stmts), e, &[test, sel], ctx)
+}
+
+/// The inner body's term `select (e == i) x 0` or `if e == i then {…; x}
+/// else 0` (or `i == e`), where the test is the only statement reading
+/// `i`, read only by the select, and the select is the body's result, read
+/// nowhere else: `(x, e)`, the binders of the test and the select, and the
+/// statements of the `if`'s then-branch (run when the test holds, as
+/// they will be in the scatter).
+fn scatter_term(ib: &Block, i: VarId) -> Option<(Atom, Atom, VarId, VarId, Vec<Stmt>)> {
+    let Atom::Var(sel) = ib.result[0] else { return None };
+    let (c, x, then_stmts) = match &local(ib, sel)?.expr {
+        Expr::If { cond, then_b, else_b } if else_b.stmts.is_empty() && super::is_lit(&else_b.result[0], 0.0) && then_b.result.len() == 1 => (*cond, then_b.result[0], then_b.stmts.clone()),
+        e => {
+            let (c, x) = super::select_zero(e)?;
+            (c, x, vec![])
+        }
+    };
+    let Atom::Var(test) = c else { return None };
+    let eq = prim_of(ib, &c, Prim::Eq)?;
+    let e = match (eq[0], eq[1]) {
+        (Atom::Var(a), e) if a == i => e,
+        (e, Atom::Var(b)) if b == i => e,
+        _ => return None,
+    };
+    let readers = |v: VarId| ib.stmts.iter().filter(|st| walk::free_vars_stmt(st).contains(&v)).count();
+    if e == Atom::Var(i) || x == Atom::Var(i) || readers(i) != 1 || readers(test) != 1 || readers(sel) != 0 || ib.result.len() != 1 {
+        return None;
+    }
+    Some((x, e, test, sel, then_stmts))
+}
+
+/// `y = loop (acc = replicate n 0.0) for j < m { inner statements;
+/// if 0 <= e_j < n then acc[e_j] += x_j else acc }`.
+#[allow(clippy::too_many_arguments)]
+fn scatter_loop(y: VarId, ty: &Type, n: &Size, j: VarId, m: &Size, ib: &Block, (x, then_stmts): (Atom, Vec<Stmt>), e: Atom, drop: &[VarId], ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let (zeros, accv) = (ctx.fresh("zeros"), ctx.fresh("acc"));
+    let elem = Type::scalar(ty.elem);
+    let n_atom = n.as_atom()?;
+    // the inner statements except the hot test and the select; their
+    // results keep their names (the loop body is their only copy)
+    let mut stmts: Vec<Stmt> = ib.stmts.iter().filter(|st| st.binds.iter().all(|b| !drop.contains(&b.var))).cloned().collect();
+    let (old, new, upd, nextv) = (ctx.fresh("at"), ctx.fresh("at"), ctx.fresh("acc"), ctx.fresh("acc"));
+    let mut update = then_stmts;
+    update.extend([
+        bind(old, elem.clone(), Expr::Index { arr: Atom::Var(accv), idx: vec![e], checks: vec![None] }),
+        bind(new, elem, Expr::Prim(Prim::Add, vec![Atom::Var(old), x])),
+        bind(upd, ty.clone(), Expr::Update { arr: Atom::Var(accv), idx: e, val: Atom::Var(new), loc: guarded_loc() }),
+    ]);
+    stmts.extend(guarded(nextv, ty, e, n, update, Atom::Var(upd), Atom::Var(accv), ctx)?);
+    let body = Block { stmts, result: vec![Atom::Var(nextv)] };
+    let m = m.as_atom()?;
+    let kind = LoopKind::Count { ivar: j, n: m, down: false };
+    Some(vec![
+        bind(zeros, ty.clone(), Expr::Replicate { n: n_atom, val: super::lit_f(ty.elem, 0.0) }),
+        Stmt { binds: vec![crate::ir::Binder { var: y, ty: ty.clone() }], expr: Expr::Loop { params: vec![crate::ir::Binder { var: accv, ty: ty.clone() }], init: vec![Atom::Var(zeros)], kind, body }, loc: None },
+    ])
+}
