@@ -635,3 +635,31 @@ fn rebuild_output(shape: &Shape, it: &mut impl Iterator<Item = Output>) -> Outpu
         Shape::Tuple(ts) => Output::Tuple(ts.iter().map(|t| rebuild_output(t, it)).collect()),
     }
 }
+
+#[cfg(test)]
+mod borrowed_tests {
+    use super::*;
+
+    /// On the interpreter, a result that is a borrowed argument is copied
+    /// before it leaves the call (never a view of the caller's memory).
+    #[test]
+    fn interp_results_never_view_borrowed_arguments() {
+        let src = "entry id [n] (x: [n]f64) : [n]f64 = x\nentry s [n] (x: [n]f64) : f64 = sum x\n";
+        let c = Program::from_source("t.ard", src).unwrap().compile(Backend::Interp).unwrap();
+        let xs = vec![1.0, 2.0, 3.0];
+        let arg = [ArgRef::Array { shape: vec![3], data: ArrayRef::F64(&xs) }];
+        let (out, _) = c.entry("id").unwrap().call_borrowed(&arg, &CallOptions::default(), None).unwrap();
+        match out {
+            Output::Array { shape, data: OutArray::Owned(d) } => {
+                assert_eq!(shape, vec![3]);
+                assert!(!d.is_borrowed());
+                assert_ne!(d.as_ptr(), xs.as_ptr() as *const u8);
+                assert_eq!(d, crate::runtime::ArrayData::F64(xs.clone().into()));
+            }
+            o => panic!("{o:?}"),
+        }
+        let (out, _) = c.entry("s").unwrap().call_borrowed(&arg, &CallOptions::default(), None).unwrap();
+        assert!(matches!(out, Output::F64(x) if x == 6.0));
+        assert_eq!(xs, [1.0, 2.0, 3.0]);
+    }
+}

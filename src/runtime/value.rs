@@ -209,7 +209,8 @@ fn write_json(v: &Value, out: &mut String) {
 
 /// An entry-point argument whose array data is borrowed rather than owned:
 /// front ends that hold their own arrays (the Python package's NumPy
-/// arrays) pass them to the C backend without a copy. `Send + Sync`, so a
+/// arrays) pass them to either backend without a copy (the interpreter
+/// copies bool arrays: [`ArrayRef::to_borrowed`]). `Send + Sync`, so a
 /// call can run without holding the front end's lock.
 #[derive(Clone, Debug)]
 pub enum ArgRef<'a> {

@@ -18,7 +18,11 @@
 //! copy. Every buffer of a call is linked into the call's registry (in its
 //! `ard_ctx`), so an error — anywhere, inside parallel loops too — frees
 //! everything at once, and a successful call leaves only its results there.
-//! Entry arguments are wrapped, never copied and never written.
+//! Entry arguments are wrapped, never copied and never written. Results
+//! are handed over without a copy: `ard_take` detaches a buffer only its
+//! result references from the registry, and a [`ForeignBuf`] owns it
+//! (freed by `ard_buf_release`); a result viewing an argument, or sharing
+//! its buffer with another result, is copied instead.
 //!
 //! # Errors
 //! Generated code never aborts: a failed check records its message in the
