@@ -559,7 +559,7 @@ impl CompiledEntry<'_> {
 
 // ---- borrowed arguments -------------------------------------------------
 
-pub use crate::runtime::{ArgRef, ArrayRef};
+pub use crate::runtime::{ArgRef, ArrayRef, ForeignBuf, OutArray, Output};
 
 /// What argument checking needs of an argument: owned [`Value`]s and
 /// borrowed [`ArgRef`]s are checked alike, with the same messages.
@@ -601,26 +601,65 @@ impl ArgLike for ArgRef<'_> {
 
 impl CompiledEntry<'_> {
     /// [`CompiledEntry::call_with`] with borrowed arguments, checked the same
-    /// way (same errors). The C backend reads array arguments in place,
-    /// without a copy; the interpreter copies them (it owns its arrays).
-    /// With `counts`, the call runs on the interpreter whatever the backend
-    /// and adds its operation counts there.
-    pub fn call_borrowed(&self, args: &[ArgRef], options: &CallOptions, counts: Option<&mut OpCounts>) -> Result<(Value, Option<CallStats>), Error> {
+    /// way (same errors), and results that own their buffers ([`Output`]).
+    /// No copies where none are needed: both backends read array arguments
+    /// in place (the interpreter copies bool arrays: see
+    /// [`ArrayRef::to_borrowed`]); array results keep the buffer the backend
+    /// made (a Rust `Vec`, or the C runtime's as a [`ForeignBuf`]), and are
+    /// copied only when they are (views of) arguments or share a buffer
+    /// with another result. With `counts`, the call runs on the interpreter
+    /// whatever the backend and adds its operation counts there.
+    pub fn call_borrowed(&self, args: &[ArgRef], options: &CallOptions, counts: Option<&mut OpCounts>) -> Result<(Output, Option<CallStats>), Error> {
         let func = &self.c.functions[self.k];
         let (sizes, flat) = bind_arguments(func, args)?;
         let (results, stats) = match (&self.c.lib, counts) {
             (Some(lib), None) => {
-                let (r, s) = lib.call_borrowed(self.k, func, &sizes, &flat, options).map_err(Error::Runtime)?;
+                let (r, s) = lib.call_out(self.k, func, &sizes, &flat, options).map_err(Error::Runtime)?;
                 (r, Some(s))
             }
             (_, counts) => {
-                let owned: Vec<Value> = flat.iter().map(ArgRef::to_value).collect();
                 let mut local = OpCounts::default();
                 let counts = counts.unwrap_or(&mut local);
-                (interp::run(func, &sizes, &owned, counts).map_err(|e| Error::Runtime(e.message))?, None)
+                let r = interp::run_borrowed(func, &sizes, &flat, counts).map_err(|e| Error::Runtime(e.message))?;
+                (r.into_iter().map(Output::from_value).collect::<Vec<_>>(), None)
             }
         };
         let mut it = results.into_iter();
-        Ok((rebuild(&func.result_shape, &mut it), stats))
+        Ok((rebuild_output(&func.result_shape, &mut it), stats))
+    }
+}
+
+fn rebuild_output(shape: &Shape, it: &mut impl Iterator<Item = Output>) -> Output {
+    match shape {
+        Shape::Leaf(_) => it.next().expect("one output per result leaf"),
+        Shape::Tuple(ts) => Output::Tuple(ts.iter().map(|t| rebuild_output(t, it)).collect()),
+    }
+}
+
+#[cfg(test)]
+mod borrowed_tests {
+    use super::*;
+
+    /// On the interpreter, a result that is a borrowed argument is copied
+    /// before it leaves the call (never a view of the caller's memory).
+    #[test]
+    fn interp_results_never_view_borrowed_arguments() {
+        let src = "entry id [n] (x: [n]f64) : [n]f64 = x\nentry s [n] (x: [n]f64) : f64 = sum x\n";
+        let c = Program::from_source("t.ard", src).unwrap().compile(Backend::Interp).unwrap();
+        let xs = vec![1.0, 2.0, 3.0];
+        let arg = [ArgRef::Array { shape: vec![3], data: ArrayRef::F64(&xs) }];
+        let (out, _) = c.entry("id").unwrap().call_borrowed(&arg, &CallOptions::default(), None).unwrap();
+        match out {
+            Output::Array { shape, data: OutArray::Owned(d) } => {
+                assert_eq!(shape, vec![3]);
+                assert!(!d.is_borrowed());
+                assert_ne!(d.as_ptr(), xs.as_ptr() as *const u8);
+                assert_eq!(d, crate::runtime::ArrayData::F64(xs.clone().into()));
+            }
+            o => panic!("{o:?}"),
+        }
+        let (out, _) = c.entry("s").unwrap().call_borrowed(&arg, &CallOptions::default(), None).unwrap();
+        assert!(matches!(out, Output::F64(x) if x == 6.0));
+        assert_eq!(xs, [1.0, 2.0, 3.0]);
     }
 }

@@ -142,7 +142,7 @@ fn gradients_cost_at_most_four_times_their_function() {
                 "RK4 Lotka-Volterra 100 steps",
                 &rk4,
                 "lv_loss",
-                vec![Value::array(vec![4], ArrayData::F64(vec![1.1, 0.4, 0.1, 0.4])), Value::array(vec![2], ArrayData::F64(vec![10.0, 10.0])), Value::F64(0.01), Value::I64(100)],
+                vec![Value::array(vec![4], ArrayData::F64(vec![1.1, 0.4, 0.1, 0.4].into())), Value::array(vec![2], ArrayData::F64(vec![10.0, 10.0].into())), Value::F64(0.01), Value::I64(100)],
             ),
             ("k-means n=200 k=5 d=3", &kmeans, "cost", vec![mat(vec(600), 200, 3), mat(vec(15), 5, 3)]),
         ];
@@ -212,7 +212,7 @@ entry jf_vec [n] (x: [n]f64) : [n][n]f64 = jacfwd vecf x
 ";
     let prog = arden::Program::from_source("modes.ard", src).unwrap();
     let call = |e: &str, args: &[Value]| prog.entry(e).unwrap().call(args).unwrap();
-    let vecv = |xs: &[f64]| Value::array(vec![xs.len()], ArrayData::F64(xs.to_vec()));
+    let vecv = |xs: &[f64]| Value::array(vec![xs.len()], ArrayData::F64(xs.to_vec().into()));
     let nums = |v: &Value| {
         let mut out = vec![];
         floats(v, &mut out);

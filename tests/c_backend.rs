@@ -162,10 +162,10 @@ fn many_threads_call_one_entry() {
                 for k in 0..calls {
                     let n = 1 + (k + t) % 17;
                     let x: Vec<f64> = (0..n).map(|i| i as f64).collect();
-                    let xv = Value::array(vec![n], ArrayData::F64(x.clone()));
+                    let xv = Value::array(vec![n], ArrayData::F64(x.clone().into()));
                     let (v, _) = f.call_with(&[xv.clone(), Value::I64(k as i64)], &opts).unwrap();
                     let y: Vec<f64> = x.iter().map(|a| a * k as f64 + 1.0).collect();
-                    let want = Value::Tuple(vec![Value::array(vec![n], ArrayData::F64(y.clone())), Value::F64(y.iter().sum())]);
+                    let want = Value::Tuple(vec![Value::array(vec![n], ArrayData::F64(y.clone().into())), Value::F64(y.iter().sum())]);
                     assert!(same(&v, &want), "thread {t} call {k}: {}", v.to_json());
                     // an error in one thread does not disturb the others
                     let e = g.call_with(&[xv, Value::I64(n as i64 + 3)], &opts).unwrap_err().to_string();
@@ -194,7 +194,7 @@ fn parallel_errors_match_the_interpreter() {
     let interp = prog.compile(Backend::Interp).unwrap();
     for bad in [vec![0i64, 1, 99, 2, -5, 3, 100, 0], vec![7, 7, 7, 7, 7, 7, 7, -1], vec![-3, 50, 1, 2, 3, 4, 5, 6]] {
         let n = bad.len();
-        let args = [Value::array(vec![n], ArrayData::F64((0..n).map(|i| i as f64).collect())), Value::array(vec![n], ArrayData::I64(bad))];
+        let args = [Value::array(vec![n], ArrayData::F64((0..n).map(|i| i as f64).collect())), Value::array(vec![n], ArrayData::I64(bad.into()))];
         let want = interp.entry("f").unwrap().call(&args).unwrap_err().to_string();
         for threads in [1, 2] {
             let got = native.entry("f").unwrap().call_with(&args, &CallOptions { threads, par_min: 0 }).unwrap_err().to_string();

@@ -278,7 +278,7 @@ entry pair (x: f64) : (f64, i64) = (x, 3)
         assert_exit(&o, 0);
         assert_eq!(
             read_npy(&out2),
-            Ok(Value::array(vec![2], ArrayData::F64(vec![3.0, 6.0])))
+            Ok(Value::array(vec![2], ArrayData::F64(vec![3.0, 6.0].into())))
         );
 
         let out3 = dir.path("scaled.json");
@@ -323,7 +323,7 @@ entry pair (x: f64) : (f64, i64) = (x, 3)
         let b = dir.path("b.npy");
         write_npy(
             &b,
-            &Value::array(vec![3], ArrayData::F64(vec![4.0, 5.0, 6.0])),
+            &Value::array(vec![3], ArrayData::F64(vec![4.0, 5.0, 6.0].into())),
         )
         .unwrap();
         let o = arden(&[
@@ -338,7 +338,7 @@ entry pair (x: f64) : (f64, i64) = (x, 3)
         assert_eq!(stdout(&o).trim(), "32.0");
         // Wrong dtype in the .npy file: both types are named.
         let bi = dir.path("bi.npy");
-        write_npy(&bi, &Value::array(vec![3], ArrayData::I64(vec![4, 5, 6]))).unwrap();
+        write_npy(&bi, &Value::array(vec![3], ArrayData::I64(vec![4, 5, 6].into()))).unwrap();
         let o = arden(&[
             "run",
             &f,

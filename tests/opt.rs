@@ -349,7 +349,7 @@ fn reverse_mode_ratios_before_and_after() {
                 "RK4 Lotka-Volterra 100 steps",
                 Box::new(move |l| load("examples/rk4_grad.ard", l)),
                 "lv_loss",
-                vec![Value::array(vec![4], ArrayData::F64(vec![1.1, 0.4, 0.1, 0.4])), Value::array(vec![2], ArrayData::F64(vec![10.0, 10.0])), Value::F64(0.01), Value::I64(100)],
+                vec![Value::array(vec![4], ArrayData::F64(vec![1.1, 0.4, 0.1, 0.4].into())), Value::array(vec![2], ArrayData::F64(vec![10.0, 10.0].into())), Value::F64(0.01), Value::I64(100)],
             ),
             ("k-means n=200 k=5 d=3", Box::new(move |l| load("examples/kmeans.ard", l)), "cost", vec![mat(vec(600), 200, 3), mat(vec(15), 5, 3)]),
         ];

@@ -22,15 +22,21 @@ Main functions and classes:
   ``Module.jacfwd``, ``Module.jacrev``.
 - ``Module.ir(entry, stage="opt")`` shows the compiler's IR.
 
-Arguments: NumPy arrays of float64, float32, int64, int32 or bool (the C
-backend reads C-contiguous arrays of the parameter's dtype in place, without a
-copy; other arrays are copied into place first, and the interpreter copies its
-inputs), lists, Python scalars, and tuples for tuple parameters.
+Arguments: NumPy arrays of float64, float32, int64, int32 or bool, lists,
+Python scalars, and tuples for tuple parameters. Both backends read
+C-contiguous, aligned arrays of the parameter's dtype in place, without a
+copy (the interpreter copies bool arrays once: its bools must be 0 or 1,
+which a NumPy bool's byte need not be); other arrays are copied into place
+first.
 Integer arrays are converted to float parameters; conversions that could lose
 information (float64 to float32, float to int) raise ``TypeError``.
 
-Results: NumPy arrays (handed over from the runtime without a copy), Python
-``float``/``int``/``bool`` for scalars, tuples for tuple results.
+Results: NumPy arrays over the buffer the backend made (no copy; the array's
+``base`` is an ``arden._arden.Buffer`` that owns it and frees it with the
+array), Python ``float``/``int``/``bool`` for scalars, tuples for tuple
+results. A result that is an argument (or a view of one, e.g. ``f x = x``) is
+copied, so results never alias arguments; results sharing one buffer are
+copied but the last, so results never alias each other.
 
 Errors: :class:`CompileError` (with ``line``/``column``), :class:`ShapeError`,
 :class:`RuntimeError` (bounds, coercion, division, with the source location),
@@ -300,6 +306,13 @@ class Entry:
     returns ``(result, counts)`` with its deterministic operation counts
     (``arith``, ``reads``, ``writes``, ``stored``); ``threads=N`` overrides
     the module's thread count for this call (C backend).
+
+    No copies where none are needed: C-contiguous, aligned arrays of the
+    parameter's dtype are read in place (the interpreter copies bool arrays
+    once), and array results are NumPy arrays over the backend's own buffer
+    (``result.base`` is the ``arden._arden.Buffer`` owning it). A result
+    that is (a view of) an argument, or shares a buffer with another
+    result, is copied: results never alias arguments or each other.
     """
 
     def __init__(self, module: "Module", name: str) -> None:

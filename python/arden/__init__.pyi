@@ -11,10 +11,15 @@ __version__: str
 
 #: What an entry accepts for one parameter: a NumPy array (float64, float32,
 #: int64, int32 or bool), a (nested) list, a Python scalar, or a tuple of
-#: these for a tuple parameter.
+#: these for a tuple parameter. C-contiguous, aligned arrays of the
+#: parameter's dtype are read in place on both backends (the interpreter
+#: copies bool arrays once); others are copied first.
 ArgLike = Union[npt.ArrayLike, Tuple[Any, ...]]
 #: What an entry returns: a NumPy array, a Python float/int/bool, or a
-#: tuple of these for a tuple result.
+#: tuple of these for a tuple result. Arrays are views of the buffer the
+#: backend made (no copy), owned by their ``base``, an ``arden._arden.Buffer``; a
+#: result that is (a view of) an argument, or shares a buffer with another
+#: result, is a copy, so results never alias arguments or each other.
 Result = Union[np.ndarray, float, int, bool, Tuple[Any, ...]]
 EntryRef = Union[str, "Entry"]
 ArgNums = Union[int, Sequence[int]]

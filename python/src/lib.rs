@@ -9,10 +9,11 @@
 //! messages as the command line), borrows the arrays' memory without a copy,
 //! releases the GIL for the call and hands results to NumPy without a copy.
 
-use arden::api::{ArgRef, ArrayRef, Backend, CallOptions, Compiled, Error, OpCounts, Program, Stage};
+use arden::api::{ArgRef, ArrayRef, Backend, CallOptions, Compiled, Error, OpCounts, OutArray, Output, Program, Stage};
 use arden::diag::Source;
 use arden::ir::{self, Function, Shape};
-use arden::runtime::{ArrayData, Value};
+use arden::runtime::ArrayData;
+use numpy::ndarray::{ArrayViewD, IxDyn};
 use numpy::{PyArray, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -66,60 +67,104 @@ fn to_py(py: Python<'_>, e: Error, source: Option<&Source>) -> PyErr {
     }
 }
 
-/// A result, free of `Rc` so that it can leave the GIL-released section.
-enum Out {
-    F64(f64),
-    F32(f32),
-    I64(i64),
-    I32(i32),
-    Bool(bool),
-    Array(Vec<usize>, ArrayData),
-    Tuple(Vec<Out>),
+/// The owner of a result array's elements, the `.base` of every NumPy array
+/// arden returns: it holds the buffer the backend made — a Rust `Vec` (the
+/// interpreter's) or the C runtime's allocation, freed by the runtime's own
+/// deallocator — so results reach NumPy without a copy, and the buffer is
+/// freed when the last array over it is.
+#[pyclass(frozen, module = "arden._arden", name = "Buffer")]
+struct Buffer {
+    data: OutArray,
+    /// the first element's address, taken while the buffer was ours to
+    /// write (NumPy's arrays over it are writeable)
+    ptr: usize,
 }
 
-impl Out {
-    fn from_value(v: Value) -> Out {
-        match v {
-            Value::F64(x) => Out::F64(x),
-            Value::F32(x) => Out::F32(x),
-            Value::I64(x) => Out::I64(x),
-            Value::I32(x) => Out::I32(x),
-            Value::Bool(x) => Out::Bool(x),
-            // The runtime's buffer itself when nothing else holds it (the
-            // usual case); a copy only when the result shares an input's.
-            Value::Array(a) => match std::rc::Rc::try_unwrap(a) {
-                Ok(a) => Out::Array(a.shape, a.data),
-                Err(a) => Out::Array(a.shape.clone(), a.data.clone()),
-            },
-            Value::Tuple(vs) => Out::Tuple(vs.into_iter().map(Out::from_value).collect()),
+#[pymethods]
+impl Buffer {
+    /// The first element's address (an array's `__array_interface__`
+    /// data pointer when the array covers the whole buffer).
+    #[getter]
+    fn address(&self) -> usize {
+        self.ptr
+    }
+
+    /// Who allocated the buffer: "rust" (a `Vec`) or "c" (the C runtime).
+    #[getter]
+    fn allocator(&self) -> &'static str {
+        match self.data {
+            OutArray::Owned(_) => "rust",
+            OutArray::Foreign(_) => "c",
         }
     }
 
-    /// Scalars become Python scalars, arrays NumPy arrays that take over the
-    /// Rust buffer (no copy), tuples tuples.
-    fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        fn arr<'py, T: numpy::Element>(py: Python<'py>, shape: &[usize], v: Vec<T>) -> PyResult<Bound<'py, PyAny>> {
-            Ok(PyArray::from_vec(py, v).reshape(shape.to_vec())?.into_any())
-        }
-        Ok(match self {
-            Out::F64(x) => PyFloat::new(py, x).into_any().unbind(),
-            Out::F32(x) => PyFloat::new(py, x as f64).into_any().unbind(),
-            Out::I64(x) => x.into_pyobject(py)?.into_any().unbind(),
-            Out::I32(x) => x.into_pyobject(py)?.into_any().unbind(),
-            Out::Bool(x) => PyBool::new(py, x).to_owned().into_any().unbind(),
-            Out::Array(shape, data) => match data {
-                ArrayData::F64(v) => arr(py, &shape, v)?.unbind(),
-                ArrayData::F32(v) => arr(py, &shape, v)?.unbind(),
-                ArrayData::I64(v) => arr(py, &shape, v)?.unbind(),
-                ArrayData::I32(v) => arr(py, &shape, v)?.unbind(),
-                ArrayData::Bool(v) => arr(py, &shape, v)?.unbind(),
-            },
-            Out::Tuple(xs) => {
-                let items = xs.into_iter().map(|x| x.into_py(py)).collect::<PyResult<Vec<_>>>()?;
-                PyTuple::new(py, items)?.into_any().unbind()
-            }
-        })
+    fn __repr__(&self) -> String {
+        format!("<arden buffer at {:#x} ({})>", self.ptr, self.allocator())
     }
+}
+
+/// The first element's address of an owned buffer, fit for writing.
+fn writable_ptr(data: &mut OutArray) -> *mut u8 {
+    match data {
+        OutArray::Foreign(f) => f.as_ptr(),
+        // `make_owned` is a no-op: results own their elements (a view of
+        // an argument is copied before it leaves the interpreter).
+        OutArray::Owned(d) => match d {
+            ArrayData::F64(v) => v.make_owned().as_mut_ptr() as *mut u8,
+            ArrayData::F32(v) => v.make_owned().as_mut_ptr() as *mut u8,
+            ArrayData::I64(v) => v.make_owned().as_mut_ptr() as *mut u8,
+            ArrayData::I32(v) => v.make_owned().as_mut_ptr() as *mut u8,
+            ArrayData::Bool(v) => v.make_owned().as_mut_ptr() as *mut u8,
+        },
+    }
+}
+
+fn elem_of(data: &OutArray) -> ir::Scalar {
+    match data {
+        OutArray::Owned(d) => d.scalar(),
+        OutArray::Foreign(f) => f.elem(),
+    }
+}
+
+/// A NumPy array over `data`'s elements (no copy) whose base owns them.
+fn numpy_array<'py>(py: Python<'py>, shape: Vec<usize>, mut data: OutArray) -> PyResult<Bound<'py, PyAny>> {
+    fn over<'py, T: numpy::Element>(shape: Vec<usize>, ptr: *mut u8, owner: Bound<'py, Buffer>) -> Bound<'py, PyAny> {
+        // SAFETY: `ptr` points to the product of `shape` aligned elements
+        // of `T` (non-null even when empty), owned by `owner`, which the
+        // array keeps alive as its base; no Rust code reads or writes them
+        // while it lives.
+        let view = unsafe { ArrayViewD::from_shape_ptr(IxDyn(&shape), ptr as *const T) };
+        // SAFETY: as above; the buffer is never reallocated.
+        unsafe { PyArray::borrow_from_array(&view, owner.into_any()) }.into_any()
+    }
+    let ptr = writable_ptr(&mut data);
+    let elem = elem_of(&data);
+    let owner = Bound::new(py, Buffer { data, ptr: ptr as usize })?;
+    Ok(match elem {
+        ir::Scalar::F64 => over::<f64>(shape, ptr, owner),
+        ir::Scalar::F32 => over::<f32>(shape, ptr, owner),
+        ir::Scalar::I64 => over::<i64>(shape, ptr, owner),
+        ir::Scalar::I32 => over::<i32>(shape, ptr, owner),
+        // bytes 0 or 1 in both backends' buffers (ForeignBuf's contract)
+        ir::Scalar::Bool => over::<bool>(shape, ptr, owner),
+    })
+}
+
+/// Scalars become Python scalars, arrays NumPy arrays over the backend's
+/// buffer (no copy), tuples tuples.
+fn output_to_py(py: Python<'_>, out: Output) -> PyResult<Py<PyAny>> {
+    Ok(match out {
+        Output::F64(x) => PyFloat::new(py, x).into_any().unbind(),
+        Output::F32(x) => PyFloat::new(py, x as f64).into_any().unbind(),
+        Output::I64(x) => x.into_pyobject(py)?.into_any().unbind(),
+        Output::I32(x) => x.into_pyobject(py)?.into_any().unbind(),
+        Output::Bool(x) => PyBool::new(py, x).to_owned().into_any().unbind(),
+        Output::Array { shape, data } => numpy_array(py, shape, data)?.unbind(),
+        Output::Tuple(xs) => {
+            let items = xs.into_iter().map(|x| output_to_py(py, x)).collect::<PyResult<Vec<_>>>()?;
+            PyTuple::new(py, items)?.into_any().unbind()
+        }
+    })
 }
 
 /// A Python argument as a borrowed [`ArgRef`]. Arrays must be NumPy arrays
@@ -224,7 +269,7 @@ impl Prepared {
     }
 
     /// Call entry `k`: GIL released, panics turned into errors.
-    fn call(&self, py: Python<'_>, k: usize, args: &[ArgRef], options: &CallOptions, count: bool) -> Result<(Out, Option<OpCounts>), Error> {
+    fn call(&self, py: Python<'_>, k: usize, args: &[ArgRef], options: &CallOptions, count: bool) -> Result<(Output, Option<OpCounts>), Error> {
         let refused = self.compiled.entry_at(k).and_then(|e| e.refused().map(str::to_string));
         let compiled = match (&self.interp, refused) {
             (Some(i), Some(_)) => i,
@@ -240,7 +285,7 @@ impl Prepared {
                 let entry = compiled.entry_at(k).ok_or_else(|| Error::Runtime(format!("internal: no entry {k}")))?;
                 let mut counts = OpCounts::default();
                 let (v, _) = entry.call_borrowed(args, options, if count { Some(&mut counts) } else { None })?;
-                Ok((Out::from_value(v), count.then_some(counts)))
+                Ok((v, count.then_some(counts)))
             }))
             .unwrap_or_else(|p| {
                 let what = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
@@ -433,7 +478,7 @@ impl NativeProgram {
         };
         let (out, counts) = prepared.call(py, k, &refs, &options, count_ops).map_err(|e| to_py(py, e, None))?;
         drop(keep);
-        let value = out.into_py(py)?;
+        let value = output_to_py(py, out)?;
         match counts {
             None => Ok(value),
             Some(c) => {
@@ -519,6 +564,7 @@ fn _arden(m: &Bound<'_, PyModule>) -> PyResult<()> {
         arden::backend::limits::set_max_memory(arden::backend::limits::available_memory());
     }
     m.add_class::<NativeProgram>()?;
+    m.add_class::<Buffer>()?;
     m.add_function(wrap_pyfunction!(have_c_compiler, m)?)?;
     m.add_function(wrap_pyfunction!(borrowed_addresses, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -214,7 +214,7 @@ fn ba(function: &str, input: &Json) -> Result<Prepared, String> {
     }
     let cams = Value::array(vec![n, 11], ArrayData::F64(cam.iter().copied().cycle().take(11 * n).collect()));
     let xs = Value::array(vec![m, 3], ArrayData::F64(x.iter().copied().cycle().take(3 * m).collect()));
-    let ws = Value::array(vec![p], ArrayData::F64(vec![w; p]));
+    let ws = Value::array(vec![p], ArrayData::F64(vec![w; p].into()));
     let feats = Value::array(vec![p, 2], ArrayData::F64(feat.iter().copied().cycle().take(2 * p).collect()));
     let obs = Value::array(vec![p, 2], ArrayData::I64((0..p).flat_map(|i| [(i % n) as i64, (i % m) as i64]).collect()));
     let args = vec![cams, xs, ws, feats, obs];

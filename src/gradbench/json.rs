@@ -101,14 +101,14 @@ pub fn f64_array(j: &Json, rank: usize, what: &str) -> Result<Value, String> {
         .into_iter()
         .map(|x| x.as_f64().ok_or_else(|| format!("`{what}` must hold numbers, but holds {}", kind(x))))
         .collect::<Result<Vec<f64>, String>>()?;
-    Ok(Value::array(shape, ArrayData::F64(data)))
+    Ok(Value::array(shape, ArrayData::F64(data.into())))
 }
 
 /// A regular nested list of integers of the given rank as an i64 array.
 pub fn i64_array(j: &Json, rank: usize, what: &str) -> Result<Value, String> {
     let (shape, leaves) = regular(j, rank, what)?;
     let data = leaves.into_iter().map(|x| integer(x, what)).collect::<Result<Vec<i64>, String>>()?;
-    Ok(Value::array(shape, ArrayData::I64(data)))
+    Ok(Value::array(shape, ArrayData::I64(data.into())))
 }
 
 /// The shape of an array value (empty for scalars).
@@ -153,7 +153,7 @@ pub fn f64_data(v: &Value) -> Result<Vec<f64>, String> {
     match v {
         Value::F64(x) => Ok(vec![*x]),
         Value::Array(a) => match &a.data {
-            ArrayData::F64(d) => Ok(d.clone()),
+            ArrayData::F64(d) => Ok(d.to_vec()),
             other => Err(format!("internal: expected f64 data, found {}", other.scalar().name())),
         },
         _ => Err("internal: expected an f64 array".to_string()),
@@ -165,7 +165,7 @@ pub fn i64_data(v: &Value) -> Result<Vec<i64>, String> {
     match v {
         Value::I64(x) => Ok(vec![*x]),
         Value::Array(a) => match &a.data {
-            ArrayData::I64(d) => Ok(d.clone()),
+            ArrayData::I64(d) => Ok(d.to_vec()),
             other => Err(format!("internal: expected i64 data, found {}", other.scalar().name())),
         },
         _ => Err("internal: expected an i64 array".to_string()),
@@ -217,7 +217,7 @@ mod tests {
 
     #[test]
     fn writes_values() {
-        let v = Value::array(vec![2, 1], ArrayData::F64(vec![1.0, -0.5]));
+        let v = Value::array(vec![2, 1], ArrayData::F64(vec![1.0, -0.5].into()));
         assert_eq!(to_json(&v), json!([[1.0], [-0.5]]));
         let t = Value::Tuple(vec![Value::I64(3), Value::F64(f64::NAN)]);
         assert_eq!(to_json(&t), json!([3, null]));

@@ -23,7 +23,7 @@ fn errors(src: &str) -> String {
 }
 
 fn vec_f64(xs: &[f64]) -> Value {
-    Value::array(vec![xs.len()], ArrayData::F64(xs.to_vec()))
+    Value::array(vec![xs.len()], ArrayData::F64(xs.to_vec().into()))
 }
 
 /// Every index statement of a block, recursively.
@@ -45,7 +45,7 @@ fn indexes(b: &ir::Block, out: &mut Vec<Stmt>) {
 #[test]
 fn for_size_is_inferred_from_indexing() {
     let p = compile("entry f [n][m] (a: [n][m]f64) : [m][n]f64 = for j i. a[i, j]");
-    let out = p.entry("f").unwrap().call(&[Value::array(vec![2, 3], ArrayData::F64(vec![1., 2., 3., 4., 5., 6.]))]).unwrap();
+    let out = p.entry("f").unwrap().call(&[Value::array(vec![2, 3], ArrayData::F64(vec![1., 2., 3., 4., 5., 6.].into()))]).unwrap();
     assert_eq!(out.to_json(), "[[1.0, 4.0], [2.0, 5.0], [3.0, 6.0]]");
 }
 

@@ -754,7 +754,7 @@ mod tests {
         // Output of to_json parses back.
         let v = arr(
             vec![2, 2],
-            ArrayData::F64(vec![1.0, f64::INFINITY, -0.0, 2.5]),
+            ArrayData::F64(vec![1.0, f64::INFINITY, -0.0, 2.5].into()),
         );
         assert_eq!(conv(&v.to_json(), &leaf(Scalar::F64, 2)).unwrap(), v);
     }
@@ -763,23 +763,23 @@ mod tests {
     fn arrays() {
         assert_eq!(
             conv("[[1, 2], [3, 4.5]]", &leaf(Scalar::F64, 2)),
-            Ok(arr(vec![2, 2], ArrayData::F64(vec![1.0, 2.0, 3.0, 4.5])))
+            Ok(arr(vec![2, 2], ArrayData::F64(vec![1.0, 2.0, 3.0, 4.5].into())))
         );
         assert_eq!(
             conv("[1, 2, 3]", &leaf(Scalar::I32, 1)),
-            Ok(arr(vec![3], ArrayData::I32(vec![1, 2, 3])))
+            Ok(arr(vec![3], ArrayData::I32(vec![1, 2, 3].into())))
         );
         assert_eq!(
             conv("[[true], [false]]", &leaf(Scalar::Bool, 2)),
-            Ok(arr(vec![2, 1], ArrayData::Bool(vec![true, false])))
+            Ok(arr(vec![2, 1], ArrayData::Bool(vec![true, false].into())))
         );
         assert_eq!(
             conv("[[[1, 2]], [[3, 4]]]", &leaf(Scalar::I64, 3)),
-            Ok(arr(vec![2, 1, 2], ArrayData::I64(vec![1, 2, 3, 4])))
+            Ok(arr(vec![2, 1, 2], ArrayData::I64(vec![1, 2, 3, 4].into())))
         );
         assert_eq!(
             conv("[1.5, 2.25]", &leaf(Scalar::F32, 1)),
-            Ok(arr(vec![2], ArrayData::F32(vec![1.5, 2.25])))
+            Ok(arr(vec![2], ArrayData::F32(vec![1.5, 2.25].into())))
         );
     }
 
@@ -834,29 +834,29 @@ mod tests {
     fn empty_arrays() {
         assert_eq!(
             conv("[]", &leaf(Scalar::F64, 1)),
-            Ok(arr(vec![0], ArrayData::F64(vec![])))
+            Ok(arr(vec![0], ArrayData::F64(vec![].into())))
         );
         assert_eq!(
             conv("[[], []]", &leaf(Scalar::F64, 2)),
-            Ok(arr(vec![2, 0], ArrayData::F64(vec![])))
+            Ok(arr(vec![2, 0], ArrayData::F64(vec![].into())))
         );
         assert_eq!(
             conv("[]", &leaf(Scalar::I64, 2)),
-            Ok(arr(vec![0, 0], ArrayData::I64(vec![])))
+            Ok(arr(vec![0, 0], ArrayData::I64(vec![].into())))
         );
         // Constant inner sizes come from the type.
         let t = Shape::Leaf(Type::array(
             Scalar::F64,
             vec![Size::var(VarId(0)), Size::constant(3)],
         ));
-        assert_eq!(conv("[]", &t), Ok(arr(vec![0, 3], ArrayData::F64(vec![]))));
+        assert_eq!(conv("[]", &t), Ok(arr(vec![0, 3], ArrayData::F64(vec![].into()))));
         assert_eq!(
             conv("[[], [1]]", &leaf(Scalar::F64, 2)),
             Err("ragged array: row 1 has length 1, expected 0".into())
         );
         assert_eq!(
             conv("[[[]], [[]]]", &leaf(Scalar::F64, 3)),
-            Ok(arr(vec![2, 1, 0], ArrayData::F64(vec![])))
+            Ok(arr(vec![2, 1, 0], ArrayData::F64(vec![].into())))
         );
         assert!(
             conv("[]", &leaf(Scalar::F64, 0))
@@ -872,7 +872,7 @@ mod tests {
             conv("[2.5, [1, 2]]", &t),
             Ok(Value::Tuple(vec![
                 Value::F64(2.5),
-                arr(vec![2], ArrayData::I64(vec![1, 2]))
+                arr(vec![2], ArrayData::I64(vec![1, 2].into()))
             ]))
         );
         assert_eq!(
@@ -902,7 +902,7 @@ mod tests {
         let s = leaf(Scalar::F64, 1);
         assert_eq!(
             parse_arg(" [1, 2] ", &s),
-            Ok(arr(vec![2], ArrayData::F64(vec![1.0, 2.0])))
+            Ok(arr(vec![2], ArrayData::F64(vec![1.0, 2.0].into())))
         );
         assert!(
             parse_arg("[1, 2", &s)
@@ -952,32 +952,32 @@ mod tests {
             (
                 arr(
                     vec![2, 3],
-                    ArrayData::F64(vec![1.0, 2.0, 3.0, 4.0, f64::NAN, -0.0]),
+                    ArrayData::F64(vec![1.0, 2.0, 3.0, 4.0, f64::NAN, -0.0].into()),
                 ),
                 leaf(Scalar::F64, 2),
             ),
             (
-                arr(vec![3], ArrayData::F32(vec![0.1, 2.0, -3.5])),
+                arr(vec![3], ArrayData::F32(vec![0.1, 2.0, -3.5].into())),
                 leaf(Scalar::F32, 1),
             ),
             (
                 arr(
                     vec![2, 1, 2],
-                    ArrayData::I64(vec![1, -2, i64::MAX, i64::MIN]),
+                    ArrayData::I64(vec![1, -2, i64::MAX, i64::MIN].into()),
                 ),
                 leaf(Scalar::I64, 3),
             ),
             (
-                arr(vec![2], ArrayData::I32(vec![7, -7])),
+                arr(vec![2], ArrayData::I32(vec![7, -7].into())),
                 leaf(Scalar::I32, 1),
             ),
             (
-                arr(vec![3], ArrayData::Bool(vec![true, false, true])),
+                arr(vec![3], ArrayData::Bool(vec![true, false, true].into())),
                 leaf(Scalar::Bool, 1),
             ),
-            (arr(vec![0], ArrayData::F64(vec![])), leaf(Scalar::F64, 1)),
+            (arr(vec![0], ArrayData::F64(vec![].into())), leaf(Scalar::F64, 1)),
             (
-                arr(vec![2, 0], ArrayData::I64(vec![])),
+                arr(vec![2, 0], ArrayData::I64(vec![].into())),
                 leaf(Scalar::I64, 2),
             ),
             (Value::F64(2.5), leaf(Scalar::F64, 0)),
@@ -996,7 +996,7 @@ mod tests {
         }
         // A 0-d array value (shape []) is written and read back as a scalar.
         let f = dir.file("zero_d.npy");
-        write_npy(&f, &arr(vec![], ArrayData::F64(vec![4.0]))).unwrap();
+        write_npy(&f, &arr(vec![], ArrayData::F64(vec![4.0].into()))).unwrap();
         assert_eq!(read_npy(&f), Ok(Value::F64(4.0)));
     }
 
@@ -1006,7 +1006,7 @@ mod tests {
         let f = dir.file("m.npy");
         write_npy(
             &f,
-            &arr(vec![2, 2], ArrayData::F32(vec![1.0, 2.0, 3.0, 4.0])),
+            &arr(vec![2, 2], ArrayData::F32(vec![1.0, 2.0, 3.0, 4.0].into())),
         )
         .unwrap();
         let spec = format!("@{}", f.display());
@@ -1073,7 +1073,7 @@ mod tests {
         assert_eq!(conv("-0", &leaf(Scalar::I32, 0)), Ok(Value::I32(0)));
         assert_eq!(
             conv("[1, -0, -0]", &leaf(Scalar::I64, 1)),
-            Ok(arr(vec![3], ArrayData::I64(vec![1, 0, 0])))
+            Ok(arr(vec![3], ArrayData::I64(vec![1, 0, 0].into())))
         );
         // For floats it stays negative zero.
         let Value::F64(x) = conv("-0", &leaf(Scalar::F64, 0)).unwrap() else {
@@ -1140,7 +1140,7 @@ mod tests {
             .collect();
         let want = arr(
             vec![2, 3],
-            ArrayData::F64(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+            ArrayData::F64(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0].into()),
         );
         for hdr in [
             "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }            \n",
@@ -1156,7 +1156,7 @@ mod tests {
                 "t.npy",
                 &npy_file("{'descr': '>i4', 'fortran_order': False, 'shape': (2,), }\n", &be)
             ),
-            Ok(arr(vec![2], ArrayData::I32(vec![1, -2])))
+            Ok(arr(vec![2], ArrayData::I32(vec![1, -2].into())))
         );
         // Fortran order is harmless for 1-d arrays and scalars.
         assert_eq!(
@@ -1173,7 +1173,7 @@ mod tests {
                 "t.npy",
                 &npy_file("{'descr': '<i8', 'fortran_order': True, 'shape': (2, 3), }\n", &col)
             ),
-            Ok(arr(vec![2, 3], ArrayData::I64(vec![1, 2, 3, 4, 5, 6])))
+            Ok(arr(vec![2, 3], ArrayData::I64(vec![1, 2, 3, 4, 5, 6].into())))
         );
         // 2x1x3 and 2x3x2: element [i][j][k] at i + 2j + 2*dj*k in the file.
         for (d1, d2) in [(1usize, 3usize), (3, 2)] {
@@ -1193,7 +1193,7 @@ mod tests {
             let hdr = format!("{{'descr': '<i4', 'fortran_order': True, 'shape': (2, {d1}, {d2}), }}\n");
             assert_eq!(
                 npy_from_bytes("t.npy", &npy_file(&hdr, &bytes)),
-                Ok(arr(vec![2, d1, d2], ArrayData::I32(want)))
+                Ok(arr(vec![2, d1, d2], ArrayData::I32(want.into())))
             );
         }
         // Version 2.0: a 4-byte header length.
@@ -1204,7 +1204,7 @@ mod tests {
         v2.extend_from_slice(&7i64.to_le_bytes());
         assert_eq!(
             npy_from_bytes("t.npy", &v2),
-            Ok(arr(vec![1], ArrayData::I64(vec![7])))
+            Ok(arr(vec![1], ArrayData::I64(vec![7].into())))
         );
         // What we write numpy can read: the data is 64-byte aligned.
         let bytes = npy_bytes(&want).unwrap();
@@ -1397,7 +1397,7 @@ mod tests {
             let Value::Array(a) = conv(&format!("[{text}]"), &leaf(Scalar::F64, 1)).unwrap() else {
                 panic!()
             };
-            assert_eq!(a.data, ArrayData::F64(vec![want]), "{text}");
+            assert_eq!(a.data, ArrayData::F64(vec![want].into()), "{text}");
         }
     }
 }

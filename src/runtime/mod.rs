@@ -1,9 +1,13 @@
 //! Values shared by every backend and by the public API, and their
 //! conversion from and to JSON and NumPy `.npy`.
 
+pub mod buf;
+pub mod output;
 pub mod value;
 pub mod data;
 pub mod json_stream;
 pub mod npy;
 
+pub use buf::Buf;
+pub use output::{ForeignBuf, OutArray, Output};
 pub use value::{ArgRef, Array, ArrayData, ArrayRef, Value};

@@ -90,16 +90,16 @@ pub fn decode(name: &str, bytes: &[u8]) -> Result<Value, String> {
     let out = match h.elem {
         Scalar::F64 => ArrayData::F64(convert(data, count, oom, |b| {
             f64::from_bits(word8(b, h.big_endian))
-        })?),
+        })?.into()),
         Scalar::F32 => ArrayData::F32(convert(data, count, oom, |b| {
             f32::from_bits(word4(b, h.big_endian))
-        })?),
+        })?.into()),
         Scalar::I64 => ArrayData::I64(convert(data, count, oom, |b| {
             word8(b, h.big_endian) as i64
-        })?),
+        })?.into()),
         Scalar::I32 => ArrayData::I32(convert(data, count, oom, |b| {
             word4(b, h.big_endian) as i32
-        })?),
+        })?.into()),
         Scalar::Bool => {
             if let Some(k) = data.iter().position(|&b| b > 1) {
                 return Err(format!(
@@ -107,7 +107,7 @@ pub fn decode(name: &str, bytes: &[u8]) -> Result<Value, String> {
                     data[k]
                 ));
             }
-            ArrayData::Bool(convert(data, count, oom, |b| b[0] == 1)?)
+            ArrayData::Bool(convert(data, count, oom, |b| b[0] == 1)?.into())
         }
     };
     if h.shape.is_empty() {
@@ -117,11 +117,11 @@ pub fn decode(name: &str, bytes: &[u8]) -> Result<Value, String> {
     let out = if h.fortran_order && h.shape.iter().filter(|&&d| d > 1).count() > 1 {
         let t = |e| format!("{name}: not enough memory to reorder {count} elements: {e}");
         match &out {
-            ArrayData::F64(v) => ArrayData::F64(fortran_to_c(v, &h.shape).map_err(t)?),
-            ArrayData::F32(v) => ArrayData::F32(fortran_to_c(v, &h.shape).map_err(t)?),
-            ArrayData::I64(v) => ArrayData::I64(fortran_to_c(v, &h.shape).map_err(t)?),
-            ArrayData::I32(v) => ArrayData::I32(fortran_to_c(v, &h.shape).map_err(t)?),
-            ArrayData::Bool(v) => ArrayData::Bool(fortran_to_c(v, &h.shape).map_err(t)?),
+            ArrayData::F64(v) => ArrayData::F64(fortran_to_c(v, &h.shape).map_err(t)?.into()),
+            ArrayData::F32(v) => ArrayData::F32(fortran_to_c(v, &h.shape).map_err(t)?.into()),
+            ArrayData::I64(v) => ArrayData::I64(fortran_to_c(v, &h.shape).map_err(t)?.into()),
+            ArrayData::I32(v) => ArrayData::I32(fortran_to_c(v, &h.shape).map_err(t)?.into()),
+            ArrayData::Bool(v) => ArrayData::Bool(fortran_to_c(v, &h.shape).map_err(t)?.into()),
         }
     } else {
         out

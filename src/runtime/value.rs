@@ -1,16 +1,19 @@
 //! Run-time values. Arrays are regular, row-major and reference counted so
 //! that passing them around is cheap.
 
+use super::buf::Buf;
 use crate::ir::Scalar;
 use std::rc::Rc;
 
+/// Row-major elements. Owned, except that the interpreter's entry
+/// arguments may be views of a front end's memory ([`Buf`]'s contract).
 #[derive(Clone, PartialEq, Debug)]
 pub enum ArrayData {
-    F64(Vec<f64>),
-    F32(Vec<f32>),
-    I64(Vec<i64>),
-    I32(Vec<i32>),
-    Bool(Vec<bool>),
+    F64(Buf<f64>),
+    F32(Buf<f32>),
+    I64(Buf<i64>),
+    I32(Buf<i32>),
+    Bool(Buf<bool>),
 }
 
 impl ArrayData {
@@ -35,14 +38,34 @@ impl ArrayData {
             ArrayData::Bool(_) => Scalar::Bool,
         }
     }
+    /// The first element's address.
+    pub fn as_ptr(&self) -> *const u8 {
+        match self {
+            ArrayData::F64(v) => v.as_ptr() as *const u8,
+            ArrayData::F32(v) => v.as_ptr() as *const u8,
+            ArrayData::I64(v) => v.as_ptr() as *const u8,
+            ArrayData::I32(v) => v.as_ptr() as *const u8,
+            ArrayData::Bool(v) => v.as_ptr() as *const u8,
+        }
+    }
+    /// Whether the elements are a view of memory the array does not own.
+    pub fn is_borrowed(&self) -> bool {
+        match self {
+            ArrayData::F64(v) => v.is_borrowed(),
+            ArrayData::F32(v) => v.is_borrowed(),
+            ArrayData::I64(v) => v.is_borrowed(),
+            ArrayData::I32(v) => v.is_borrowed(),
+            ArrayData::Bool(v) => v.is_borrowed(),
+        }
+    }
     /// An empty buffer of the given element type with room for `cap` elements.
     pub fn with_capacity(elem: Scalar, cap: usize) -> ArrayData {
         match elem {
-            Scalar::F64 => ArrayData::F64(Vec::with_capacity(cap)),
-            Scalar::F32 => ArrayData::F32(Vec::with_capacity(cap)),
-            Scalar::I64 => ArrayData::I64(Vec::with_capacity(cap)),
-            Scalar::I32 => ArrayData::I32(Vec::with_capacity(cap)),
-            Scalar::Bool => ArrayData::Bool(Vec::with_capacity(cap)),
+            Scalar::F64 => ArrayData::F64(Vec::with_capacity(cap).into()),
+            Scalar::F32 => ArrayData::F32(Vec::with_capacity(cap).into()),
+            Scalar::I64 => ArrayData::I64(Vec::with_capacity(cap).into()),
+            Scalar::I32 => ArrayData::I32(Vec::with_capacity(cap).into()),
+            Scalar::Bool => ArrayData::Bool(Vec::with_capacity(cap).into()),
         }
     }
     /// Element `i` as a scalar value.
@@ -186,7 +209,8 @@ fn write_json(v: &Value, out: &mut String) {
 
 /// An entry-point argument whose array data is borrowed rather than owned:
 /// front ends that hold their own arrays (the Python package's NumPy
-/// arrays) pass them to the C backend without a copy. `Send + Sync`, so a
+/// arrays) pass them to either backend without a copy (the interpreter
+/// copies bool arrays: [`ArrayRef::to_borrowed`]). `Send + Sync`, so a
 /// call can run without holding the front end's lock.
 #[derive(Clone, Debug)]
 pub enum ArgRef<'a> {
@@ -244,14 +268,33 @@ impl ArrayRef<'_> {
             ArrayRef::Bool(v) => v.as_ptr(),
         }
     }
-    /// An owned copy (for the interpreter, which owns its arrays).
+    /// An owned copy.
     pub fn to_owned(&self) -> ArrayData {
         match self {
-            ArrayRef::F64(v) => ArrayData::F64(v.to_vec()),
-            ArrayRef::F32(v) => ArrayData::F32(v.to_vec()),
-            ArrayRef::I64(v) => ArrayData::I64(v.to_vec()),
-            ArrayRef::I32(v) => ArrayData::I32(v.to_vec()),
+            ArrayRef::F64(v) => ArrayData::F64(v.to_vec().into()),
+            ArrayRef::F32(v) => ArrayData::F32(v.to_vec().into()),
+            ArrayRef::I64(v) => ArrayData::I64(v.to_vec().into()),
+            ArrayRef::I32(v) => ArrayData::I32(v.to_vec().into()),
             ArrayRef::Bool(v) => ArrayData::Bool(v.iter().map(|b| *b != 0).collect()),
+        }
+    }
+    /// A view of the same memory, without a copy — except for bools:
+    /// a `bool` must be 0 or 1, which bytes from outside need not be, so
+    /// they are converted (one copy).
+    ///
+    /// # Safety
+    /// [`Buf::borrowed`]'s: the memory outlives the result and everything
+    /// it is moved into, and is not written meanwhile.
+    pub unsafe fn to_borrowed(&self) -> ArrayData {
+        // SAFETY: by the caller's contract.
+        unsafe {
+            match self {
+                ArrayRef::F64(v) => ArrayData::F64(Buf::borrowed(v)),
+                ArrayRef::F32(v) => ArrayData::F32(Buf::borrowed(v)),
+                ArrayRef::I64(v) => ArrayData::I64(Buf::borrowed(v)),
+                ArrayRef::I32(v) => ArrayData::I32(Buf::borrowed(v)),
+                ArrayRef::Bool(_) => self.to_owned(),
+            }
         }
     }
 }
@@ -290,6 +333,21 @@ impl ArgRef<'_> {
             ArgRef::Tuple(xs) => Value::Tuple(xs.iter().map(ArgRef::to_value).collect()),
         }
     }
+    /// [`ArgRef::to_value`] whose arrays are views of the argument's memory
+    /// ([`ArrayRef::to_borrowed`]: bools are copied).
+    ///
+    /// # Safety
+    /// [`ArrayRef::to_borrowed`]'s, for the value and all its parts.
+    pub unsafe fn to_value_borrowed(&self) -> Value {
+        match self {
+            ArgRef::Array { shape, data } if shape.is_empty() && data.len() == 1 => data.to_owned_scalar(),
+            // SAFETY: by the caller's contract.
+            ArgRef::Array { shape, data } => Value::array(shape.clone(), unsafe { data.to_borrowed() }),
+            // SAFETY: by the caller's contract.
+            ArgRef::Tuple(xs) => Value::Tuple(xs.iter().map(|x| unsafe { x.to_value_borrowed() }).collect()),
+            scalar => scalar.to_value(),
+        }
+    }
 }
 
 impl ArrayRef<'_> {
@@ -310,11 +368,11 @@ mod tests {
 
     #[test]
     fn json_rendering() {
-        let a = Value::array(vec![2, 2], ArrayData::F64(vec![1.0, 2.5, -0.0, f64::NAN]));
+        let a = Value::array(vec![2, 2], ArrayData::F64(vec![1.0, 2.5, -0.0, f64::NAN].into()));
         assert_eq!(a.to_json(), "[[1.0, 2.5], [-0.0, NaN]]");
         let t = Value::Tuple(vec![Value::I64(3), Value::Bool(true), Value::F32(0.1)]);
         assert_eq!(t.to_json(), "[3, true, 0.1]");
-        let e = Value::array(vec![0, 3], ArrayData::I64(vec![]));
+        let e = Value::array(vec![0, 3], ArrayData::I64(vec![].into()));
         assert_eq!(e.to_json(), "[]");
     }
 }

@@ -123,11 +123,11 @@ fn split_rows(v: &Value) -> Vec<Value> {
 fn slice_data(d: &arden::runtime::ArrayData, at: usize, len: usize) -> arden::runtime::ArrayData {
     use arden::runtime::ArrayData as D;
     match d {
-        D::F64(v) => D::F64(v[at..at + len].to_vec()),
-        D::F32(v) => D::F32(v[at..at + len].to_vec()),
-        D::I64(v) => D::I64(v[at..at + len].to_vec()),
-        D::I32(v) => D::I32(v[at..at + len].to_vec()),
-        D::Bool(v) => D::Bool(v[at..at + len].to_vec()),
+        D::F64(v) => D::F64(v[at..at + len].to_vec().into()),
+        D::F32(v) => D::F32(v[at..at + len].to_vec().into()),
+        D::I64(v) => D::I64(v[at..at + len].to_vec().into()),
+        D::I32(v) => D::I32(v[at..at + len].to_vec().into()),
+        D::Bool(v) => D::Bool(v[at..at + len].to_vec().into()),
     }
 }
 
@@ -168,9 +168,9 @@ pub fn direction(v: &Value, rng: &mut Rng) -> Value {
         Value::Array(a) => {
             let data = match &a.data {
                 ArrayData::F64(xs) => ArrayData::F64(xs.iter().map(|_| rng.unit()).collect()),
-                ArrayData::F32(xs) => ArrayData::F32(vec![0.0; xs.len()]),
-                ArrayData::I64(xs) => ArrayData::I64(vec![0; xs.len()]),
-                ArrayData::I32(xs) => ArrayData::I32(vec![0; xs.len()]),
+                ArrayData::F32(xs) => ArrayData::F32(vec![0.0; xs.len()].into()),
+                ArrayData::I64(xs) => ArrayData::I64(vec![0; xs.len()].into()),
+                ArrayData::I32(xs) => ArrayData::I32(vec![0; xs.len()].into()),
                 ArrayData::Bool(xs) => ArrayData::Bool(xs.clone()),
             };
             Value::Array(Rc::new(Array::new(a.shape.clone(), data)))

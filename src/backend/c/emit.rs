@@ -300,7 +300,7 @@ pub fn emit_function(f: &Function, k: usize) -> R<String> {
         if t.rank() == 0 {
             em.line(&format!("ard_res[{j}].{} = ard_r{j};", io_field(t.elem)));
         } else {
-            em.line(&format!("ard_res[{j}].data = ard_r{j}.p; ard_res[{j}].rank = {};", t.rank()));
+            em.line(&format!("ard_res[{j}].data = ard_r{j}.p; ard_res[{j}].buf = ard_r{j}.b; ard_res[{j}].rank = {};", t.rank()));
             for d in 0..t.rank() {
                 em.line(&format!("ard_res[{j}].dims[{d}] = ard_r{j}.d[{d}];"));
             }

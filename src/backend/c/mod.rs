@@ -18,7 +18,11 @@
 //! copy. Every buffer of a call is linked into the call's registry (in its
 //! `ard_ctx`), so an error — anywhere, inside parallel loops too — frees
 //! everything at once, and a successful call leaves only its results there.
-//! Entry arguments are wrapped, never copied and never written.
+//! Entry arguments are wrapped, never copied and never written. Results
+//! are handed over without a copy: `ard_take` detaches a buffer only its
+//! result references from the registry, and a [`ForeignBuf`] owns it
+//! (freed by `ard_buf_release`); a result viewing an argument, or sharing
+//! its buffer with another result, is copied instead.
 //!
 //! # Errors
 //! Generated code never aborts: a failed check records its message in the
@@ -46,7 +50,7 @@ pub use cc::{Compiler, FLAGS, cache_dir, find_compiler, valid_cached};
 
 use crate::backend::limits;
 use crate::ir::{Function, Module, Scalar, Type};
-use crate::runtime::{ArgRef, ArrayData, ArrayRef, Value};
+use crate::runtime::{ArgRef, ArrayData, ArrayRef, ForeignBuf, OutArray, Output, Value};
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -112,11 +116,13 @@ struct ArdIo {
     i64: i64,
     i32: i32,
     b: u8,
+    /// an array result's buffer, for `ard_take`
+    buf: *mut c_void,
 }
 
 impl Default for ArdIo {
     fn default() -> Self {
-        ArdIo { data: std::ptr::null_mut(), rank: 0, dims: [0; emit::IO_MAXR], f64: 0.0, f32: 0.0, i64: 0, i32: 0, b: 0 }
+        ArdIo { data: std::ptr::null_mut(), rank: 0, dims: [0; emit::IO_MAXR], f64: 0.0, f32: 0.0, i64: 0, i32: 0, b: 0, buf: std::ptr::null_mut() }
     }
 }
 
@@ -125,6 +131,8 @@ type CtxFree = unsafe extern "C" fn(*mut c_void);
 type CtxLimits = unsafe extern "C" fn(*mut c_void, *const u8, i64, i64, f64);
 type CtxMsg = unsafe extern "C" fn(*mut c_void) -> *const c_char;
 type CtxI64 = unsafe extern "C" fn(*mut c_void) -> i64;
+type Take = unsafe extern "C" fn(*mut c_void, *mut c_void) -> *mut c_void;
+type Release = unsafe extern "C" fn(*mut c_void);
 type EntryFn = unsafe extern "C" fn(*mut c_void, *const i64, *const ArdIo, *mut ArdIo) -> c_int;
 
 /// A loaded library: one compiled function per entry of the module (or the
@@ -137,6 +145,8 @@ pub struct Library {
     ctx_msg: CtxMsg,
     ctx_peak: CtxI64,
     ctx_live: CtxI64,
+    take: Take,
+    release: Release,
     entries: Vec<Result<EntryFn, String>>,
     /// the generated C
     pub source: Arc<String>,
@@ -191,6 +201,8 @@ pub fn compile(m: &Module, opts: &COptions) -> Result<Library, CError> {
         let ctx_msg = *lib.get::<CtxMsg>(b"ard_ctx_msg\0").map_err(|e| CError(e.to_string()))?;
         let ctx_peak = *lib.get::<CtxI64>(b"ard_ctx_peak\0").map_err(|e| CError(e.to_string()))?;
         let ctx_live = *lib.get::<CtxI64>(b"ard_ctx_live\0").map_err(|e| CError(e.to_string()))?;
+        let take = *lib.get::<Take>(b"ard_take\0").map_err(|e| CError(e.to_string()))?;
+        let release = *lib.get::<Release>(b"ard_buf_release\0").map_err(|e| CError(e.to_string()))?;
         let mut entries = vec![];
         for (k, e) in g.entries.iter().enumerate() {
             entries.push(match e {
@@ -209,6 +221,8 @@ pub fn compile(m: &Module, opts: &COptions) -> Result<Library, CError> {
             ctx_msg,
             ctx_peak,
             ctx_live,
+            take,
+            release,
             entries,
             source: Arc::new(g.source),
             path: built.path,
@@ -263,13 +277,23 @@ impl Library {
             ios.push(arg_io(&arg, &b.ty)?);
         }
         // SAFETY: `args` (which the ios point into) outlive the call.
-        unsafe { self.call_ios(entry, func, sizes, &ios, opts) }
+        let (out, stats) = unsafe { self.call_ios(entry, func, sizes, &ios, opts) }?;
+        Ok((out.into_iter().map(Output::into_value).collect(), stats))
     }
 
     /// [`Library::call`] with borrowed arguments (flat, checked by the
     /// caller like `call`'s): the entry reads array arguments in place,
     /// without a copy.
     pub fn call_borrowed(&self, k: usize, func: &Function, sizes: &[i64], args: &[ArgRef], opts: &CallOptions) -> Result<(Vec<Value>, CallStats), String> {
+        let (out, stats) = self.call_out(k, func, sizes, args, opts)?;
+        Ok((out.into_iter().map(Output::into_value).collect(), stats))
+    }
+
+    /// [`Library::call_borrowed`] whose array results keep the buffers the
+    /// compiled code allocated ([`ForeignBuf`], no copy), except results
+    /// that are (views of) arguments or share a buffer with another result,
+    /// which are copied.
+    pub fn call_out(&self, k: usize, func: &Function, sizes: &[i64], args: &[ArgRef], opts: &CallOptions) -> Result<(Vec<Output>, CallStats), String> {
         let entry = self.entry_fn(k, func, sizes, args.len())?;
         let ios = args.iter().zip(&func.params).map(|(a, b)| arg_io(a, &b.ty)).collect::<Result<Vec<_>, _>>()?;
         // SAFETY: `args` (which the ios point into) outlive the call.
@@ -293,7 +317,7 @@ impl Library {
     /// # Safety
     /// Every array pointer in `ios` must point to live elements of its
     /// type and shape for the duration of the call.
-    unsafe fn call_ios(&self, entry: EntryFn, func: &Function, sizes: &[i64], ios: &[ArdIo], opts: &CallOptions) -> Result<(Vec<Value>, CallStats), String> {
+    unsafe fn call_ios(&self, entry: EntryFn, func: &Function, sizes: &[i64], ios: &[ArdIo], opts: &CallOptions) -> Result<(Vec<Output>, CallStats), String> {
         let rtys: Vec<Type> = func
             .body
             .result
@@ -326,13 +350,75 @@ impl Library {
             let msg = unsafe { CStr::from_ptr((self.ctx_msg)(ctx.ptr)) }.to_string_lossy().into_owned();
             return Err(msg);
         }
-        let mut out = Vec::with_capacity(rtys.len());
-        for (t, io) in rtys.iter().zip(&res) {
-            out.push(read_result(t, io));
-        }
-        // SAFETY: plain reads of the context.
+        // SAFETY: plain reads of the context (before results leave it).
         let stats = unsafe { CallStats { peak_bytes: (self.ctx_peak)(ctx.ptr), live_buffers: (self.ctx_live)(ctx.ptr) } };
+        // Every result is taken here, right after the call, so that each
+        // reference ard_take hands over gets its owner (see rt.h).
+        // SAFETY: `res` was written by the successful entry; the context
+        // is alive.
+        let out = rtys.iter().zip(&res).map(|(t, io)| unsafe { self.take_result(ctx.ptr, t, io) }).collect();
         Ok((out, stats))
+    }
+
+    /// Result `io` of type `t`. An array keeps its buffer when the runtime
+    /// hands it over (`ard_take`), else its elements are copied.
+    ///
+    /// # Safety
+    /// `io` was written by a successful entry of this library whose context
+    /// `ctx` is still alive; called once per result.
+    unsafe fn take_result(&self, ctx: *mut c_void, t: &Type, io: &ArdIo) -> Output {
+        if t.rank() == 0 {
+            return scalar_result(t.elem, io);
+        }
+        let shape: Vec<usize> = io.dims[..t.rank()].iter().map(|d| *d as usize).collect();
+        let n: usize = shape.iter().product();
+        // SAFETY: `io.buf` is this result's buffer, in `ctx`.
+        let handle = unsafe { (self.take)(ctx, io.buf) };
+        let data = if handle.is_null() || io.data.is_null() {
+            if !handle.is_null() {
+                // SAFETY: handed over just above; nothing else uses it.
+                unsafe { (self.release)(handle) };
+            }
+            // SAFETY: `n` elements of this type, alive until the context
+            // is freed (after this copy).
+            OutArray::Owned(unsafe { copy_out(t.elem, io.data, n) })
+        } else {
+            if t.elem == Scalar::Bool {
+                // SAFETY: `n` bytes we now own (ard_take).
+                unsafe { canonical_bools(io.data as *mut u8, n) };
+            }
+            // SAFETY: ard_take gave us the only reference to the buffer
+            // holding these `n` elements (aligned: the runtime's buffers
+            // are 64-byte aligned and views start at element offsets);
+            // `release` frees it, and the library is never unloaded
+            // (RTLD_NODELETE).
+            OutArray::Foreign(unsafe { ForeignBuf::new(io.data as *mut u8, n, t.elem, handle, self.release) })
+        };
+        Output::Array { shape, data }
+    }
+}
+
+fn scalar_result(elem: Scalar, io: &ArdIo) -> Output {
+    match elem {
+        Scalar::F64 => Output::F64(io.f64),
+        Scalar::F32 => Output::F32(io.f32),
+        Scalar::I64 => Output::I64(io.i64),
+        Scalar::I32 => Output::I32(io.i32),
+        Scalar::Bool => Output::Bool(io.b != 0),
+    }
+}
+
+/// Bools as 0 or 1 (NumPy's and Rust's only values): bytes copied from an
+/// argument's memory may hold others.
+///
+/// # Safety
+/// `p` points to `n` bytes nothing else uses.
+unsafe fn canonical_bools(p: *mut u8, n: usize) {
+    if n > 0 {
+        // SAFETY: by the caller's contract.
+        for b in unsafe { std::slice::from_raw_parts_mut(p, n) } {
+            *b = (*b != 0) as u8;
+        }
     }
 }
 
@@ -389,36 +475,23 @@ fn result_type(func: &Function, v: crate::ir::VarId) -> Type {
     func.body.stmts.iter().flat_map(|s| &s.binds).find(|b| b.var == v).map(|b| b.ty.clone()).unwrap_or(Type::scalar(Scalar::F64))
 }
 
-fn read_result(t: &Type, io: &ArdIo) -> Value {
-    if t.rank() == 0 {
-        return match t.elem {
-            Scalar::F64 => Value::F64(io.f64),
-            Scalar::F32 => Value::F32(io.f32),
-            Scalar::I64 => Value::I64(io.i64),
-            Scalar::I32 => Value::I32(io.i32),
-            Scalar::Bool => Value::Bool(io.b != 0),
-        };
-    }
-    let shape: Vec<usize> = io.dims[..t.rank()].iter().map(|d| *d as usize).collect();
-    let n: usize = shape.iter().product();
-    // SAFETY: the entry returned a buffer of `n` elements of this type
-    // (alive until the context is freed, after this copy).
-    let data = unsafe {
-        match t.elem {
-            Scalar::F64 => ArrayData::F64(copy_out(io.data as *const f64, n)),
-            Scalar::F32 => ArrayData::F32(copy_out(io.data as *const f32, n)),
-            Scalar::I64 => ArrayData::I64(copy_out(io.data as *const i64, n)),
-            Scalar::I32 => ArrayData::I32(copy_out(io.data as *const i32, n)),
-            Scalar::Bool => ArrayData::Bool(copy_out(io.data as *const u8, n).into_iter().map(|b| b != 0).collect()),
-        }
-    };
-    Value::array(shape, data)
-}
-
-unsafe fn copy_out<T: Copy>(p: *const T, n: usize) -> Vec<T> {
+/// A copy of `n` elements of type `elem` at `p`.
+///
+/// # Safety
+/// `p` points to `n` live elements of that type (or `n` is 0).
+unsafe fn copy_out(elem: Scalar, p: *const c_void, n: usize) -> ArrayData {
     if n == 0 || p.is_null() {
-        return vec![];
+        return ArrayData::with_capacity(elem, 0);
     }
     // SAFETY: guaranteed by the caller.
-    unsafe { std::slice::from_raw_parts(p, n).to_vec() }
+    unsafe {
+        match elem {
+            Scalar::F64 => ArrayRef::F64(std::slice::from_raw_parts(p as *const f64, n)),
+            Scalar::F32 => ArrayRef::F32(std::slice::from_raw_parts(p as *const f32, n)),
+            Scalar::I64 => ArrayRef::I64(std::slice::from_raw_parts(p as *const i64, n)),
+            Scalar::I32 => ArrayRef::I32(std::slice::from_raw_parts(p as *const i32, n)),
+            Scalar::Bool => ArrayRef::Bool(std::slice::from_raw_parts(p as *const u8, n)),
+        }
+    }
+    .to_owned()
 }

@@ -82,6 +82,7 @@ typedef struct ard_io {
     int64_t i64;
     int32_t i32;
     uint8_t b;
+    void *buf; /* an array result's buffer (its reference), for ard_take */
 } ard_io;
 
 typedef struct { ard_buf *b; void *p; int64_t d[ARD_MAXR]; } ard_arr;
@@ -231,6 +232,35 @@ static inline void ard_release(ard_ctx *c, ard_buf *b) {
     if (__atomic_sub_fetch(&b->rc, 1, __ATOMIC_ACQ_REL) == 0) ard_free_buf(c, b);
 }
 static inline int ard_unique(ard_buf *b) { return __atomic_load_n(&b->rc, __ATOMIC_ACQUIRE) == 1; }
+
+/* Hand a result's buffer over to the caller without a copy (Rust's
+ * ForeignBuf): when the result holds the only reference, the buffer leaves
+ * the registry (ard_ctx_free no longer frees it) and the call's count of
+ * live bytes (its peak keeps them), and the caller frees it with
+ * ard_buf_release. Otherwise NULL, and the caller copies the result's
+ * elements (still alive until ard_ctx_free): caller memory (an argument
+ * returned as a result, or a view of one) is not ours to give, and a
+ * buffer shared with another result would alias it; this result's
+ * reference is dropped, so that the last result sharing a buffer takes it. */
+void *ard_take(ard_ctx *c, void *buf) {
+    ard_buf *b = (ard_buf *)buf;
+    if (!b || b->ext) return NULL;
+    if (!ard_unique(b)) { ard_release(c, b); return NULL; }
+    ard_list *l = &c->lists[b->list];
+    ard_spin(&l->lock);
+    b->prev->next = b->next;
+    b->next->prev = b->prev;
+    ard_unspin(&l->lock);
+    __atomic_sub_fetch(&c->bytes, b->bytes, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&c->nbufs, 1, __ATOMIC_RELAXED);
+    return b;
+}
+
+/* Free a buffer ard_take handed over (from any thread, once). */
+void ard_buf_release(void *buf) {
+    ard_buf *b = (ard_buf *)buf;
+    if (__atomic_sub_fetch(&b->rc, 1, __ATOMIC_ACQ_REL) == 0) free(b);
+}
 
 ARD_COLD static void ard_shape_str(char *out, size_t cap, int rank, const int64_t *d) {
     size_t k = 0;

@@ -12,11 +12,11 @@ use crate::runtime::{ArrayData, Value};
 pub(super) fn with_capacity(elem: Scalar, cap: usize) -> Result<ArrayData, Oom> {
     let name = elem.name();
     Ok(match elem {
-        Scalar::F64 => ArrayData::F64(try_vec(cap, name)?),
-        Scalar::F32 => ArrayData::F32(try_vec(cap, name)?),
-        Scalar::I64 => ArrayData::I64(try_vec(cap, name)?),
-        Scalar::I32 => ArrayData::I32(try_vec(cap, name)?),
-        Scalar::Bool => ArrayData::Bool(try_vec(cap, name)?),
+        Scalar::F64 => ArrayData::F64(try_vec(cap, name)?.into()),
+        Scalar::F32 => ArrayData::F32(try_vec(cap, name)?.into()),
+        Scalar::I64 => ArrayData::I64(try_vec(cap, name)?.into()),
+        Scalar::I32 => ArrayData::I32(try_vec(cap, name)?.into()),
+        Scalar::Bool => ArrayData::Bool(try_vec(cap, name)?.into()),
     })
 }
 
@@ -82,7 +82,7 @@ pub(super) fn shape_str<T: std::fmt::Display>(shape: &[T]) -> String {
 /// Elements `lo..hi` as a new buffer.
 pub(super) fn range(d: &ArrayData, lo: usize, hi: usize) -> Result<ArrayData, Oom> {
     let name = d.scalar().name();
-    Ok(map_data!(d, v => try_clone(&v[lo..hi], name)?))
+    Ok(map_data!(d, v => try_clone(&v[lo..hi], name)?.into()))
 }
 
 /// Append a scalar; false when its type differs from the buffer's.
@@ -131,11 +131,11 @@ pub(super) fn fill(x: &Value, n: usize) -> Result<Option<ArrayData>, Oom> {
         None => return Ok(None),
     };
     Ok(Some(match *x {
-        Value::F64(a) => ArrayData::F64(rep(a, n, name)?),
-        Value::F32(a) => ArrayData::F32(rep(a, n, name)?),
-        Value::I64(a) => ArrayData::I64(rep(a, n, name)?),
-        Value::I32(a) => ArrayData::I32(rep(a, n, name)?),
-        Value::Bool(a) => ArrayData::Bool(rep(a, n, name)?),
+        Value::F64(a) => ArrayData::F64(rep(a, n, name)?.into()),
+        Value::F32(a) => ArrayData::F32(rep(a, n, name)?.into()),
+        Value::I64(a) => ArrayData::I64(rep(a, n, name)?.into()),
+        Value::I32(a) => ArrayData::I32(rep(a, n, name)?.into()),
+        Value::Bool(a) => ArrayData::Bool(rep(a, n, name)?.into()),
         _ => return Ok(None),
     }))
 }
@@ -345,7 +345,7 @@ pub(super) fn builtin_fold(op: &ReduceOp, d: &ArrayData, m: usize, ne: &Value, s
     macro_rules! go {
         ($v:expr, $z:expr, $c:path) => {
             match op_fn(op) {
-                Some(f) => $c(fold_rows($v, m, *$z, f, scan, name)?),
+                Some(f) => $c(fold_rows($v, m, *$z, f, scan, name)?.into()),
                 None => return Ok(None),
             }
         };

@@ -41,7 +41,7 @@ pub(crate) mod special;
 mod tests;
 
 use crate::ir::{Atom, Block, Expr, Function, Lambda, Lit, Loc, LoopKind, ReduceOp, Size, Stmt, Type, VarId};
-use crate::runtime::{Array, ArrayData, Value};
+use crate::runtime::{ArgRef, Array, ArrayData, Value};
 use data::{map_data, shape_str};
 use live::Liveness;
 use crate::backend::limits::{self, Oom};
@@ -203,6 +203,31 @@ pub fn run(func: &Function, sizes: &[i64], args: &[Value], counts: &mut OpCounts
         }
     }
     Ok(results)
+}
+
+/// [`run`] on borrowed arguments, whose arrays (but bools) the run reads in
+/// place, without a copy: each is an `ArrayData` viewing the argument's
+/// memory (`runtime::buf`). Safe, because the views cannot outlive the
+/// call: `args` are borrowed for all of it, every value of the run is
+/// dropped before it returns, and results still viewing an argument (an
+/// entry `f x = x`, a reshape of one) are copied before they leave it.
+/// The run never writes a view: `unique` copies it first (and `Buf` would
+/// on any write).
+pub fn run_borrowed(func: &Function, sizes: &[i64], args: &[ArgRef], counts: &mut OpCounts) -> Result<Vec<Value>, RuntimeError> {
+    // SAFETY: as above: `args` outlive `values` and every value made from
+    // them in `run`, and nothing writes them meanwhile.
+    let values: Vec<Value> = args.iter().map(|a| unsafe { a.to_value_borrowed() }).collect();
+    let results = run(func, sizes, &values, counts);
+    drop(values);
+    results?.into_iter().map(|v| owned(v).map_err(RuntimeError::from)).collect()
+}
+
+/// `v`, made to own its elements: a (fallible) copy of a borrowed view.
+fn owned(v: Value) -> Result<Value, Oom> {
+    match v {
+        Value::Array(a) if a.data.is_borrowed() => Ok(Value::array(a.shape.clone(), data::copy(&a.data)?)),
+        v => Ok(v),
+    }
 }
 
 /// Arguments as the interpreter holds them: a 0-d array becomes a scalar.
@@ -485,7 +510,7 @@ impl Interp<'_> {
                 self.counts.writes += n as u64;
                 let mut d = limits::try_vec::<i64>(n, "i64")?;
                 d.extend(0..n as i64);
-                let v = Value::array(vec![n], ArrayData::I64(d));
+                let v = Value::array(vec![n], ArrayData::I64(d.into()));
                 self.bind1(s, v)
             }
             Expr::Replicate { n, val } => {
@@ -519,7 +544,7 @@ impl Interp<'_> {
                 let (d0, d1) = (a.shape[0], a.shape[1]);
                 let r = count(&a.shape[2..])?;
                 let name = a.elem().name();
-                let d = map_data!(&a.data, v => data::transpose(v, d0, d1, r, name)?);
+                let d = map_data!(&a.data, v => data::transpose(v, d0, d1, r, name)?.into());
                 let mut shape = a.shape.clone();
                 shape.swap(0, 1);
                 self.copied(d.len());
@@ -555,7 +580,7 @@ impl Interp<'_> {
                 let a = self.array(a)?;
                 let r = count(&a.shape[1..])?;
                 let name = a.elem().name();
-                let d = map_data!(&a.data, v => data::reverse(v, a.shape[0], r, name)?);
+                let d = map_data!(&a.data, v => data::reverse(v, a.shape[0], r, name)?.into());
                 self.copied(d.len());
                 self.bind1(s, Value::array(a.shape.clone(), d))
             }
@@ -566,7 +591,7 @@ impl Interp<'_> {
                 let r = count(&a.shape[1..])?;
                 let k = if n == 0 { 0 } else { k.rem_euclid(n as i64) as usize };
                 let name = a.elem().name();
-                let d = map_data!(&a.data, v => data::rotate(v, k, r, name)?);
+                let d = map_data!(&a.data, v => data::rotate(v, k, r, name)?.into());
                 self.copied(d.len());
                 self.bind1(s, Value::array(a.shape.clone(), d))
             }
@@ -995,7 +1020,7 @@ impl Interp<'_> {
                 let name = a.elem().name();
                 (
                     [vec![n], a.shape.clone()].concat(),
-                    map_data!(&a.data, x => data::repeat(x, n, name)?),
+                    map_data!(&a.data, x => data::repeat(x, n, name)?.into()),
                 )
             }
             x => {
@@ -1038,9 +1063,10 @@ impl Interp<'_> {
 }
 
 /// The array behind `a`, made uniquely owned: a (fallible) copy when it is
-/// shared, the array itself otherwise.
+/// shared or a view of an argument's memory (never written: see
+/// `runtime::buf`), the array itself otherwise.
 fn unique(a: &mut Rc<Array>) -> R<&mut Array> {
-    if Rc::get_mut(a).is_none() {
+    if Rc::get_mut(a).is_none() || a.data.is_borrowed() {
         let copy = Array { shape: a.shape.clone(), data: data::copy(&a.data)? };
         *a = Rc::new(copy);
     }

@@ -9,13 +9,13 @@ use crate::ir::{Binder, Prim, Scalar, Stmt};
 // ---- helpers ---------------------------------------------------------------
 
 fn fa(xs: &[f64]) -> Value {
-    Value::array(vec![xs.len()], ArrayData::F64(xs.to_vec()))
+    Value::array(vec![xs.len()], ArrayData::F64(xs.to_vec().into()))
 }
 fn fm(r: usize, c: usize, xs: &[f64]) -> Value {
-    Value::array(vec![r, c], ArrayData::F64(xs.to_vec()))
+    Value::array(vec![r, c], ArrayData::F64(xs.to_vec().into()))
 }
 fn ia(xs: &[i64]) -> Value {
-    Value::array(vec![xs.len()], ArrayData::I64(xs.to_vec()))
+    Value::array(vec![xs.len()], ArrayData::I64(xs.to_vec().into()))
 }
 fn at_loc(mut s: Stmt) -> Stmt {
     s.loc = Some(loc());
@@ -161,7 +161,7 @@ fn outer_product_and_checked_index() {
     assert_eq!(r.unwrap_err().message, "index out of bounds at t.ard:1:1: index -1 into an axis of size 2");
     // n = 0: the checked index is never reached, the result is [0][3]
     let (r, _) = run_fn(&f, &[0, 3], &[fa(&[]), fa(&[1.0, 2.0, 3.0]), Value::I64(7)]);
-    assert_eq!(r.unwrap(), vec![Value::array(vec![0, 3], ArrayData::F64(vec![]))]);
+    assert_eq!(r.unwrap(), vec![Value::array(vec![0, 3], ArrayData::F64(vec![].into()))]);
 }
 
 #[test]
@@ -420,7 +420,7 @@ fn slices() {
     let (f, sizes, args) = g.build(vec![v(s), v(e2)]);
     let mut cnt = OpCounts::default();
     let r = run(&f, &sizes, &args, &mut cnt).unwrap();
-    assert_eq!(r, vec![fm(2, 2, &[2.0, 3.0, 4.0, 5.0]), Value::array(vec![0, 2], ArrayData::F64(vec![]))]);
+    assert_eq!(r, vec![fm(2, 2, &[2.0, 3.0, 4.0, 5.0]), Value::array(vec![0, 2], ArrayData::F64(vec![].into()))]);
     assert_eq!(cnt, counts(0, 4, 4));
 
     for (lo, hi) in [(-1, 2), (3, 2), (0, 5)] {
@@ -454,7 +454,7 @@ fn for_builds_arrays_of_rows_and_handles_empty() {
             r.unwrap(),
             vec![
                 Value::array(vec![nn], ArrayData::I64((0..n_val).collect())),
-                Value::array(vec![nn, 2], ArrayData::I64(ys_data)),
+                Value::array(vec![nn, 2], ArrayData::I64(ys_data.into())),
             ]
         );
         // replicate writes 2 per iteration, the for writes n + 2n
@@ -703,11 +703,11 @@ fn building_arrays() {
         r.unwrap(),
         vec![
             ia(&[0, 1, 2]),
-            Value::array(vec![2], ArrayData::Bool(vec![true, true])),
-            Value::array(vec![2, 3], ArrayData::I64(vec![0, 1, 2, 0, 1, 2])),
+            Value::array(vec![2], ArrayData::Bool(vec![true, true].into())),
+            Value::array(vec![2, 3], ArrayData::I64(vec![0, 1, 2, 0, 1, 2].into())),
             fa(&[1.0, 2.0]),
-            Value::array(vec![2, 3], ArrayData::I64(vec![0, 1, 2, 0, 1, 2])),
-            Value::array(vec![0, 4], ArrayData::F64(vec![])),
+            Value::array(vec![2, 3], ArrayData::I64(vec![0, 1, 2, 0, 1, 2].into())),
+            Value::array(vec![0, 4], ArrayData::F64(vec![].into())),
         ]
     );
     // writes: iota 3, rep 2, rep of rows 6, lit 2, lit of rows 6; reads: 6 + 6
@@ -720,7 +720,7 @@ fn building_arrays() {
     let rr = g.let1("rr", arr(Scalar::I64, &[sz(n), sz(n)]), Expr::Replicate { n: v(n), val: v(io) });
     assert_eq!(
         g.ok(vec![v(io), v(rr)]),
-        vec![ia(&[]), Value::array(vec![0, 0], ArrayData::I64(vec![]))]
+        vec![ia(&[]), Value::array(vec![0, 0], ArrayData::I64(vec![].into()))]
     );
 
     // negative counts
@@ -777,19 +777,19 @@ fn reshaping_and_reordering() {
     let t = g.let1("t", f64v(&[c(2), c(2), c(2)]), Expr::Transpose(v(a)));
     assert_eq!(
         g.ok(vec![v(t)]),
-        vec![Value::array(vec![2, 2, 2], ArrayData::F64(vec![0.0, 1.0, 4.0, 5.0, 2.0, 3.0, 6.0, 7.0]))]
+        vec![Value::array(vec![2, 2, 2], ArrayData::F64(vec![0.0, 1.0, 4.0, 5.0, 2.0, 3.0, 6.0, 7.0].into()))]
     );
 
     // empty arrays
     let mut g = Prog::default();
-    let e = g.param("e", f64v(&[c(0), c(2)]), Value::array(vec![0, 2], ArrayData::F64(vec![])));
+    let e = g.param("e", f64v(&[c(0), c(2)]), Value::array(vec![0, 2], ArrayData::F64(vec![].into())));
     let t = g.let1("t", f64v(&[c(2), c(0)]), Expr::Transpose(v(e)));
     let fl = g.let1("fl", f64v(&[c(0)]), Expr::Flatten(v(e)));
     let rv = g.let1("rv", f64v(&[c(0), c(2)]), Expr::Reverse(v(e)));
     let ro = g.let1("ro", f64v(&[c(0), c(2)]), Expr::Rotate { k: i(3), arr: v(e) });
     let cc = g.let1("cc", f64v(&[c(0), c(2)]), Expr::Concat(v(e), v(e)));
     let u = g.let1("u", f64v(&[c(0), c(5)]), Expr::Unflatten { arr: v(fl), n: i(0), m: i(5) });
-    let empty = |s: Vec<usize>| Value::array(s, ArrayData::F64(vec![]));
+    let empty = |s: Vec<usize>| Value::array(s, ArrayData::F64(vec![].into()));
     assert_eq!(
         g.ok(vec![v(t), v(fl), v(rv), v(ro), v(cc), v(u)]),
         vec![empty(vec![2, 0]), empty(vec![0]), empty(vec![0, 2]), empty(vec![0, 2]), empty(vec![0, 2]), empty(vec![0, 5])]
