@@ -483,7 +483,7 @@ fn onehot_duals_are_exact_and_sparse() {
         for (n, m) in [(0usize, 5usize), (5, 0), (1, 1), (7, 40), (200, 200)] {
             let idx = Value::array(vec![m], ArrayData::I64((0..m).map(|_| rng.below(n + 4) as i64 - 2).collect()));
             let w: Vec<f64> = (0..m).map(|_| if rng.below(5) == 0 { specials[rng.below(specials.len())] } else { rng.unit() - 0.5 }).collect();
-            let w = Value::array(vec![m], ArrayData::F64(w));
+            let w = Value::array(vec![m], ArrayData::F64(w.into()));
             let args = vec![f64s(n, |_| 0.0), idx, w];
             let (want, a) = o0.entry("hist").unwrap().call_counting(&args).unwrap();
             let (got, b) = o1.entry("hist").unwrap().call_counting(&args).unwrap();
