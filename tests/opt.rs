@@ -464,3 +464,40 @@ fn random_schedules_preserve_random_programs() {
         assert!(ran > out_of_fuel);
     });
 }
+
+// ---- issue 10: zero-trip `for`s, horizontal fusion, conditional rules ----
+
+/// Compile `src` at -O0 and -O1 and run `entry` on `args` (JSON) under both:
+/// the results are equal bit for bit (or the errors equal) and the -O1
+/// module verifies. Returns the rules that fired on the entry, its IR at
+/// -O1, and the operation counts at -O0 and -O1.
+fn issue10_run(src: &str, entry: &str, args: &str) -> (std::collections::BTreeMap<&'static str, u64>, String, f64, f64) {
+    let p0 = Program::from_source_with("issue10.ard", src, &OptOptions::level(0)).unwrap();
+    let p1 = Program::from_source("issue10.ard", src).unwrap();
+    verify::verify_module(p1.module()).unwrap();
+    let json: serde_json::Value = serde_json::from_str(args).unwrap();
+    let (e0, e1) = (p0.entry(entry).unwrap(), p1.entry(entry).unwrap());
+    let vals: Vec<Value> = e0.params().iter().zip(json.as_array().unwrap()).map(|((_, s), j)| value_from_json(j, s).unwrap()).collect();
+    let (r0, r1) = (e0.call_counting(&vals), e1.call_counting(&vals));
+    let (o0, o1) = match (&r0, &r1) {
+        (Ok((a, c0)), Ok((b, c1))) => {
+            assert!(same_at(a, b, false), "{entry}: -O0 {} but -O1 {}", a.to_json(), b.to_json());
+            (total(*c0), total(*c1))
+        }
+        (Err(a), Err(b)) => {
+            assert_eq!(a.to_string(), b.to_string());
+            (0.0, 0.0)
+        }
+        _ => panic!("{entry}: -O0 {:?} but -O1 {:?}", r0.as_ref().map(|r| r.0.to_json()), r1.as_ref().map(|r| r.0.to_json())),
+    };
+    let fired = p1.opt_report().fired.iter().find(|(f, _)| f == entry).map(|(_, m)| m.clone()).unwrap_or_default();
+    (fired, arden::ir::print::print_function(e1.function()), o0, o1)
+}
+
+#[test]
+fn for_zero_empties_zero_trip_loops() {
+    let src = "entry z (x: [3]f64) : ([0]f64, f64, [3]f64) = (for (k < 0). x[k] * 2.0, sum (for (k < 0). x[k + 5]), sum (for (k < 0). x))";
+    let (fired, ir, _, _) = issue10_run(src, "z", "[[1.0, 2.0, 3.0]]");
+    assert!(fired.get("for_zero").is_some_and(|c| *c >= 3), "{fired:?}\n{ir}");
+    assert!(!ir.contains("index"), "{ir}");
+}
