@@ -501,3 +501,28 @@ fn for_zero_empties_zero_trip_loops() {
     assert!(fired.get("for_zero").is_some_and(|c| *c >= 3), "{fired:?}\n{ir}");
     assert!(!ir.contains("index"), "{ir}");
 }
+
+#[test]
+fn fuse_sibling_for_reads_a_shared_array_once() {
+    // two sums over x: one loop, x[i] read once per iteration
+    let src = "entry h [n] (x: [n]f64) (y: [n]f64) : f64 = sum (for i. x[i] * 2.0) + sum (for i. x[i] * y[i])\n\
+               entry mixed [n] (x: [n]f64) : ([n]f64, f64) = (for i. x[i] * 3.0, sum (for i. exp x[i]))\n\
+               entry dependent [n] (x: [n]f64) : f64 = let a = for i. x[i] * 3.0 in sum (for i. x[i] + a[n - 1 - i])\n\
+               entry checked [n] (x: [n]f64) (j: [n]i64) : f64 = sum (for i. x[i] * 2.0) + sum (for i. x[i] * x[j[i]])";
+    let (fired, ir, o0, o1) = issue10_run(src, "h", "[[1.0, -2.0, 3.5], [4.0, 0.5, -6.0]]");
+    assert_eq!(fired.get("fuse_sibling_for"), Some(&1), "{fired:?}");
+    assert_eq!(ir.matches(" < ").count(), 1, "{ir}");
+    assert_eq!(ir.matches("index x_").count(), 1, "{ir}");
+    assert!(o1 < o0, "{o0} -> {o1}");
+    // a `for` beside an accumulating `for`: one loop, one result stacked, one summed
+    let (fired, ir, _, _) = issue10_run(src, "mixed", "[[1.0, -2.0, 3.5]]");
+    assert_eq!(fired.get("fuse_sibling_for"), Some(&1), "{fired:?}\n{ir}");
+    // the second loop reads the first: not fused
+    let (fired, _, _, _) = issue10_run(src, "dependent", "[[1.0, -2.0, 3.5]]");
+    assert_eq!(fired.get("fuse_sibling_for"), None);
+    // a loop that can fail (a checked index) is not fused, and fails as before
+    let (fired, _, _, _) = issue10_run(src, "checked", "[[1.0, -2.0, 3.5], [0, 7, 1]]");
+    assert_eq!(fired.get("fuse_sibling_for"), None);
+    let (fired, _, _, _) = issue10_run(src, "checked", "[[1.0, -2.0, 3.5], [0, 2, 1]]");
+    assert_eq!(fired.get("fuse_sibling_for"), None);
+}
