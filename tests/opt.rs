@@ -526,3 +526,25 @@ fn fuse_sibling_for_reads_a_shared_array_once() {
     let (fired, _, _, _) = issue10_run(src, "checked", "[[1.0, -2.0, 3.5], [0, 2, 1]]");
     assert_eq!(fired.get("fuse_sibling_for"), None);
 }
+
+#[test]
+fn conditional_rules_use_what_a_branch_knows() {
+    let src = "entry a (c: bool) (x: f64) (z: f64) : f64 = let r = if c then 1.0 else x in r * z\n\
+               entry zero (c: bool) (x: f64) (z: f64) : f64 = let r = if c then 0.0 else x in r * z\n\
+               entry n (x: f64) (z: f64) : f64 = if x > 0.0 then (if x > 0.0 then z else x) else 3.0";
+    // `1.0 * z` in the then branch is z: one multiplication fewer there
+    let (fired, ir, o0, o1) = issue10_run(src, "a", "[true, 2.0, 3.0]");
+    assert_eq!(fired.get("push_into_if"), Some(&1), "{fired:?}\n{ir}");
+    assert!(o1 < o0, "{o0} -> {o1}");
+    issue10_run(src, "a", "[false, 2.0, -3.0]");
+    // `0.0 * z` is not simplified (NaN, ∞, -0.0): nothing is pushed
+    let (fired, _, _, _) = issue10_run(src, "zero", "[true, 2.0, -3.0]");
+    assert_eq!(fired.get("push_into_if"), None);
+    issue10_run(src, "zero", "[true, 2.0, \"NaN\"]");
+    // the inner `if` on the same condition is gone
+    for args in ["[1.0, 2.0]", "[-1.0, 2.0]"] {
+        let (fired, ir, _, _) = issue10_run(src, "n", args);
+        assert_eq!(fired.get("if_known_cond"), Some(&1), "{fired:?}");
+        assert_eq!(ir.matches(" if ").count(), 1, "{ir}");
+    }
+}
