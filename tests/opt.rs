@@ -508,3 +508,87 @@ fn onehot_duals_are_exact_and_sparse() {
         assert!(total(g) / total(f) < 2.5, "ops(grad)/ops(f) = {}", total(g) / total(f));
     });
 }
+
+// ---- zero-trip `for`s, horizontal fusion, conditional rules ----
+
+/// Compile `src` at -O0 and -O1 and run `entry` on `args` (JSON) under both:
+/// the results are equal bit for bit (or the errors equal) and the -O1
+/// module verifies. Returns the rules that fired on the entry, its IR at
+/// -O1, and the operation counts at -O0 and -O1.
+fn run_both(src: &str, entry: &str, args: &str) -> (std::collections::BTreeMap<&'static str, u64>, String, f64, f64) {
+    let p0 = Program::from_source_with("rules.ard", src, &OptOptions::level(0)).unwrap();
+    let p1 = Program::from_source("rules.ard", src).unwrap();
+    verify::verify_module(p1.module()).unwrap();
+    let json: serde_json::Value = serde_json::from_str(args).unwrap();
+    let (e0, e1) = (p0.entry(entry).unwrap(), p1.entry(entry).unwrap());
+    let vals: Vec<Value> = e0.params().iter().zip(json.as_array().unwrap()).map(|((_, s), j)| value_from_json(j, s).unwrap()).collect();
+    let (r0, r1) = (e0.call_counting(&vals), e1.call_counting(&vals));
+    let (o0, o1) = match (&r0, &r1) {
+        (Ok((a, c0)), Ok((b, c1))) => {
+            assert!(same_at(a, b, false), "{entry}: -O0 {} but -O1 {}", a.to_json(), b.to_json());
+            (total(*c0), total(*c1))
+        }
+        (Err(a), Err(b)) => {
+            assert_eq!(a.to_string(), b.to_string());
+            (0.0, 0.0)
+        }
+        _ => panic!("{entry}: -O0 {:?} but -O1 {:?}", r0.as_ref().map(|r| r.0.to_json()), r1.as_ref().map(|r| r.0.to_json())),
+    };
+    let fired = p1.opt_report().fired.iter().find(|(f, _)| f == entry).map(|(_, m)| m.clone()).unwrap_or_default();
+    (fired, arden::ir::print::print_function(e1.function()), o0, o1)
+}
+
+#[test]
+fn for_zero_empties_zero_trip_loops() {
+    let src = "entry z (x: [3]f64) : ([0]f64, f64, [3]f64) = (for (k < 0). x[k] * 2.0, sum (for (k < 0). x[k + 5]), sum (for (k < 0). x))";
+    let (fired, ir, _, _) = run_both(src, "z", "[[1.0, 2.0, 3.0]]");
+    assert!(fired.get("for_zero").is_some_and(|c| *c >= 3), "{fired:?}\n{ir}");
+    assert!(!ir.contains("index"), "{ir}");
+}
+
+#[test]
+fn fuse_sibling_for_reads_a_shared_array_once() {
+    // two sums over x: one loop, x[i] read once per iteration
+    let src = "entry h [n] (x: [n]f64) (y: [n]f64) : f64 = sum (for i. x[i] * 2.0) + sum (for i. x[i] * y[i])\n\
+               entry mixed [n] (x: [n]f64) : ([n]f64, f64) = (for i. x[i] * 3.0, sum (for i. exp x[i]))\n\
+               entry dependent [n] (x: [n]f64) : f64 = let a = for i. x[i] * 3.0 in sum (for i. x[i] + a[n - 1 - i])\n\
+               entry checked [n] (x: [n]f64) (j: [n]i64) : f64 = sum (for i. x[i] * 2.0) + sum (for i. x[i] * x[j[i]])";
+    let (fired, ir, o0, o1) = run_both(src, "h", "[[1.0, -2.0, 3.5], [4.0, 0.5, -6.0]]");
+    assert_eq!(fired.get("fuse_sibling_for"), Some(&1), "{fired:?}");
+    assert_eq!(ir.matches(" < ").count(), 1, "{ir}");
+    assert_eq!(ir.matches("index x_").count(), 1, "{ir}");
+    assert!(o1 < o0, "{o0} -> {o1}");
+    // a `for` beside an accumulating `for`: one loop, one result stacked, one summed
+    let (fired, ir, _, _) = run_both(src, "mixed", "[[1.0, -2.0, 3.5]]");
+    assert_eq!(fired.get("fuse_sibling_for"), Some(&1), "{fired:?}\n{ir}");
+    // the second loop reads the first: not fused
+    let (fired, _, _, _) = run_both(src, "dependent", "[[1.0, -2.0, 3.5]]");
+    assert_eq!(fired.get("fuse_sibling_for"), None);
+    // a loop that can fail (a checked index) is not fused, and fails as before
+    let (fired, _, _, _) = run_both(src, "checked", "[[1.0, -2.0, 3.5], [0, 7, 1]]");
+    assert_eq!(fired.get("fuse_sibling_for"), None);
+    let (fired, _, _, _) = run_both(src, "checked", "[[1.0, -2.0, 3.5], [0, 2, 1]]");
+    assert_eq!(fired.get("fuse_sibling_for"), None);
+}
+
+#[test]
+fn conditional_rules_use_what_a_branch_knows() {
+    let src = "entry a (c: bool) (x: f64) (z: f64) : f64 = let r = if c then 1.0 else x in r * z\n\
+               entry zero (c: bool) (x: f64) (z: f64) : f64 = let r = if c then 0.0 else x in r * z\n\
+               entry n (x: f64) (z: f64) : f64 = if x > 0.0 then (if x > 0.0 then z else x) else 3.0";
+    // `1.0 * z` in the then branch is z: one multiplication fewer there
+    let (fired, ir, o0, o1) = run_both(src, "a", "[true, 2.0, 3.0]");
+    assert_eq!(fired.get("push_into_if"), Some(&1), "{fired:?}\n{ir}");
+    assert!(o1 < o0, "{o0} -> {o1}");
+    run_both(src, "a", "[false, 2.0, -3.0]");
+    // `0.0 * z` is not simplified (NaN, ∞, -0.0): nothing is pushed
+    let (fired, _, _, _) = run_both(src, "zero", "[true, 2.0, -3.0]");
+    assert_eq!(fired.get("push_into_if"), None);
+    run_both(src, "zero", "[true, 2.0, \"NaN\"]");
+    // the inner `if` on the same condition is gone
+    for args in ["[1.0, 2.0]", "[-1.0, 2.0]"] {
+        let (fired, ir, _, _) = run_both(src, "n", args);
+        assert_eq!(fired.get("if_known_cond"), Some(&1), "{fired:?}");
+        assert_eq!(ir.matches(" if ").count(), 1, "{ir}");
+    }
+}

@@ -435,6 +435,9 @@ impl<'r> Engine<'r> {
 
     fn rule_at_block(&mut self, name: &str, b: &mut Block, info: &BlockInfo, parent: Option<&Scope>) -> bool {
         let Some(rule) = self.rule(name) else { return false };
+        if let Some(f) = rule.stmts {
+            return self.stmts_rule_at_block(rule, f, b, info, parent);
+        }
         let Some(f) = rule.block else { return false };
         let mut idx = Index::default();
         idx.extend(&b.stmts, b.stmts.len(), false);
@@ -449,6 +452,27 @@ impl<'r> Engine<'r> {
         let new = b.result.clone();
         self.count_atoms(&new, 1);
         self.fired(rule.name, " (block result)");
+        true
+    }
+
+    /// A rule over a block's statement list: the whole list is replaced,
+    /// and use counts follow (old statements out, new ones in).
+    fn stmts_rule_at_block(&mut self, rule: &'r Rule, f: super::rule::StmtsFn, b: &mut Block, info: &BlockInfo, parent: Option<&Scope>) -> bool {
+        let mut idx = Index::default();
+        idx.extend(&b.stmts, b.stmts.len(), false);
+        let new = {
+            let scope = Scope { stmts: &b.stmts, index: &idx.map, avail: &idx.avail, info, parent };
+            let mut ctx = Ctx { scope: &scope, st: &mut self.st };
+            f(b, &mut ctx)
+        };
+        let Some(new) = new else { return false };
+        for s in &new {
+            self.count_stmt(s, 1);
+        }
+        for s in std::mem::replace(&mut b.stmts, new) {
+            self.count_stmt(&s, -1);
+        }
+        self.fired(rule.name, " (block statements)");
         true
     }
 

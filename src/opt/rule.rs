@@ -15,6 +15,11 @@ use rustc_hash::{FxHashMap, FxHashSet};
 pub type StmtFn = fn(&Stmt, &mut Ctx) -> Option<Vec<Stmt>>;
 /// A rewrite of a block's result atoms, given the block.
 pub type ResultFn = fn(&Block, &mut Ctx) -> Option<Vec<Atom>>;
+/// A rewrite of a block's statement list, given the block: the new
+/// statements (the results stay). For rewrites of several statements at
+/// once (horizontal fusion, pushing a statement into an earlier `if`); the
+/// scope holds every statement of the block.
+pub type StmtsFn = fn(&Block, &mut Ctx) -> Option<Vec<Stmt>>;
 
 /// A named rewrite rule.
 #[derive(Clone, Copy)]
@@ -27,11 +32,17 @@ pub struct Rule {
     pub stmt: Option<StmtFn>,
     /// The rewrite of a block's results, if the rule applies to blocks.
     pub block: Option<ResultFn>,
+    /// The rewrite of a block's statements, if the rule applies to blocks.
+    pub stmts: Option<StmtsFn>,
 }
 
 impl Rule {
     pub const fn on_stmt(name: &'static str, doc: &'static str, f: StmtFn) -> Rule {
-        Rule { name, doc, stmt: Some(f), block: None }
+        Rule { name, doc, stmt: Some(f), block: None, stmts: None }
+    }
+
+    pub const fn on_block_stmts(name: &'static str, doc: &'static str, f: StmtsFn) -> Rule {
+        Rule { name, doc, stmt: None, block: None, stmts: Some(f) }
     }
 }
 

@@ -3,7 +3,7 @@
 //! rule that is exact only for structural zeros.
 
 use super::{bind, copies, is_lit, lit_f, select_zero, single};
-use crate::ir::{Atom, Expr, Lit, Prim, Stmt};
+use crate::ir::{Atom, Block, Expr, Lit, Prim, Stmt, VarId};
 use crate::opt::rule::{Ctx, Rule};
 
 pub const RULES: &[Rule] = &[
@@ -23,6 +23,16 @@ pub const RULES: &[Rule] = &[
         "mul_onehot",
         "x * (select c a 0) → select c (x * a) 0 when the 0 is structural (a one-hot seed of jacfwd/jacrev, or what fusion copied from one) made in the same loop body as the product; NOT exact when x is NaN or ±∞ (the literal program gives NaN) or negative (it gives -0.0): this gives the true derivative component +0.0",
         mul_onehot,
+    ),
+    Rule::on_stmt(
+        "if_known_cond",
+        "inside a branch of `if c`, a nested `if c` becomes the branch that one takes and `select c a b` becomes a (then) or b (else): c is known there",
+        if_known_cond,
+    ),
+    Rule::on_block_stmts(
+        "push_into_if",
+        "`let r = if c then A else B; …; let y = p(r, z)` → `let (r, y) = if c then (A; p(rA, z)) else (B; p(rB, z))` when p is one primitive that cannot fail and it then simplifies in a branch (constants, an exact identity, a select on c)",
+        push_into_if,
     ),
 ];
 
@@ -151,6 +161,99 @@ fn mul_onehot(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
             bind(m, b.ty.clone(), Expr::Prim(*p, args)),
             bind(b.var, b.ty.clone(), Expr::Prim(Prim::Select, vec![c, Atom::Var(m), lit_f(b.ty.elem, 0.0)])),
         ]);
+    }
+    None
+}
+
+/// Replace, in `b` and every block nested in it, `if c` by the branch that
+/// `val` takes and `select c x y` by `x` or `y`. Whether anything changed.
+fn known_cond(b: &mut Block, c: VarId, val: bool) -> bool {
+    let mut changed = false;
+    let mut out = Vec::with_capacity(b.stmts.len());
+    for mut s in std::mem::take(&mut b.stmts) {
+        match &mut s.expr {
+            Expr::If { cond: Atom::Var(v), then_b, else_b } if *v == c => {
+                let mut taken = std::mem::take(if val { then_b } else { else_b });
+                known_cond(&mut taken, c, val);
+                out.extend(taken.stmts);
+                out.extend(copies(&s.binds, &taken.result));
+                changed = true;
+                continue;
+            }
+            Expr::Prim(Prim::Select, xs) if xs.len() == 3 && xs[0] == Atom::Var(c) => {
+                s.expr = Expr::Atom(if val { xs[1] } else { xs[2] });
+                changed = true;
+            }
+            e => {
+                for (child, _) in crate::opt::engine::children_mut(e) {
+                    changed |= known_cond(child, c, val);
+                }
+            }
+        }
+        out.push(s);
+    }
+    b.stmts = out;
+    changed
+}
+
+fn if_known_cond(s: &Stmt, _ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let Expr::If { cond: Atom::Var(c), .. } = &s.expr else { return None };
+    let c = *c;
+    let mut new = s.clone();
+    let Expr::If { then_b, else_b, .. } = &mut new.expr else { return None };
+    let changed = known_cond(then_b, c, true) | known_cond(else_b, c, false);
+    changed.then(|| vec![new])
+}
+
+/// Whether `p xs` becomes simpler: all constants (`fold_constant`), an
+/// exact identity (`simplify_arith`), or a select on `cond`, which is known
+/// in a branch of `if cond` (`if_known_cond`).
+fn simplifies(p: Prim, xs: &[Atom], float: bool, cond: &Atom) -> bool {
+    if let Some(ls) = lits(xs) {
+        return p == Prim::Select || crate::backend::interp::fold_prim(p, &ls).is_some();
+    }
+    identity(p, xs, float).is_some() || p == Prim::Select && xs[0] == *cond
+}
+
+fn push_into_if(b: &Block, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    for (k, sk) in b.stmts.iter().enumerate() {
+        let Expr::Prim(p, xs) = &sk.expr else { continue };
+        let Some(y) = single(sk) else { continue };
+        // the last statement of the block binding an operand: the others are
+        // bound before it (or outside the block)
+        let Some(j) = xs.iter().filter_map(super::var).filter_map(|v| ctx.scope.index.get(&v).copied()).max() else { continue };
+        let sj = &b.stmts[j];
+        let Expr::If { cond, then_b, else_b } = &sj.expr else { continue };
+        // the code-size bound: what moves is one primitive (one IR node; its
+        // copy in the other branch adds one node, and only one of them runs)
+        if ctx.can_fail(sk) {
+            continue;
+        }
+        let float = y.ty.elem.is_float() || (*p == Prim::Select && xs.get(1).and_then(|x| ctx.type_of(x)).is_some_and(|t| t.elem.is_float()));
+        let in_branch = |br: &Block| -> Vec<Atom> {
+            xs.iter()
+                .map(|x| match x {
+                    Atom::Var(v) => sj.binds.iter().position(|bd| bd.var == *v).map_or(*x, |i| br.result[i]),
+                    Atom::Lit(_) => *x,
+                })
+                .collect()
+        };
+        let (xt, xe) = (in_branch(then_b), in_branch(else_b));
+        if !simplifies(*p, &xt, float, cond) && !simplifies(*p, &xe, float, cond) {
+            continue;
+        }
+        let mut new = sj.clone();
+        new.binds.push(y.clone());
+        let Expr::If { then_b, else_b, .. } = &mut new.expr else { continue };
+        for (br, args) in [(then_b, xt), (else_b, xe)] {
+            let t = ctx.fresh_like(y.var);
+            br.stmts.push(bind(t, y.ty.clone(), Expr::Prim(*p, args)));
+            br.result.push(Atom::Var(t));
+        }
+        let mut out = b.stmts.clone();
+        out[j] = new;
+        out.remove(k);
+        return Some(out);
     }
     None
 }

@@ -4,9 +4,9 @@
 //! `for` that copies an array; a `for` consumed by `reduce add`.
 
 use super::{bind, copy_block, single};
-use crate::ir::{Atom, Block, Check, Expr, ReduceOp, Stmt, Type, walk};
+use crate::ir::{Atom, Binder, Block, Check, Expr, ReduceOp, Size, Stmt, Type, VarId, walk};
 use crate::opt::rule::{Ctx, Rule};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 pub const RULES: &[Rule] = &[
     Rule::on_stmt(
@@ -29,6 +29,11 @@ pub const RULES: &[Rule] = &[
         "fuse_reduce_for",
         "`reduce add (0) (for i. body)` → an accumulating `for` that adds each iteration's value instead of building the array (same additions, same order)",
         fuse_reduce_for,
+    ),
+    Rule::on_block_stmts(
+        "fuse_sibling_for",
+        "horizontal fusion: two `for`s over the same size in one block that read a common array at their index (`x[i, …]`), the later one not depending on the earlier, neither able to fail → one `for` binding both results (placed at the later one); `cse` then reads `x[i]` once",
+        fuse_sibling_for,
     ),
 ];
 
@@ -311,4 +316,79 @@ fn transpose_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let j2 = ctx.fresh_like(j);
     let copy = copy_block(&copy, FxHashMap::from_iter([(j, Atom::Var(j2))]), ctx);
     Some(vec![Stmt { binds: vec![y.clone()], expr: Expr::For { ivar: j2, size: m, body: copy }, loc: s.loc.clone() }])
+}
+
+/// The reads `a[i, r…]` at the top level of a loop body over `i`, of an
+/// array `a` and indices `r…` from outside the body: (a, r…, checks).
+fn row_reads(body: &Block, i: VarId) -> Vec<(VarId, Vec<Atom>, Vec<Check>)> {
+    let local = walk::bound_vars_block(body);
+    let outer = |x: &Atom| !matches!(x, Atom::Var(v) if *v == i || local.contains(v));
+    body.stmts
+        .iter()
+        .filter_map(|s| match &s.expr {
+            Expr::Index { arr: Atom::Var(a), idx, checks } if idx.first() == Some(&Atom::Var(i)) && !local.contains(a) && idx[1..].iter().all(outer) => {
+                Some((*a, idx[1..].to_vec(), checks.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+type LoopParts<'s> = (VarId, &'s Size, &'s Block, Option<&'s Vec<bool>>);
+
+fn loop_parts(s: &Stmt) -> Option<LoopParts<'_>> {
+    match &s.expr {
+        Expr::For { ivar, size, body } => Some((*ivar, size, body, None)),
+        Expr::ForAcc { ivar, size, body, acc } => Some((*ivar, size, body, Some(acc))),
+        _ => None,
+    }
+}
+
+/// Horizontal fusion of statement `j` into the later statement `k`.
+fn fuse_sibling_for(b: &Block, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    // inside a loop, fuse only loops that are both invariant or both not:
+    // `fission_invariant` would split the others again
+    let invariant = |s: &Stmt, ctx: &Ctx| walk::free_vars_stmt(s).iter().all(|v| ctx.outside_innermost_loop(*v));
+    let in_loop = ctx.scope_repeats();
+    for k in 0..b.stmts.len() {
+        let sk = &b.stmts[k];
+        let Some((ik, nk, bk, ak)) = loop_parts(sk) else { continue };
+        let reads_k = row_reads(bk, ik);
+        if reads_k.is_empty() || ctx.can_fail(sk) {
+            continue;
+        }
+        // what the statements after j up to k read
+        let mut readers: FxHashSet<VarId> = walk::free_vars_stmt(sk);
+        for j in (0..k).rev() {
+            let sj = &b.stmts[j];
+            if let Some((ij, nj, bj, aj)) = loop_parts(sj)
+                && nj == nk
+                && !sj.binds.iter().any(|x| readers.contains(&x.var))
+                && row_reads(bj, ij).iter().any(|r| reads_k.contains(r))
+                && !ctx.can_fail(sj)
+                && (!in_loop || invariant(sj, ctx) == invariant(sk, ctx))
+            {
+                let copy = copy_block(bk, FxHashMap::from_iter([(ik, Atom::Var(ij))]), ctx);
+                let mut body = bj.clone();
+                body.stmts.extend(copy.stmts);
+                body.result.extend(copy.result);
+                let binds: Vec<Binder> = sj.binds.iter().chain(&sk.binds).cloned().collect();
+                let expr = match (aj, ak) {
+                    (None, None) => Expr::For { ivar: ij, size: nj.clone(), body },
+                    _ => {
+                        let flags = |a: Option<&Vec<bool>>, n: usize| a.cloned().unwrap_or_else(|| vec![false; n]);
+                        let acc = [flags(aj, sj.binds.len()), flags(ak, sk.binds.len())].concat();
+                        Expr::ForAcc { ivar: ij, size: nj.clone(), body, acc }
+                    }
+                };
+                let fused = Stmt { binds, expr, loc: sj.loc.clone() };
+                let mut out = b.stmts.clone();
+                out[k] = fused;
+                out.remove(j);
+                return Some(out);
+            }
+            readers.extend(walk::free_vars_stmt(sj));
+        }
+    }
+    None
 }

@@ -13,6 +13,7 @@ pub const RULES: &[Rule] = &[
         doc: "`let x = a` (a variable or literal of the same type): reads of `x` become reads of `a`",
         stmt: Some(inline_atom),
         block: Some(inline_atom_result),
+        stmts: None,
     },
     Rule::on_stmt("dce", "a statement whose results nobody reads and that cannot fail is removed", dce),
     Rule::on_stmt(

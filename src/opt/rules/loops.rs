@@ -3,7 +3,7 @@
 //! makes one-hot sums free.
 
 use super::{bind, copies, copy_block, in_range, local_def, one_hot_term};
-use crate::ir::{Atom, Binder, Block, Expr, Lit, LoopKind, Prim, ReduceOp, Size, Stmt, Type, VarId, walk};
+use crate::ir::{Atom, Binder, Block, Expr, Lit, LoopKind, Prim, ReduceOp, Scalar, Size, Stmt, Type, VarId, walk};
 use crate::opt::rule::{Ctx, Rule};
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -29,6 +29,11 @@ pub const RULES: &[Rule] = &[
         for_ignores_index,
     ),
     Rule::on_stmt("for_one", "`for i < 1. e` → `[e[i := 0]]`", for_one),
+    Rule::on_stmt(
+        "for_zero",
+        "`for i < 0. e` → empty arrays of the binders' types (an accumulated result: zeros); the body never ran, so it could not fail",
+        for_zero,
+    ),
     Rule::on_stmt("loop_zero", "a counted `loop` of 0 iterations → its initial values", loop_zero),
     Rule::on_stmt("loop_one", "a counted `loop` of 1 iteration → its body with the counter 0 and the parameters their initial values", loop_one),
     Rule::on_stmt(
@@ -437,6 +442,53 @@ fn for_one(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let mut out = copy.stmts;
     for (b, r) in s.binds.iter().zip(&copy.result) {
         out.push(bind(b.var, b.ty.clone(), Expr::ArrayLit(vec![*r])));
+    }
+    Some(out)
+}
+
+/// Zeros of type `ty` for an accumulator that added nothing: a literal, or
+/// `for`s over the axes returning one (`None` when an axis might be
+/// negative: the `for` would fail where the accumulator did not).
+fn zeros(ty: &Type, ctx: &mut Ctx) -> Option<(Vec<Stmt>, Atom)> {
+    let zero = super::lit_f(ty.elem, 0.0);
+    if ty.shape.is_empty() {
+        return Some((vec![], zero));
+    }
+    let mut block = Block { stmts: vec![], result: vec![zero] };
+    for d in (0..ty.shape.len()).rev() {
+        let (i, v) = (ctx.fresh("i"), ctx.fresh("zeros"));
+        let t = Type { elem: ty.elem, shape: ty.shape[d..].to_vec() };
+        block = Block { stmts: vec![bind(v, t, Expr::For { ivar: i, size: ty.shape[d].clone(), body: block })], result: vec![Atom::Var(v)] };
+    }
+    let s = block.stmts.pop()?;
+    if ctx.can_fail(&s) {
+        return None;
+    }
+    Some((vec![s], block.result[0]))
+}
+
+fn for_zero(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let (size, acc) = match &s.expr {
+        Expr::For { size, .. } => (size, None),
+        Expr::ForAcc { size, acc, .. } => (size, Some(acc)),
+        _ => return None,
+    };
+    if size.as_const() != Some(0) {
+        return None;
+    }
+    let acc: Vec<bool> = acc.cloned().unwrap_or_else(|| vec![false; s.binds.len()]);
+    let mut out = vec![];
+    for (b, summed) in s.binds.iter().zip(acc) {
+        if summed {
+            if b.ty.elem == Scalar::Bool {
+                return None;
+            }
+            let (stmts, z) = zeros(&b.ty, ctx)?;
+            out.extend(stmts);
+            out.push(bind(b.var, b.ty.clone(), Expr::Atom(z)));
+        } else {
+            out.push(bind(b.var, b.ty.clone(), Expr::ArrayLit(vec![])));
+        }
     }
     Some(out)
 }
