@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 pub const DEFAULT_SCHEDULE: &str = include_str!("default.sched");
 
 /// Steps a schedule may take per function before it is stopped.
-pub const DEFAULT_FUEL: u64 = 20_000_000;
+pub const DEFAULT_FUEL: u64 = 50_000_000;
 
 /// Optimisation level.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
