@@ -3,7 +3,7 @@
 //! the inner loop is a scatter. (The gather dual, `for j. Σ_i select (i ==
 //! e_j) x_i 0`, is `onehot_sum` inside a `for`.)
 
-use super::{bind, in_range, one_hot_term};
+use super::{bind, in_range, local_def, one_hot_term};
 use crate::ir::{Atom, Block, Expr, Loc, LoopKind, Prim, Size, Stmt, Type, VarId, walk};
 use crate::opt::rule::{Ctx, Rule};
 
@@ -26,15 +26,10 @@ fn guarded_loc() -> Loc {
     Loc { file: "<optimiser>".into(), line: 0, col: 0 }
 }
 
-/// The statement of `body` binding `v`.
-fn local(body: &Block, v: VarId) -> Option<&Stmt> {
-    super::local_def(body, v)
-}
-
 /// `a` is a variable of the body `body` whose statement binds `Expr::Prim(p, _)`.
 fn prim_of<'b>(body: &'b Block, a: &Atom, p: Prim) -> Option<&'b [Atom]> {
     let Atom::Var(v) = a else { return None };
-    match &local(body, *v)?.expr {
+    match &local_def(body, *v)?.expr {
         Expr::Prim(q, xs) if *q == p => Some(xs),
         _ => None,
     }
@@ -51,7 +46,7 @@ fn onehot_add(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     // one operand reads a[i], the other is the marked one-hot term
     let (k, arr) = (0..2).find_map(|k| {
         let Atom::Var(r) = xs[k] else { return None };
-        match &local(body, r)?.expr {
+        match &local_def(body, r)?.expr {
             Expr::Index { arr: a @ Atom::Var(av), idx, checks } if idx == &[Atom::Var(*ivar)] && checks[0].is_none() && !local_vars.contains(av) => Some((k, *a)),
             _ => None,
         }
@@ -72,7 +67,7 @@ fn onehot_add(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
         bind(new, elem, Expr::Prim(Prim::Add, sum)),
         bind(out, y.ty.clone(), Expr::Update { arr, idx: e, val: Atom::Var(new), loc: guarded_loc() }),
     ];
-    Some(guarded(y.var, &y.ty, e, size, update, Atom::Var(out), arr, ctx)?)
+    guarded(y.var, &y.ty, e, size, update, Atom::Var(out), arr, ctx)
 }
 
 /// `y = if 0 <= e < n then { then_stmts; then_val } else { otherwise }`, or
@@ -117,7 +112,7 @@ fn onehot_scatter(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
 /// they will be in the scatter).
 fn scatter_term(ib: &Block, i: VarId) -> Option<(Atom, Atom, VarId, VarId, Vec<Stmt>)> {
     let Atom::Var(sel) = ib.result[0] else { return None };
-    let (c, x, then_stmts) = match &local(ib, sel)?.expr {
+    let (c, x, then_stmts) = match &local_def(ib, sel)?.expr {
         Expr::If { cond, then_b, else_b } if else_b.stmts.is_empty() && super::is_lit(&else_b.result[0], 0.0) && then_b.result.len() == 1 => (*cond, then_b.result[0], then_b.stmts.clone()),
         e => {
             let (c, x) = super::select_zero(e)?;
