@@ -439,14 +439,7 @@ impl<'r> Engine<'r> {
             return self.stmts_rule_at_block(rule, f, b, info, parent);
         }
         let Some(f) = rule.block else { return false };
-        let mut idx = Index::default();
-        idx.extend(&b.stmts, b.stmts.len(), false);
-        let result = {
-            let scope = Scope { stmts: &b.stmts, index: &idx.map, avail: &idx.avail, info, parent };
-            let mut ctx = Ctx { scope: &scope, st: &mut self.st };
-            f(b, &mut ctx)
-        };
-        let Some(result) = result else { return false };
+        let Some(result) = self.at_block_end(b, info, parent, f) else { return false };
         let old = std::mem::replace(&mut b.result, result);
         self.count_atoms(&old, -1);
         let new = b.result.clone();
@@ -455,17 +448,20 @@ impl<'r> Engine<'r> {
         true
     }
 
+    /// Run `f` on block `b` with the scope at its end (every statement of
+    /// the block in view), as block-level rules see it.
+    fn at_block_end<T>(&mut self, b: &Block, info: &BlockInfo, parent: Option<&Scope>, f: impl FnOnce(&Block, &mut Ctx) -> T) -> T {
+        let mut idx = Index::default();
+        idx.extend(&b.stmts, b.stmts.len(), false);
+        let scope = Scope { stmts: &b.stmts, index: &idx.map, avail: &idx.avail, info, parent };
+        let mut ctx = Ctx { scope: &scope, st: &mut self.st };
+        f(b, &mut ctx)
+    }
+
     /// A rule over a block's statement list: the whole list is replaced,
     /// and use counts follow (old statements out, new ones in).
     fn stmts_rule_at_block(&mut self, rule: &'r Rule, f: super::rule::StmtsFn, b: &mut Block, info: &BlockInfo, parent: Option<&Scope>) -> bool {
-        let mut idx = Index::default();
-        idx.extend(&b.stmts, b.stmts.len(), false);
-        let new = {
-            let scope = Scope { stmts: &b.stmts, index: &idx.map, avail: &idx.avail, info, parent };
-            let mut ctx = Ctx { scope: &scope, st: &mut self.st };
-            f(b, &mut ctx)
-        };
-        let Some(new) = new else { return false };
+        let Some(new) = self.at_block_end(b, info, parent, f) else { return false };
         for s in &new {
             self.count_stmt(s, 1);
         }
