@@ -15,7 +15,7 @@ pub const RULES: &[Rule] = &[
     ),
     Rule::on_stmt(
         "onehot_scatter",
-        "`for i < n. Σ_j<m select (e_j == i) x_j 0` (or `if e_j == i then x_j else 0`) where e_j and x_j do not depend on i → a counted loop over j adding x_j into element e_j of zeros (skipped when e_j is out of range): O(n + m) instead of O(n·m), bitwise the same sums; the inner body must not fail",
+        "`for i < n. Σ_j<m select (e_j == i) x_j 0` (or `if e_j == i then x_j else 0`) where e_j and x_j do not depend on i → a counted loop over j adding x_j into element e_j of zeros (+0 into element 0 when e_j is out of range, which changes no bin): O(n + m) instead of O(n·m), bitwise the same sums; the inner body must not fail",
         onehot_scatter,
     ),
 ];
@@ -133,29 +133,46 @@ fn scatter_term(ib: &Block, i: VarId) -> Option<(Atom, Atom, VarId, VarId, Vec<S
     Some((x, e, test, sel, then_stmts))
 }
 
-/// `y = loop (acc = replicate n 0.0) for j < m { inner statements;
-/// if 0 <= e_j < n then acc[e_j] += x_j else acc }`.
+/// `y = loop (acc = replicate n 0.0) for j < (n > 0 ? m : 0) { inner
+/// statements; ok = 0 <= e_j < n; acc[ok ? e_j : 0] += (ok ? x_j : 0) }`.
+/// Branch-free, so both backends update `acc` in place (an update inside
+/// an `if` branch would copy it at every item). Adding the +0 of a miss is
+/// exact: a bin sums from +0 and is never -0.0.
 #[allow(clippy::too_many_arguments)]
 fn scatter_loop(y: VarId, ty: &Type, n: &Size, j: VarId, m: &Size, ib: &Block, (x, then_stmts): (Atom, Vec<Stmt>), e: Atom, drop: &[VarId], ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let (zeros, accv) = (ctx.fresh("zeros"), ctx.fresh("acc"));
     let elem = Type::scalar(ty.elem);
-    let n_atom = n.as_atom()?;
-    // the inner statements except the hot test and the select; their
-    // results keep their names (the loop body is their only copy)
+    let int = Type::scalar(crate::ir::Scalar::I64);
+    let (n_atom, m_atom) = (n.as_atom()?, m.as_atom()?);
+    // the inner statements except the hot test and the select, then the
+    // term's own (they cannot fail); their results keep their names (the
+    // loop body is their only copy)
     let mut stmts: Vec<Stmt> = ib.stmts.iter().filter(|st| st.binds.iter().all(|b| !drop.contains(&b.var))).cloned().collect();
-    let (old, new, upd, nextv) = (ctx.fresh("at"), ctx.fresh("at"), ctx.fresh("acc"), ctx.fresh("acc"));
-    let mut update = then_stmts;
-    update.extend([
-        bind(old, elem.clone(), Expr::Index { arr: Atom::Var(accv), idx: vec![e], checks: vec![None] }),
-        bind(new, elem, Expr::Prim(Prim::Add, vec![Atom::Var(old), x])),
-        bind(upd, ty.clone(), Expr::Update { arr: Atom::Var(accv), idx: e, val: Atom::Var(new), loc: guarded_loc() }),
+    stmts.extend(then_stmts);
+    let (at, val) = if ctx.provably_below(&e, n) {
+        (e, x)
+    } else {
+        let (guard, ok) = in_range(e, n, ctx)?;
+        stmts.extend(guard);
+        let (at, val) = (ctx.fresh("at"), ctx.fresh("hit"));
+        stmts.push(bind(at, int.clone(), Expr::Prim(Prim::Select, vec![ok, e, Atom::Lit(crate::ir::Lit::I64(0))])));
+        stmts.push(bind(val, elem.clone(), Expr::Prim(Prim::Select, vec![ok, x, super::lit_f(ty.elem, 0.0)])));
+        (Atom::Var(at), Atom::Var(val))
+    };
+    let (old, new, nextv) = (ctx.fresh("at"), ctx.fresh("at"), ctx.fresh("acc"));
+    stmts.extend([
+        bind(old, elem.clone(), Expr::Index { arr: Atom::Var(accv), idx: vec![at], checks: vec![None] }),
+        bind(new, elem, Expr::Prim(Prim::Add, vec![Atom::Var(old), val])),
+        bind(nextv, ty.clone(), Expr::Update { arr: Atom::Var(accv), idx: at, val: Atom::Var(new), loc: guarded_loc() }),
     ]);
-    stmts.extend(guarded(nextv, ty, e, n, update, Atom::Var(upd), Atom::Var(accv), ctx)?);
     let body = Block { stmts, result: vec![Atom::Var(nextv)] };
-    let m = m.as_atom()?;
-    let kind = LoopKind::Count { ivar: j, n: m, down: false };
+    // no item when there is no bin (index 0 would not exist)
+    let (some, count) = (ctx.fresh("some"), ctx.fresh("items"));
+    let kind = LoopKind::Count { ivar: j, n: Atom::Var(count), down: false };
     Some(vec![
         bind(zeros, ty.clone(), Expr::Replicate { n: n_atom, val: super::lit_f(ty.elem, 0.0) }),
+        bind(some, Type::scalar(crate::ir::Scalar::Bool), Expr::Prim(Prim::Gt, vec![n_atom, Atom::Lit(crate::ir::Lit::I64(0))])),
+        bind(count, int, Expr::Prim(Prim::Select, vec![Atom::Var(some), m_atom, Atom::Lit(crate::ir::Lit::I64(0))])),
         Stmt { binds: vec![crate::ir::Binder { var: y, ty: ty.clone() }], expr: Expr::Loop { params: vec![crate::ir::Binder { var: accv, ty: ty.clone() }], init: vec![Atom::Var(zeros)], kind, body }, loc: None },
     ])
 }
