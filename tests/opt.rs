@@ -572,6 +572,38 @@ fn fuse_sibling_for_reads_a_shared_array_once() {
 }
 
 #[test]
+fn reverse_mode_residuals_are_saved_once() {
+    // a state read several times per step: reverse mode saves each read
+    // (one residual per variable of the unoptimised body); after `cse` they
+    // are one value, and `merge_loop_params` keeps one saved array of it
+    let src = "def step (s: [2]f64) : [2]f64 = [s[0] * s[1] - s[0], s[0] * s[1] + s[1] * s[1]]\n\
+               entry g (x: [2]f64) (n: i64) : [2]f64 = grad (\\y -> let s = loop s = y for t < n do step s in s[0] + s[1]) x";
+    let (fired, ir, o0, o1) = run_both(src, "g", "[[0.5, 0.25], 5]");
+    assert_eq!(fired.get("merge_loop_params"), Some(&1), "{fired:?}\n{ir}");
+    assert!(o1 < o0, "{o0} -> {o1}");
+    run_both(src, "g", "[[0.5, 0.25], 0]");
+    run_both(src, "g", "[[0.5, 0.25], -3]");
+    // RK4 (p, s0, h): 24 saved scalars per step become 8 and the duplicate
+    // results of the adjoint's small loops go (`same_results`)
+    let rk4 = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/rk4_grad.ard")).unwrap()
+        + "\nentry vall (p: [4]f64) (s0: [2]f64) (h: f64) (steps: i64) : ([4]f64, [2]f64, f64) =\n  vjp (\\(q, z, hh) -> lv_loss q z hh steps) (p, s0, h) 1.0\n";
+    let (fired, ir, o0, o1) = run_both(&rk4, "lv_loss_grad_all", "[[1.1, 0.4, 0.1, 0.4], [10.0, 10.0], 0.01, 20]");
+    assert!(fired.get("merge_loop_params").is_some(), "{fired:?}");
+    assert_eq!(ir.matches("= update saved").count(), 8, "{ir}");
+    assert!(o1 < 0.8 * o0, "{o0} -> {o1}");
+    let (fired, _, _, _) = run_both(&rk4, "vall", "[[1.1, 0.4, 0.1, 0.4], [10.0, 10.0], 0.01, 20]");
+    assert!(fired.get("same_results").is_some(), "{fired:?}");
+    // parameters that start different are not merged
+    let src = "entry two (x: f64) (n: i64) : f64 = let (a, b) = loop (a, b) = (x, x + 1.0) for t < n do (a * 2.0, b * 2.0) in a + b";
+    let (fired, _, _, _) = run_both(src, "two", "[1.5, 4]");
+    assert_eq!(fired.get("merge_loop_params"), None);
+    // parameters that start equal and step alike are one
+    let src = "entry same (x: f64) (n: i64) : f64 = let (a, b) = loop (a, b) = (x, x) for t < n do (a * 2.0 + 1.0, b * 2.0 + 1.0) in a - b";
+    let (fired, ir, _, _) = run_both(src, "same", "[1.5, 4]");
+    assert_eq!(fired.get("merge_loop_params"), Some(&1), "{fired:?}\n{ir}");
+}
+
+#[test]
 fn conditional_rules_use_what_a_branch_knows() {
     let src = "entry a (c: bool) (x: f64) (z: f64) : f64 = let r = if c then 1.0 else x in r * z\n\
                entry zero (c: bool) (x: f64) (z: f64) : f64 = let r = if c then 0.0 else x in r * z\n\

@@ -259,7 +259,14 @@ impl Ctx<'_, '_> {
     }
 
     fn nonneg(&self, v: VarId, inner: &[VarId]) -> bool {
-        self.st.nonneg.contains(&v) || inner.contains(&v) || self.index_range(v).is_some()
+        self.st.nonneg.contains(&v) || inner.contains(&v) || self.index_range(v).is_some() || self.clamped_at_zero(v)
+    }
+
+    /// Whether `v` is bound to `max a c` (or `max c a`) with a literal
+    /// `c >= 0`: reverse mode's trip count of a counted loop, `max n 0`.
+    fn clamped_at_zero(&self, v: VarId) -> bool {
+        let nonneg_lit = |a: &Atom| matches!(a, Atom::Lit(Lit::I64(c)) if *c >= 0);
+        matches!(self.def(v).map(|s| &s.expr), Some(Expr::Prim(crate::ir::Prim::Max, args)) if args.iter().any(nonneg_lit))
     }
 
     fn negative_size_possible(&self, s: &Stmt, inner: &mut Vec<VarId>) -> bool {

@@ -22,6 +22,11 @@ pub const RULES: &[Rule] = &[
         dead_results,
     ),
     Rule::on_stmt(
+        "same_results",
+        "a `for` or `if` that returns one value twice (the same atom, stacked or summed alike; in both branches) → that result once, the second binder a copy of the first",
+        same_results,
+    ),
+    Rule::on_stmt(
         "cse",
         "a statement computing what an earlier statement in scope computed becomes a copy of its results; scalars and array reads only (a new array may be a buffer written in place)",
         cse,
@@ -87,6 +92,44 @@ fn dead_results(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     }
     out.binds = s.binds.iter().zip(&keep).filter(|(_, k)| **k).map(|(b, _)| b.clone()).collect();
     Some(vec![out])
+}
+
+fn same_results(s: &Stmt, _ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    // what makes two results the same, per position
+    let keys: Vec<(Atom, Atom, bool)> = match &s.expr {
+        Expr::For { body, .. } => body.result.iter().map(|a| (*a, *a, false)).collect(),
+        Expr::ForAcc { body, acc, .. } => body.result.iter().zip(acc).map(|(a, s)| (*a, *a, *s)).collect(),
+        Expr::If { then_b, else_b, .. } => then_b.result.iter().zip(&else_b.result).map(|(a, b)| (*a, *b, false)).collect(),
+        _ => return None,
+    };
+    if keys.len() != s.binds.len() {
+        return None;
+    }
+    let first: Vec<usize> = (0..keys.len()).map(|b| (0..b).find(|a| keys[*a] == keys[b]).unwrap_or(b)).collect();
+    if first.iter().enumerate().all(|(b, a)| *a == b) {
+        return None;
+    }
+    let keep: Vec<bool> = first.iter().enumerate().map(|(b, a)| *a == b).collect();
+    let filter = |xs: &[Atom]| xs.iter().zip(&keep).filter(|(_, k)| **k).map(|(a, _)| *a).collect::<Vec<_>>();
+    let mut out = s.clone();
+    match &mut out.expr {
+        Expr::For { body, .. } => body.result = filter(&body.result),
+        Expr::ForAcc { body, acc, .. } => {
+            body.result = filter(&body.result);
+            *acc = acc.iter().zip(&keep).filter(|(_, k)| **k).map(|(a, _)| *a).collect();
+        }
+        Expr::If { then_b, else_b, .. } => {
+            then_b.result = filter(&then_b.result);
+            else_b.result = filter(&else_b.result);
+        }
+        _ => unreachable!("matched above"),
+    }
+    out.binds = s.binds.iter().zip(&keep).filter(|(_, k)| **k).map(|(b, _)| b.clone()).collect();
+    let mut stmts = vec![out];
+    for b in (0..keys.len()).filter(|b| !keep[*b]) {
+        stmts.extend(copies(&s.binds[b..=b], &[Atom::Var(s.binds[first[b]].var)]));
+    }
+    Some(stmts)
 }
 
 /// Drop the first loop parameter whose result nobody reads and which

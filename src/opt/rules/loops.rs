@@ -2,7 +2,7 @@
 //! of zero or one iteration, and the single-active-iteration collapse that
 //! makes one-hot sums free.
 
-use super::{bind, copies, copy_block, in_range, local_def, one_hot_term};
+use super::{bind, copies, copy_block, in_range, local_def, one_hot_term, var};
 use crate::ir::{Atom, Binder, Block, Expr, Lit, LoopKind, Prim, ReduceOp, Scalar, Size, Stmt, Type, VarId, walk};
 use crate::opt::rule::{Ctx, Rule};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -36,6 +36,11 @@ pub const RULES: &[Rule] = &[
     ),
     Rule::on_stmt("loop_zero", "a counted `loop` of 0 iterations → its initial values", loop_zero),
     Rule::on_stmt("loop_one", "a counted `loop` of 1 iteration → its body with the counter 0 and the parameters their initial values", loop_one),
+    Rule::on_stmt(
+        "merge_loop_params",
+        "two parameters of a `loop` that start equal (the same atom, or two statements computing the same expression) and whose next values are the same computation (one's with the other parameter in its place) → one parameter; the second's result becomes a copy of the first's (reverse mode's residuals saved twice)",
+        merge_loop_params,
+    ),
     Rule::on_stmt(
         "onehot_sum",
         "Σ_i (select (i == e) x_i 0), as an accumulating `for` or a counted `loop` adding into a parameter from 0.0 → 0.0 + x_e (0 when e is out of range); the body must not fail and e must not depend on i",
@@ -142,7 +147,91 @@ fn loop_one(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     Some(out)
 }
 
+/// Whether two atoms in scope hold the same value: the same atom, or two
+/// variables bound by statements computing the same expression (already
+/// run, so neither failed, and the IR is pure).
+fn same_value(a: &Atom, b: &Atom, ctx: &Ctx) -> bool {
+    let one = |a: &Atom| var(a).and_then(|v| ctx.def(v)).filter(|s| s.binds.len() == 1);
+    a == b || matches!((one(a), one(b)), (Some(x), Some(y)) if x.expr == y.expr)
+}
 
+/// Value numbering of a loop body under the hypothesis that each
+/// parameter holds the same value as its class representative (`merge`:
+/// parameter → representative): every variable maps to the first variable
+/// computing the same expression of the same values. Statements with nested
+/// blocks only match when identical (their own binders differ), which is
+/// conservative.
+fn value_numbers(body: &Block, merge: FxHashMap<VarId, Atom>) -> FxHashMap<VarId, Atom> {
+    let mut c = walk::Copier { map: merge, fresh: None };
+    let mut seen: FxHashMap<String, VarId> = FxHashMap::default();
+    for st in &body.stmts {
+        let [b] = st.binds.as_slice() else { continue };
+        let key = format!("{:?}:{:?}", b.ty, c.stmt(st).expr);
+        match seen.get(&key) {
+            Some(first) => {
+                c.map.insert(b.var, Atom::Var(*first));
+            }
+            None => {
+                seen.insert(key, b.var);
+            }
+        }
+    }
+    c.map
+}
+
+fn merge_loop_params(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let Expr::Loop { params, init, kind, body } = &s.expr else { return None };
+    if s.binds.len() != params.len() {
+        return None;
+    }
+    // classes of parameters that start equal, refined until each member's
+    // next value numbers like its representative's: then, by induction over
+    // the iterations, every class holds one value throughout
+    let mut rep: Vec<usize> = (0..params.len()).collect();
+    for b in 1..params.len() {
+        if let Some(a) = (0..b).find(|&a| rep[a] == a && params[a].ty == params[b].ty && same_value(&init[a], &init[b], ctx)) {
+            rep[b] = a;
+        }
+    }
+    let merge_of = |rep: &[usize]| -> FxHashMap<VarId, Atom> { (0..params.len()).filter(|&b| rep[b] != b).map(|b| (params[b].var, Atom::Var(params[rep[b]].var))).collect() };
+    loop {
+        if rep.iter().enumerate().all(|(b, a)| *a == b) {
+            return None;
+        }
+        let vn = value_numbers(body, merge_of(&rep));
+        let num = |a: &Atom| var(a).and_then(|v| vn.get(&v).copied()).unwrap_or(*a);
+        // split each class by its members' next values: a member joins the
+        // first earlier member of its old class with the same next value
+        let next: Vec<Atom> = (0..params.len()).map(|b| num(&body.result[b])).collect();
+        let old = rep.clone();
+        for b in 0..params.len() {
+            rep[b] = (0..=b).find(|&a| old[a] == old[b] && next[a] == next[b]).unwrap_or(b);
+        }
+        if rep == old {
+            break;
+        }
+    }
+    let mut c = walk::Copier { map: merge_of(&rep), fresh: None };
+    let (mut body, kind) = (c.block(body), match kind {
+        LoopKind::While { cond } => LoopKind::While { cond: c.block(cond) },
+        k => k.clone(),
+    });
+    let keep = |b: &usize| rep[*b] == *b;
+    let pick = |xs: &[Binder]| (0..xs.len()).filter(keep).map(|b| xs[b].clone()).collect::<Vec<_>>();
+    // a merged parameter's step statement computes what its representative's
+    // does (same value number: it fails exactly when that one fails), so it
+    // goes when only the result read it; `dce` takes what fed it
+    let kept: FxHashSet<VarId> = (0..params.len()).filter(keep).filter_map(|b| var(&body.result[b])).collect();
+    let dead: FxHashSet<VarId> = (0..params.len()).filter(|b| !keep(b)).filter_map(|b| var(&body.result[b])).filter(|v| ctx.uses(*v) == 1 && !kept.contains(v)).collect();
+    body.stmts.retain(|st| !st.binds.iter().any(|x| dead.contains(&x.var)));
+    body.result = (0..params.len()).filter(keep).map(|b| body.result[b]).collect();
+    let new_init = (0..params.len()).filter(keep).map(|b| init[b]).collect();
+    let mut out = vec![Stmt { binds: pick(&s.binds), expr: Expr::Loop { params: pick(params), init: new_init, kind, body }, loc: s.loc.clone() }];
+    for b in (0..params.len()).filter(|b| !keep(b)) {
+        out.extend(copies(&s.binds[b..=b], &[Atom::Var(s.binds[rep[b]].var)]));
+    }
+    Some(out)
+}
 
 /// The replacement of a one-hot sum over `i < n`: the body once at `i = e`,
 /// then `y_k = 0.0 + x_k` for each summed value, guarded by `0 <= e < n`
