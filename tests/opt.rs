@@ -104,8 +104,9 @@ fn schedule_of(rule: &str) -> Schedule {
     Schedule { lets: vec![], main: Strategy::Repeat(Box::new(Strategy::Everywhere(Box::new(Strategy::rule(rule))))) }
 }
 
-fn fuzz(cases: u64, seed0: u64, lane: u64, lanes: u64) -> (u64, Vec<String>) {
+fn fuzz(cases: u64, seed0: u64, lane: u64, lanes: u64) -> (u64, Vec<String>, std::collections::BTreeSet<&'static str>) {
     let rules: Vec<&str> = opt::rules::builtin().iter().map(|r| r.name).collect();
+    let mut fired = std::collections::BTreeSet::new();
     let mut failures = vec![];
     let mut checked = 0;
     for i in (lane..cases).step_by(lanes as usize) {
@@ -122,7 +123,10 @@ fn fuzz(cases: u64, seed0: u64, lane: u64, lanes: u64) -> (u64, Vec<String>) {
         for r in &rules {
             let o = OptOptions { schedule: Some(schedule_of(r)), ..OptOptions::default() };
             match opt::optimize(&ad, &o) {
-                Ok((m, _)) => failures.extend(compare(&format!("rule `{r}` alone"), matches!(*r, "mul_onehot" | "onehot_add"), &c, &want, &m)),
+                Ok((m, report)) => {
+                    fired.extend(report.fired.iter().flat_map(|(_, f)| f.keys().copied()));
+                    failures.extend(compare(&format!("rule `{r}` alone"), matches!(*r, "mul_onehot" | "onehot_add"), &c, &want, &m))
+                }
                 Err(e) => failures.push(format!("rule `{r}` alone: {e}\n{}", c.source)),
             }
         }
@@ -130,7 +134,7 @@ fn fuzz(cases: u64, seed0: u64, lane: u64, lanes: u64) -> (u64, Vec<String>) {
             break;
         }
     }
-    (checked, failures)
+    (checked, failures, fired)
 }
 
 #[test]
@@ -139,14 +143,22 @@ fn every_rule_and_the_pipeline_preserve_random_programs() {
     let seed = std::env::var("ARDEN_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
     const LANES: u64 = 2;
     let lanes: Vec<_> = (0..LANES).map(|lane| std::thread::spawn(move || with_big_stack(move || fuzz(cases, seed, lane, LANES)))).collect();
-    let (mut checked, mut failures) = (0, vec![]);
+    let (mut checked, mut failures, mut fired) = (0, vec![], std::collections::BTreeSet::new());
     for l in lanes {
-        let (c, f) = l.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+        let (c, f, r) = l.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
         checked += c;
         failures.extend(f);
+        fired.extend(r);
     }
-    println!("{checked} random programs, each under the default pipeline and under every rule alone");
+    let never: Vec<&str> = opt::rules::builtin().iter().map(|r| r.name).filter(|r| !fired.contains(r)).collect();
+    println!("{checked} random programs, each under the default pipeline and under every rule alone; rules that never fired alone: {never:?}");
     assert!(checked >= cases * 9 / 10, "only {checked} of {cases} random programs compiled");
+    // the fusion rules for reductions, scans and reshapes do meet random programs
+    if cases >= 1000 {
+        for r in ["fuse_fold_for", "fuse_scan_for", "fuse_index_flatten", "fuse_index_unflatten"] {
+            assert!(fired.contains(r), "`{r}` never fired on {checked} random programs");
+        }
+    }
     assert!(failures.is_empty(), "{} differences; the first:\n{}", failures.len(), failures.iter().take(3).cloned().collect::<Vec<_>>().join("\n---\n"));
 }
 
