@@ -649,7 +649,9 @@ fn reductions_and_scans_of_a_for_build_no_array() {
                    entry mn [n] (x: [n]f64) : f64 = minimum (for i. x[i] - 1.0)\n\
                    entry from_neg_zero [n] (x: [n]f64) : f64 = reduce (+) (-0.0) (for i. x[i] * 2.0)\n\
                    entry lam [n] (x: [n]f64) : f64 = reduce (\\a b -> a * 0.5 + b) 1.0 (for i. x[i] - 1.0)\n\
-                   entry imax [n] (x: [n]f64) : i64 = reduce max (-5) (for i. i64 x[i])\n\
+                   entry imax [n] (x: [n]f64) : [3]i64 = for (r < 3). reduce max (-5) (for i. i64 (x[i] * f64 r))\n\
+                   entry costly [n] (x: [n]f64) : f64 = prod (for i. exp x[i])\n\
+                   entry costly_in [n] (x: [n]f64) : [3]f64 = for (r < 3). prod (for i. exp x[i] - f64 r)\n\
                    entry sc [n] (x: [n]f64) : [n]f64 = scan (+) 0.0 (for i. x[i] * x[i])\n\
                    entry scmax [n] (x: [n]f64) : [n]f64 = scan max (-1.0 / 0.0) (for i. x[i] - 0.5)\n\
                    entry scmul [n] (x: [n]f64) : [n]f64 = scan (*) 1.0 (for i. x[i] + 0.5)\n\
@@ -662,17 +664,21 @@ fn reductions_and_scans_of_a_for_build_no_array() {
             args.push(vec![f64s(n, |k| xs[k])]);
         }
         args.push(vec![f64s(1000, |k| (k as f64 * 0.37).sin() + 0.5)]);
-        let folds = [("pr", "fuse_fold_for"), ("mx", "fuse_fold_for"), ("mn", "fuse_fold_for"), ("from_neg_zero", "fuse_fold_for"), ("lam", "fuse_fold_for"), ("imax", "fuse_fold_for")];
+        let folds = [("pr", "fuse_fold_for"), ("mx", "fuse_fold_for"), ("mn", "fuse_fold_for"), ("from_neg_zero", "fuse_fold_for"), ("lam", "fuse_fold_for"), ("imax", "fuse_fold_for"), ("costly_in", "fuse_fold_for")];
         let scans = [("sc", "fuse_scan_for"), ("scmax", "fuse_scan_for"), ("scmul", "fuse_scan_for"), ("sclam", "fuse_scan_for")];
         // the `for`'s array is gone: no `for`, reduction or scan is left, only the loop
-        for (k, (o0, o1)) in fused_exactly(src, &folds, &["= for ", "= reduce", "= scan "], &args).into_iter().enumerate() {
+        for (k, (o0, o1)) in fused_exactly(src, &folds, &["= for i", "= reduce", "= scan "], &args).into_iter().enumerate() {
             // n = 1000: the `for` wrote 1000 elements that the reduction read back
             assert!(o1 <= o0 - 2000.0, "{}: {o0} → {o1} ops", folds[k].0);
         }
-        for (k, (o0, o1)) in fused_exactly(src, &scans, &["= for ", "= scan "], &args).into_iter().enumerate() {
+        for (k, (o0, o1)) in fused_exactly(src, &scans, &["= for i", "= scan "], &args).into_iter().enumerate() {
             // the scan no longer reads the `for`'s elements back
             assert!(o1 <= o0 - 1000.0, "{}: {o0} → {o1} ops", scans[k].0);
         }
+        // an outermost `for` of costly elements stays parallel (in C)
+        let p1 = Program::from_source("fuse.ard", src).unwrap();
+        let fired = p1.opt_report().fired.iter().find(|(f, _)| f == "costly").map(|(_, m)| m.clone()).unwrap_or_default();
+        assert!(!fired.contains_key("fuse_fold_for"), "{fired:?}");
         // where the `for` can fail (a checked read), the rules leave it: the error is the same
         let src = "entry chk [n] (x: [n]f64) (j: [n]i64) : f64 = prod (for i. x[j[i]])\n\
                    entry chks [n] (x: [n]f64) (j: [n]i64) : [n]f64 = scan max 0.0 (for i. x[j[i]])";

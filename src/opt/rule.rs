@@ -58,6 +58,9 @@ pub struct BlockInfo {
     /// Whether the block runs more than once per run of its parent (loop
     /// bodies, `while` conditions, reduction lambdas).
     pub repeats: bool,
+    /// Whether the block is the body of a parallel `for` (the C backend
+    /// runs every loop nested in one sequentially).
+    pub parallel: bool,
 }
 
 /// The statements before a position in one block, and the enclosing scopes.
@@ -130,6 +133,19 @@ impl Ctx<'_, '_> {
     /// `v` (0: the position runs once per run of the definition).
     pub fn loop_depth_to(&self, v: VarId) -> Option<usize> {
         self.scope.find(v).map(|(_, d)| d)
+    }
+
+    /// Whether the position is inside the body of a `for` (at any depth),
+    /// where the C backend runs every loop sequentially.
+    pub fn in_parallel_loop(&self) -> bool {
+        let mut s = Some(self.scope);
+        while let Some(sc) = s {
+            if sc.info.parallel {
+                return true;
+            }
+            s = sc.parent;
+        }
+        false
     }
 
     /// Whether the position is inside some loop (its block repeats).

@@ -65,12 +65,12 @@ fn moves_data(b: &Block) -> bool {
 }
 
 /// How many statements a recomputed element may cost.
-const RECOMPUTE_BUDGET: usize = 6;
+pub(crate) const RECOMPUTE_BUDGET: usize = 6;
 
 /// A slice that costs a few additions, multiplications and reads per
 /// element: recomputing it where it is read is about as cheap as storing
 /// and reading it back, and stores nothing (reverse mode's residuals).
-fn cheap_to_recompute(b: &Block, budget: &mut usize) -> bool {
+pub(crate) fn cheap_to_recompute(b: &Block, budget: &mut usize) -> bool {
     b.stmts.iter().all(|s| {
         if *budget == 0 {
             return false;
