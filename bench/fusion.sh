@@ -22,10 +22,10 @@ PY
 }
 for n in 10000 100000 1000000; do
     vec $n "$D/x.json"
-    for e in scan_sq scan_exp max_sq prod_exp; do run $e "n=$n" --arg "@$D/x.json"; done
+    for e in scan_sq prod_sq; do run $e "n=$n" --arg "@$D/x.json"; done
 done
 for n in 100 316 1000; do
     vec $n "$D/x.json"; vec $((n * n)) "$D/z.json"
-    for e in unflat flat; do run $e "n=m=$n" --arg "@$D/x.json" --arg "@$D/x.json" --arg "@$D/z.json"; done
+    for e in row_scan row_prod unflat flat; do run $e "n=m=$n" --arg "@$D/x.json" --arg "@$D/x.json" --arg "@$D/z.json"; done
 done
 rm -r "$D"

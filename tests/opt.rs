@@ -155,7 +155,7 @@ fn every_rule_and_the_pipeline_preserve_random_programs() {
     assert!(checked >= cases * 9 / 10, "only {checked} of {cases} random programs compiled");
     // the fusion rules for reductions, scans and reshapes do meet random programs
     if cases >= 1000 {
-        for r in ["fuse_fold_for", "fuse_scan_for", "fuse_index_flatten", "fuse_index_unflatten"] {
+        for r in ["fuse_fold_for", "fuse_minmax_for", "fuse_scan_for", "fuse_index_flatten", "fuse_index_unflatten"] {
             assert!(fired.contains(r), "`{r}` never fired on {checked} random programs");
         }
     }
@@ -614,7 +614,10 @@ fn conditional_rules_use_what_a_branch_knows() {
 /// argument vector.
 fn fused_exactly(src: &str, cases: &[(&str, &str)], gone: &[&str], args: &[Vec<Value>]) -> Vec<(f64, f64)> {
     let p0 = Program::from_source_with("fuse.ard", src, &OptOptions::level(0)).unwrap();
-    let p1 = Program::from_source("fuse.ard", src).unwrap();
+    // the default schedule, after `fuse_minmax_for` (which it leaves out)
+    let mut sched = opt::default_schedule();
+    sched.main = Strategy::Seq(Box::new(schedule_of("fuse_minmax_for").main), Box::new(sched.main));
+    let p1 = Program::from_source_with("fuse.ard", src, &OptOptions { schedule: Some(sched), ..OptOptions::default() }).unwrap();
     verify::verify_module(p1.module()).unwrap();
     let mut counts = vec![];
     for (entry, rule) in cases {
@@ -664,7 +667,7 @@ fn reductions_and_scans_of_a_for_build_no_array() {
             args.push(vec![f64s(n, |k| xs[k])]);
         }
         args.push(vec![f64s(1000, |k| (k as f64 * 0.37).sin() + 0.5)]);
-        let folds = [("pr", "fuse_fold_for"), ("mx", "fuse_fold_for"), ("mn", "fuse_fold_for"), ("from_neg_zero", "fuse_fold_for"), ("lam", "fuse_fold_for"), ("imax", "fuse_fold_for"), ("costly_in", "fuse_fold_for")];
+        let folds = [("pr", "fuse_fold_for"), ("mx", "fuse_minmax_for"), ("mn", "fuse_minmax_for"), ("from_neg_zero", "fuse_fold_for"), ("lam", "fuse_fold_for"), ("imax", "fuse_minmax_for"), ("costly_in", "fuse_fold_for")];
         let scans = [("sc", "fuse_scan_for"), ("scmax", "fuse_scan_for"), ("scmul", "fuse_scan_for"), ("sclam", "fuse_scan_for")];
         // the `for`'s array is gone: no `for`, reduction or scan is left, only the loop
         for (k, (o0, o1)) in fused_exactly(src, &folds, &["= for i", "= reduce", "= scan "], &args).into_iter().enumerate() {

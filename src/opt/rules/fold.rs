@@ -25,8 +25,13 @@ use rustc_hash::FxHashMap;
 pub const RULES: &[Rule] = &[
     Rule::on_stmt(
         "fuse_fold_for",
-        "`reduce op ne (for i < n. body)` with op `mul`, `max`, `min`, a lambda, or `add` from anything but the literal 0 → a counted loop carrying the accumulator: body; acc = op(acc, x_i), left to right from ne as the interpreter's reduce; the `for` is read only here, once, and cannot fail; inside a `for` (sequential in C), or for elements of a few additions, multiplications and reads (an outermost `for` of costly elements stays parallel)",
+        "`reduce op ne (for i < n. body)` with op `mul`, a lambda, or `add` from anything but the literal 0 (`max`/`min`: `fuse_minmax_for`) → a counted loop carrying the accumulator: body; acc = op(acc, x_i), left to right from ne as the interpreter's reduce; the `for` is read only here, once, and cannot fail; inside a `for` (sequential in C), or for elements of a few additions, multiplications and reads (an outermost `for` of costly elements stays parallel)",
         fuse_fold_for,
+    ),
+    Rule::on_stmt(
+        "fuse_minmax_for",
+        "`reduce max/min ne (for i < n. body)` → a counted loop carrying the accumulator, under the conditions of `fuse_fold_for`; not in the default schedule: reverse mode of the loop (a derivative built on demand from an optimised entry) saves every step where that of `maximum` over an array routes the cotangent to its arg-extremum",
+        fuse_minmax_for,
     ),
     Rule::on_stmt(
         "fuse_scan_for",
@@ -107,6 +112,21 @@ fn step(op: &ReduceOp, acc: Atom, elem: &Type, (ivar, body): (VarId, &Block), i:
 }
 
 fn fuse_fold_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    match &s.expr {
+        Expr::Reduce { op: ReduceOp::Max | ReduceOp::Min, .. } => None,
+        _ => fold_loop(s, ctx),
+    }
+}
+
+fn fuse_minmax_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    match &s.expr {
+        Expr::Reduce { op: ReduceOp::Max | ReduceOp::Min, .. } => fold_loop(s, ctx),
+        _ => None,
+    }
+}
+
+/// A reduction of a `for` as a counted loop carrying the accumulator.
+fn fold_loop(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let y = single(s)?;
     let Expr::Reduce { op, ne, arrs } = &s.expr else { return None };
     let ([ne], [x]) = (ne.as_slice(), arrs.as_slice()) else { return None };
