@@ -140,7 +140,8 @@ fn worth_fusing(def: &Stmt, slice: &Block, (uses, depth, per_element): (u32, Opt
     // a copy read many times inside loops may be there for locality (a
     // transpose): reading through it would make those reads strided
     let moves = moves_data(slice) && (uses == 1 || depth == Some(0));
-    (moves || recompute || once) && !(ctx.can_fail(def) && !moves && !recompute)
+    // a `for` that can fail stays (dce keeps it), so fusing is only worth a cheap copy
+    (moves || recompute || once) && (moves || recompute || !ctx.can_fail(def))
 }
 
 fn fuse_index_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
