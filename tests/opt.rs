@@ -104,8 +104,9 @@ fn schedule_of(rule: &str) -> Schedule {
     Schedule { lets: vec![], main: Strategy::Repeat(Box::new(Strategy::Everywhere(Box::new(Strategy::rule(rule))))) }
 }
 
-fn fuzz(cases: u64, seed0: u64, lane: u64, lanes: u64) -> (u64, Vec<String>) {
+fn fuzz(cases: u64, seed0: u64, lane: u64, lanes: u64) -> (u64, Vec<String>, std::collections::BTreeSet<&'static str>) {
     let rules: Vec<&str> = opt::rules::builtin().iter().map(|r| r.name).collect();
+    let mut fired = std::collections::BTreeSet::new();
     let mut failures = vec![];
     let mut checked = 0;
     for i in (lane..cases).step_by(lanes as usize) {
@@ -122,7 +123,10 @@ fn fuzz(cases: u64, seed0: u64, lane: u64, lanes: u64) -> (u64, Vec<String>) {
         for r in &rules {
             let o = OptOptions { schedule: Some(schedule_of(r)), ..OptOptions::default() };
             match opt::optimize(&ad, &o) {
-                Ok((m, _)) => failures.extend(compare(&format!("rule `{r}` alone"), matches!(*r, "mul_onehot" | "onehot_add"), &c, &want, &m)),
+                Ok((m, report)) => {
+                    fired.extend(report.fired.iter().flat_map(|(_, f)| f.keys().copied()));
+                    failures.extend(compare(&format!("rule `{r}` alone"), matches!(*r, "mul_onehot" | "onehot_add"), &c, &want, &m))
+                }
                 Err(e) => failures.push(format!("rule `{r}` alone: {e}\n{}", c.source)),
             }
         }
@@ -130,7 +134,7 @@ fn fuzz(cases: u64, seed0: u64, lane: u64, lanes: u64) -> (u64, Vec<String>) {
             break;
         }
     }
-    (checked, failures)
+    (checked, failures, fired)
 }
 
 #[test]
@@ -139,14 +143,22 @@ fn every_rule_and_the_pipeline_preserve_random_programs() {
     let seed = std::env::var("ARDEN_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
     const LANES: u64 = 2;
     let lanes: Vec<_> = (0..LANES).map(|lane| std::thread::spawn(move || with_big_stack(move || fuzz(cases, seed, lane, LANES)))).collect();
-    let (mut checked, mut failures) = (0, vec![]);
+    let (mut checked, mut failures, mut fired) = (0, vec![], std::collections::BTreeSet::new());
     for l in lanes {
-        let (c, f) = l.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+        let (c, f, r) = l.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
         checked += c;
         failures.extend(f);
+        fired.extend(r);
     }
-    println!("{checked} random programs, each under the default pipeline and under every rule alone");
+    let never: Vec<&str> = opt::rules::builtin().iter().map(|r| r.name).filter(|r| !fired.contains(r)).collect();
+    println!("{checked} random programs, each under the default pipeline and under every rule alone; rules that never fired alone: {never:?}");
     assert!(checked >= cases * 9 / 10, "only {checked} of {cases} random programs compiled");
+    // the fusion rules for reductions, scans and reshapes do meet random programs
+    if cases >= 1000 {
+        for r in ["fuse_fold_for", "fuse_minmax_for", "fuse_scan_for", "fuse_index_flatten", "fuse_index_unflatten"] {
+            assert!(fired.contains(r), "`{r}` never fired on {checked} random programs");
+        }
+    }
     assert!(failures.is_empty(), "{} differences; the first:\n{}", failures.len(), failures.iter().take(3).cloned().collect::<Vec<_>>().join("\n---\n"));
 }
 
@@ -623,4 +635,132 @@ fn conditional_rules_use_what_a_branch_knows() {
         assert_eq!(fired.get("if_known_cond"), Some(&1), "{fired:?}");
         assert_eq!(ir.matches(" if ").count(), 1, "{ir}");
     }
+}
+
+// ---- map-reduce, map-scan and reshape fusion ----
+
+/// Compile `src` at -O0 and -O1; for each `(entry, rule)`, check that the
+/// rule fired on the entry, that the -O1 IR has none of `gone` left, and
+/// that every argument vector gives the same result bit for bit (or the
+/// same error). Returns the op counts (-O0, -O1) of each entry on the last
+/// argument vector.
+fn fused_exactly(src: &str, cases: &[(&str, &str)], gone: &[&str], args: &[Vec<Value>]) -> Vec<(f64, f64)> {
+    let p0 = Program::from_source_with("fuse.ard", src, &OptOptions::level(0)).unwrap();
+    // the default schedule, after `fuse_minmax_for` (which it leaves out)
+    let mut sched = opt::default_schedule();
+    sched.main = Strategy::Seq(Box::new(schedule_of("fuse_minmax_for").main), Box::new(sched.main));
+    let p1 = Program::from_source_with("fuse.ard", src, &OptOptions { schedule: Some(sched), ..OptOptions::default() }).unwrap();
+    verify::verify_module(p1.module()).unwrap();
+    let mut counts = vec![];
+    for (entry, rule) in cases {
+        let fired = p1.opt_report().fired.iter().find(|(f, _)| f == entry).map(|(_, m)| m.clone()).unwrap_or_default();
+        let ir = arden::ir::print::print_function(p1.entry(entry).unwrap().function());
+        assert!(fired.contains_key(rule), "{entry}: `{rule}` did not fire: {fired:?}\n{ir}");
+        for g in gone {
+            assert!(!ir.contains(g), "{entry}: `{g}` is left\n{ir}");
+        }
+        let mut last = (0.0, 0.0);
+        for a in args {
+            let (r0, r1) = (p0.entry(entry).unwrap().call_counting(a), p1.entry(entry).unwrap().call_counting(a));
+            match (r0, r1) {
+                (Ok((x, c0)), Ok((y, c1))) => {
+                    assert!(same_at(&x, &y, false), "{entry}: -O0 {} but -O1 {}", x.to_json(), y.to_json());
+                    last = (total(c0), total(c1));
+                }
+                (Err(x), Err(y)) => assert_eq!(x.to_string(), y.to_string()),
+                (x, y) => panic!("{entry}: -O0 {:?} but -O1 {:?}", x.map(|r| r.0.to_json()), y.map(|r| r.0.to_json())),
+            }
+        }
+        counts.push(last);
+    }
+    counts
+}
+
+#[test]
+fn reductions_and_scans_of_a_for_build_no_array() {
+    with_big_stack(|| {
+        let src = "entry pr [n] (x: [n]f64) : f64 = prod (for i. x[i] + 1.0)\n\
+                   entry mx [n] (x: [n]f64) : f64 = maximum (for i. x[i] * 2.0)\n\
+                   entry mn [n] (x: [n]f64) : f64 = minimum (for i. x[i] - 1.0)\n\
+                   entry from_neg_zero [n] (x: [n]f64) : f64 = reduce (+) (-0.0) (for i. x[i] * 2.0)\n\
+                   entry lam [n] (x: [n]f64) : f64 = reduce (\\a b -> a * 0.5 + b) 1.0 (for i. x[i] - 1.0)\n\
+                   entry imax [n] (x: [n]f64) : [3]i64 = for (r < 3). reduce max (-5) (for i. i64 (x[i] * f64 r))\n\
+                   entry costly [n] (x: [n]f64) : f64 = prod (for i. exp x[i])\n\
+                   entry costly_in [n] (x: [n]f64) : [3]f64 = for (r < 3). prod (for i. exp x[i] - f64 r)\n\
+                   entry sc [n] (x: [n]f64) : [n]f64 = scan (+) 0.0 (for i. x[i] * x[i])\n\
+                   entry scmax [n] (x: [n]f64) : [n]f64 = scan max (-1.0 / 0.0) (for i. x[i] - 0.5)\n\
+                   entry scmul [n] (x: [n]f64) : [n]f64 = scan (*) 1.0 (for i. x[i] + 0.5)\n\
+                   entry sclam [n] (x: [n]f64) : [n]f64 = scan (\\a b -> a * 0.5 + b) (-0.0) (for i. x[i] - 1.0)";
+        let specials = [-0.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, 1e308, -3.5];
+        let mut rng = common::Rng(0x5CA9);
+        let mut args: Vec<Vec<Value>> = vec![vec![f64s(0, |_| 0.0)], vec![f64s(1, |_| -0.0)], vec![f64s(specials.len(), |k| specials[k])]];
+        for n in [3, 17] {
+            let xs: Vec<f64> = (0..n).map(|_| if rng.below(4) == 0 { specials[rng.below(specials.len())] } else { rng.unit() * 4.0 - 2.0 }).collect();
+            args.push(vec![f64s(n, |k| xs[k])]);
+        }
+        args.push(vec![f64s(1000, |k| (k as f64 * 0.37).sin() + 0.5)]);
+        let folds = [("pr", "fuse_fold_for"), ("mx", "fuse_minmax_for"), ("mn", "fuse_minmax_for"), ("from_neg_zero", "fuse_fold_for"), ("lam", "fuse_fold_for"), ("imax", "fuse_minmax_for"), ("costly_in", "fuse_fold_for")];
+        let scans = [("sc", "fuse_scan_for"), ("scmax", "fuse_scan_for"), ("scmul", "fuse_scan_for"), ("sclam", "fuse_scan_for")];
+        // the `for`'s array is gone: no `for`, reduction or scan is left, only the loop
+        for (k, (o0, o1)) in fused_exactly(src, &folds, &["= for i", "= reduce", "= scan "], &args).into_iter().enumerate() {
+            // n = 1000: the `for` wrote 1000 elements that the reduction read back
+            assert!(o1 <= o0 - 2000.0, "{}: {o0} → {o1} ops", folds[k].0);
+        }
+        for (k, (o0, o1)) in fused_exactly(src, &scans, &["= for i", "= scan "], &args).into_iter().enumerate() {
+            // the scan no longer reads the `for`'s elements back
+            assert!(o1 <= o0 - 1000.0, "{}: {o0} → {o1} ops", scans[k].0);
+        }
+        // an outermost `for` of costly elements stays parallel (in C)
+        let p1 = Program::from_source("fuse.ard", src).unwrap();
+        let fired = p1.opt_report().fired.iter().find(|(f, _)| f == "costly").map(|(_, m)| m.clone()).unwrap_or_default();
+        assert!(!fired.contains_key("fuse_fold_for"), "{fired:?}");
+        // where the `for` can fail (a checked read), the rules leave it: the error is the same
+        let src = "entry chk [n] (x: [n]f64) (j: [n]i64) : f64 = prod (for i. x[j[i]])\n\
+                   entry chks [n] (x: [n]f64) (j: [n]i64) : [n]f64 = scan max 0.0 (for i. x[j[i]])";
+        let (fired, _, _, _) = run_both(src, "chk", "[[1.0, 2.0], [1, 7]]");
+        assert!(!fired.contains_key("fuse_fold_for"), "{fired:?}");
+        let (fired, _, _, _) = run_both(src, "chks", "[[1.0, 2.0], [1, 7]]");
+        assert!(!fired.contains_key("fuse_scan_for"), "{fired:?}");
+    });
+}
+
+#[test]
+fn reads_through_reshapes_of_a_for_fuse() {
+    with_big_stack(|| {
+        let src = "entry uf [n][m] (x: [n]f64) (y: [m]f64) (z: [n*m]f64) : [n][m]f64 =\n  let a = unflatten n m (for (k < n * m). exp z[k] - z[k])\n  in for i j. a[i, j] * 2.0 + x[i] * y[j]\n\
+                   entry fl [n][m] (x: [n]f64) (y: [m]f64) (z: [n*m]f64) : f64 =\n  let a = flatten (for (i < 40). for (j < 50). f64 i * 0.25 - f64 j)\n  in a[1234] * 2.0\n\
+                   entry fl_all [n][m] (x: [n]f64) (y: [m]f64) (z: [n*m]f64) : [n*m]f64 =\n  let a = flatten (for i j. x[i] * y[j] + 1.0)\n  in for k. a[k] * 2.0 - z[k]";
+        let specials = [-0.0, f64::NAN, f64::INFINITY, 0.0, 2.5];
+        let args: Vec<Vec<Value>> = [(0usize, 3usize), (3, 0), (1, 1), (2, 5), (40, 50)]
+            .iter()
+            .map(|&(n, m)| {
+                vec![
+                    f64s(n, |k| if k == 1 { f64::NAN } else { k as f64 - 0.5 }),
+                    f64s(m, |k| if k == 2 { -0.0 } else { k as f64 * 0.25 }),
+                    f64s(n * m, |k| if k % 7 == 3 { specials[k % 5] } else { (k as f64 * 0.3).cos() }),
+                ]
+            })
+            .collect();
+        // the producing `for` and the reshape are gone: one loop nest is left
+        let [(u0, u1)] = fused_exactly(src, &[("uf", "fuse_index_unflatten")], &["flatten", "for k"], &args)[..] else { panic!() };
+        let [(f0, f1)] = fused_exactly(src, &[("fl", "fuse_index_flatten")], &["flatten", "= for"], &args[4..])[..] else { panic!() };
+        // n*m = 2000 elements: the array's writes and reads back, less the index arithmetic
+        assert!(u1 <= u0 - 2000.0, "uf: {u0} → {u1} ops");
+        // one element of 2000 is computed
+        assert!(f1 * 100.0 < f0, "fl: {f0} → {f1} ops");
+        // in a loop over every k, a division and a remainder per element cost more than the array: left alone
+        let (p0, p1) = (Program::from_source_with("fuse.ard", src, &OptOptions::level(0)).unwrap(), Program::from_source("fuse.ard", src).unwrap());
+        let fired = p1.opt_report().fired.iter().find(|(f, _)| f == "fl_all").map(|(_, m)| m.clone()).unwrap_or_default();
+        assert!(!fired.contains_key("fuse_index_flatten"), "{fired:?}");
+        for a in &args {
+            let (x, y) = (p0.entry("fl_all").unwrap().call(a).unwrap(), p1.entry("fl_all").unwrap().call(a).unwrap());
+            assert!(same_at(&x, &y, false), "fl_all: -O0 {} but -O1 {}", x.to_json(), y.to_json());
+        }
+        // a read that must be checked stays, and fails as before
+        let src = "entry chk [n][m] (x: [n]f64) (y: [m]f64) (z: [n*m]f64) (j: i64) : [n]f64 =\n  let a = unflatten n m (for (k < n * m). z[k] * 2.0)\n  in for i. a[i, j]";
+        for j in [5, 1] {
+            let (fired, _, _, _) = run_both(src, "chk", &format!("[[1.0, 2.0], [3.0, 4.0], [1.0, 2.0, 3.0, 4.0], {j}]"));
+            assert!(!fired.contains_key("fuse_index_unflatten"), "{fired:?}");
+        }
+    });
 }

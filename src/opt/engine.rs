@@ -529,9 +529,9 @@ fn may_fail(s: &Strategy, sched: &Schedule) -> bool {
 
 /// The blocks nested in `e` with what each binds and whether it repeats.
 pub fn children_mut(e: &mut Expr) -> Vec<(&mut Block, BlockInfo)> {
-    let looped = |params: Vec<crate::ir::Binder>, index| BlockInfo { params, index, repeats: true };
+    let looped = |params: Vec<crate::ir::Binder>, index| BlockInfo { params, index, repeats: true, parallel: false };
     match e {
-        Expr::For { ivar, size, body } | Expr::ForAcc { ivar, size, body, .. } => vec![(body, looped(vec![], Some((*ivar, size.clone()))))],
+        Expr::For { ivar, size, body } | Expr::ForAcc { ivar, size, body, .. } => vec![(body, BlockInfo { parallel: true, ..looped(vec![], Some((*ivar, size.clone()))) })],
         Expr::Loop { params, kind, body, .. } => match kind {
             LoopKind::Count { ivar, n, .. } => {
                 let mut info = looped(params.clone(), None);
@@ -553,7 +553,7 @@ pub fn children_mut(e: &mut Expr) -> Vec<(&mut Block, BlockInfo)> {
         }
         Expr::Jvp { lam, .. } | Expr::Vjp { lam, .. } => {
             let params = lam.params.clone();
-            vec![(&mut lam.body, BlockInfo { params, index: None, repeats: false })]
+            vec![(&mut lam.body, BlockInfo { params, index: None, repeats: false, parallel: false })]
         }
         _ => vec![],
     }

@@ -140,6 +140,7 @@ pub fn optimize_function(f: &mut Function, sched: &Schedule, rules: &[Rule], opt
             .collect(),
         index: None,
         repeats: false,
+        parallel: false,
     };
     let mut engine = engine::Engine::new(rules, sched, st, opts.fuel, opts.trace);
     let mut body = std::mem::take(&mut f.body);

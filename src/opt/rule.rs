@@ -58,6 +58,9 @@ pub struct BlockInfo {
     /// Whether the block runs more than once per run of its parent (loop
     /// bodies, `while` conditions, reduction lambdas).
     pub repeats: bool,
+    /// Whether the block is the body of a parallel `for` (the C backend
+    /// runs every loop nested in one sequentially).
+    pub parallel: bool,
 }
 
 /// The statements before a position in one block, and the enclosing scopes.
@@ -132,6 +135,19 @@ impl Ctx<'_, '_> {
         self.scope.find(v).map(|(_, d)| d)
     }
 
+    /// Whether the position is inside the body of a `for` (at any depth),
+    /// where the C backend runs every loop sequentially.
+    pub fn in_parallel_loop(&self) -> bool {
+        let mut s = Some(self.scope);
+        while let Some(sc) = s {
+            if sc.info.parallel {
+                return true;
+            }
+            s = sc.parent;
+        }
+        false
+    }
+
     /// Whether the position is inside some loop (its block repeats).
     pub fn scope_repeats(&self) -> bool {
         let mut s = Some(self.scope);
@@ -154,6 +170,26 @@ impl Ctx<'_, '_> {
             s = sc.parent;
         }
         None
+    }
+
+    /// The indices and trip counts of the counted loops around the
+    /// position, innermost first, up to `k` of them (a loop without an
+    /// index, such as a reduction operator, ends the list).
+    pub fn loops_around(&self, k: usize) -> Vec<(VarId, &Size)> {
+        let mut out = vec![];
+        let mut s = Some(self.scope);
+        while let Some(sc) = s
+            && out.len() < k
+        {
+            if sc.info.repeats {
+                match &sc.info.index {
+                    Some((i, n)) => out.push((*i, n)),
+                    None => break,
+                }
+            }
+            s = sc.parent;
+        }
+        out
     }
 
     /// Whether `v` is bound outside the innermost loop around the position
@@ -254,8 +290,26 @@ impl Ctx<'_, '_> {
     /// that might be negative. A rule must not remove, skip or newly run
     /// such a statement.
     pub fn can_fail(&self, s: &Stmt) -> bool {
+        if let Expr::Unflatten { arr, n, m } = &s.expr {
+            return !self.unflatten_exact(s, arr, n, m);
+        }
         let mut inner = vec![];
         crate::ir::walk::can_fail_with(s, &|v| self.nonneg(v, &[])) || self.negative_size_possible(s, &mut inner)
+    }
+
+    /// Whether `unflatten n m arr` (bound by `s`) cannot fail: `n` and `m`
+    /// are provably non-negative and the operand's size is `n * m` as a
+    /// polynomial. (Sizes are computed with overflow checks, so an operand
+    /// of size `n * m` exists only where `n * m` fits.)
+    fn unflatten_exact(&self, s: &Stmt, arr: &Atom, n: &Atom, m: &Atom) -> bool {
+        let nonneg = |a: &Atom| match a {
+            Atom::Lit(Lit::I64(c)) => *c >= 0,
+            Atom::Var(v) => self.nonneg(*v, &[]),
+            _ => false,
+        };
+        let (Some(b), Some(t)) = (s.binds.first(), self.type_of(arr)) else { return false };
+        let (Some(ns), Some(ms)) = (Size::of_atom(n), Size::of_atom(m)) else { return false };
+        nonneg(n) && nonneg(m) && b.ty.shape.len() >= 2 && b.ty.shape[0] == ns && b.ty.shape[1] == ms && t.shape.first() == Some(&ns.mul(&ms))
     }
 
     fn nonneg(&self, v: VarId, inner: &[VarId]) -> bool {

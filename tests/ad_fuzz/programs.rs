@@ -646,9 +646,15 @@ impl Gen {
                 let (a, b) = (self.expr(Ty::VK, env, d), self.expr(Ty::VN, env, d));
                 node(Ty::M, vec![], vec![S("(outer "), K(a), S(" "), K(b), S(")")])
             }
-            2 => {
+            2 if self.rng.below(2) == 0 => {
                 let a = self.expr(Ty::M, env, d);
                 node(Ty::M, vec![], vec![S("(unflatten k n (flatten "), K(a), S("))")])
+            }
+            2 => {
+                // a reshape of a `for` on both sides (pull fusion through reshapes)
+                let (a, b) = (self.expr(Ty::M, env, d), self.expr(Ty::F, env, d));
+                let q = self.name("q");
+                node(Ty::M, vec![q.clone()], vec![O(format!("(unflatten k n (for ({q} < k * n). (flatten ")), K(a), O(format!(")[{q}] * ")), K(b), S("))")])
             }
             _ => {
                 let a = self.expr(Ty::M, env, d);

@@ -14,6 +14,16 @@ pub const RULES: &[Rule] = &[
         "`(for j < n. body)[i, …]` → the part of body the result needs, with j := i, then `[…]`; when i is proven in bounds and the copy costs no more than building the element: it only moves data, or costs a few additions per element (rematerialisation instead of a stored array), or the array is read once, where it is built or in a loop over its index",
         fuse_index_for,
     ),
+    Rule::on_stmt(
+        "fuse_index_unflatten",
+        "`(unflatten n m F)[i, j, …]` → F's element `i*m + j`, then `[…]`, where F is a `for` read only by the reshape, which cannot fail (sizes agree), i < n and j < m are proven, and the read is worth fusing as for `fuse_index_for`: the array and its reshape then go",
+        fuse_index_unflatten,
+    ),
+    Rule::on_stmt(
+        "fuse_index_flatten",
+        "`(flatten F)[k, …]` outside loops, with `F = for i < n. (S; for j < m. B)` → `S; B` with i := k / m, j := k % m, then `[…]`, where F is read only by the reshape and cannot fail, S only reads, k < n*m is proven, and the read is worth fusing as for `fuse_index_for` (in a loop over k the division and remainder per element cost more than the array)",
+        fuse_index_flatten,
+    ),
     Rule::on_stmt("index_iota", "`(iota n)[i]` → `i` (i proven in bounds)", index_iota),
     Rule::on_stmt("index_replicate", "`(replicate n v)[i, …]` → `v[…]` (i proven in bounds)", index_replicate),
     Rule::on_stmt("transpose_transpose", "`transpose (transpose x)` → `x`", transpose_transpose),
@@ -55,12 +65,12 @@ fn moves_data(b: &Block) -> bool {
 }
 
 /// How many statements a recomputed element may cost.
-const RECOMPUTE_BUDGET: usize = 6;
+pub(crate) const RECOMPUTE_BUDGET: usize = 6;
 
 /// A slice that costs a few additions, multiplications and reads per
 /// element: recomputing it where it is read is about as cheap as storing
 /// and reading it back, and stores nothing (reverse mode's residuals).
-fn cheap_to_recompute(b: &Block, budget: &mut usize) -> bool {
+pub(crate) fn cheap_to_recompute(b: &Block, budget: &mut usize) -> bool {
     b.stmts.iter().all(|s| {
         if *budget == 0 {
             return false;
@@ -116,6 +126,24 @@ fn rest_index(y: &crate::ir::Binder, arr: Atom, idx: &[Atom], checks: &[Check]) 
     }
 }
 
+/// `fuse_index_for`'s cost test: whether a read of the `for` `def`
+/// should copy `slice` (the part of its body that computes the element
+/// read). `reader` is the array read (the `for`'s result, or a reshape of
+/// it): how often it is read, how many loops lie between its definition
+/// and the read, and whether the read runs at most once per element of
+/// the array (outside loops, or in loops over the read's indices: `for i
+/// < n. a[i]`).
+fn worth_fusing(def: &Stmt, slice: &Block, (uses, depth, per_element): (u32, Option<usize>, bool), ctx: &Ctx) -> bool {
+    // each element is computed at most once, as building the array would
+    let once = uses == 1 && def.binds.len() == 1 && per_element;
+    let recompute = uses == 1 && cheap_to_recompute(slice, &mut RECOMPUTE_BUDGET.clone());
+    // a copy read many times inside loops may be there for locality (a
+    // transpose): reading through it would make those reads strided
+    let moves = moves_data(slice) && (uses == 1 || depth == Some(0));
+    // a `for` that can fail stays (dce keeps it), so fusing is only worth a cheap copy
+    (moves || recompute || once) && (moves || recompute || !ctx.can_fail(def))
+}
+
 fn fuse_index_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let y = single(s)?;
     let Expr::Index { arr: Atom::Var(a), idx, checks } = &s.expr else { return None };
@@ -132,19 +160,9 @@ fn fuse_index_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     }
     // only what result j needs (of a loop that also computes other results)
     let slice = slice_block(body, &[j]);
-    // each element is computed at most once, as building the array would
-    let once = ctx.uses(*a) == 1
-        && def.binds.len() == 1
-        && match ctx.loop_depth_to(*a) {
-            Some(0) => true,
-            Some(1) => ctx.innermost_loop().is_some_and(|(i, n)| idx[0] == Atom::Var(i) && n == size),
-            _ => false,
-        };
-    let recompute = ctx.uses(*a) == 1 && cheap_to_recompute(&slice, &mut RECOMPUTE_BUDGET.clone());
-    // a copy read many times inside loops may be there for locality (a
-    // transpose): reading through it would make those reads strided
-    let moves = moves_data(&slice) && (ctx.uses(*a) == 1 || ctx.loop_depth_to(*a) == Some(0));
-    if !(moves || recompute || once) || ctx.can_fail(def) && !moves && !recompute {
+    let depth = ctx.loop_depth_to(*a);
+    let per_element = depth == Some(0) || depth == Some(1) && ctx.innermost_loop().is_some_and(|(i, n)| idx[0] == Atom::Var(i) && n == size);
+    if !worth_fusing(def, &slice, (ctx.uses(*a), depth, per_element), ctx) {
         return None;
     }
     let ivar = *ivar;
@@ -159,6 +177,121 @@ fn fuse_index_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     }
     let mut out = copy.stmts;
     out.push(rest_index(y, r, &idx[1..], &checks[1..]));
+    Some(out)
+}
+
+/// The `for` binding `a` as result `j` (a stacked result, of a `for` or of
+/// an accumulating `for`): its index, size, the body's slice for `a`, and
+/// the statement.
+fn stacked_for<'c>(a: VarId, ctx: &'c Ctx) -> Option<(VarId, &'c Size, Block, &'c Stmt)> {
+    let def = ctx.def(a)?;
+    let j = def.binds.iter().position(|b| b.var == a)?;
+    match &def.expr {
+        Expr::For { ivar, size, body } => Some((*ivar, size, slice_block(body, &[j]), def)),
+        Expr::ForAcc { ivar, size, body, acc } if !acc[j] => Some((*ivar, size, slice_block(body, &[j]), def)),
+        _ => None,
+    }
+}
+
+/// The onehot marks `fuse_index_for` carries from a fused array to what
+/// reads it.
+fn carry_onehot(a: VarId, y: VarId, r: Atom, ctx: &mut Ctx) {
+    if ctx.is_onehot(a) {
+        ctx.mark_onehot(y);
+        if let Atom::Var(v) = r {
+            ctx.mark_onehot(v);
+        }
+    }
+}
+
+/// `(unflatten n m F)[i, j, r…]` where `F` is a local `for` read only by
+/// the reshape → F's element `i*m + j`, then `[r…]`.
+fn fuse_index_unflatten(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let y = single(s)?;
+    let Expr::Index { arr: Atom::Var(u), idx, checks } = &s.expr else { return None };
+    if idx.len() < 2 {
+        return None;
+    }
+    let udef = ctx.def(*u)?;
+    let Expr::Unflatten { arr: Atom::Var(a), m, .. } = &udef.expr else { return None };
+    let (a, m) = (*a, *m);
+    let ushape = single(udef)?.ty.shape.clone();
+    // the reshape must be able to go once nothing reads it, and the read
+    // must not be able to fail (a failing read stays as it was)
+    if ctx.can_fail(udef) || !in_bounds(&checks[0], &idx[0], ushape.first(), ctx) || !in_bounds(&checks[1], &idx[1], ushape.get(1), ctx) {
+        return None;
+    }
+    let (ivar, _, slice, def) = stacked_for(a, ctx)?;
+    // once per element: outside loops, in a loop over i < n, or in `for i < n. for j < m`
+    let depth = ctx.loop_depth_to(*u);
+    let over = |k: usize, l: Option<&(VarId, &Size)>| l.is_some_and(|(v, n)| idx[k] == Atom::Var(*v) && Some(*n) == ushape.get(k));
+    let loops = ctx.loops_around(2);
+    let per_element = match depth {
+        Some(0) => true,
+        Some(1) => over(0, loops.first()),
+        Some(2) => over(0, loops.get(1)) && over(1, loops.first()),
+        _ => false,
+    };
+    if ctx.uses(a) != 1 || ctx.can_fail(def) || !worth_fusing(def, &slice, (ctx.uses(*u), depth, per_element), ctx) {
+        return None;
+    }
+    let int = Type::scalar(crate::ir::Scalar::I64);
+    let (row, k) = (ctx.fresh("row"), ctx.fresh("k"));
+    let mut out = vec![
+        bind(row, int.clone(), Expr::Prim(crate::ir::Prim::Mul, vec![idx[0], m])),
+        bind(k, int, Expr::Prim(crate::ir::Prim::Add, vec![Atom::Var(row), idx[1]])),
+    ];
+    let copy = copy_block(&slice, FxHashMap::from_iter([(ivar, Atom::Var(k))]), ctx);
+    let r = copy.result[0];
+    carry_onehot(a, y.var, r, ctx);
+    out.extend(copy.stmts);
+    out.push(rest_index(y, r, &idx[2..], &checks[2..]));
+    Some(out)
+}
+
+/// `(flatten F)[k, r…]` where `F = for i < n. (S; for j < m. B)` is a
+/// local `for` read only by the reshape and `S` only reads → `S; B` with
+/// `i := k / m`, `j := k % m`, then `[r…]`.
+fn fuse_index_flatten(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let y = single(s)?;
+    let Expr::Index { arr: Atom::Var(v), idx, checks } = &s.expr else { return None };
+    let vdef = ctx.def(*v)?;
+    let Expr::Flatten(Atom::Var(a)) = &vdef.expr else { return None };
+    let a = *a;
+    let vshape = single(vdef)?.ty.shape.clone();
+    if !in_bounds(&checks[0], &idx[0], vshape.first(), ctx) {
+        return None;
+    }
+    let (ivar, _, slice, def) = stacked_for(a, ctx)?;
+    let m_size = ctx.type_of(&Atom::Var(a))?.shape.get(1)?.clone();
+    let m = m_size.as_atom()?;
+    // the element's slice: S (reads and copies), then the row's `for`
+    let [pre @ .., inner] = slice.stmts.as_slice() else { return None };
+    let (Expr::For { ivar: jvar, size: inner_m, body: b }, [Atom::Var(r)]) = (&inner.expr, slice.result.as_slice()) else { return None };
+    if inner.binds.len() != 1 || inner.binds[0].var != *r || *inner_m != m_size || !pre.iter().all(|st| matches!(st.expr, Expr::Atom(_) | Expr::Index { .. })) {
+        return None;
+    }
+    let jvar = *jvar;
+    let elem = Block { stmts: pre.iter().chain(&b.stmts).cloned().collect(), result: b.result.clone() };
+    // only reads outside loops (over the reshape's definition): a loop over
+    // every k would pay a division and a remainder per element to save a
+    // store and a load, which made the C code twice as slow (n = m = 1000);
+    // a read outside loops computes one element instead of n*m
+    if ctx.loop_depth_to(*v) != Some(0) || ctx.uses(a) != 1 || ctx.can_fail(def) || !worth_fusing(def, &elem, (ctx.uses(*v), Some(0), true), ctx) {
+        return None;
+    }
+    // k < n*m, so m > 0: neither the division nor the remainder fails
+    let int = Type::scalar(crate::ir::Scalar::I64);
+    let (q, rem) = (ctx.fresh("row"), ctx.fresh("col"));
+    let mut out = vec![
+        bind(q, int.clone(), Expr::Prim(crate::ir::Prim::Div, vec![idx[0], m])),
+        bind(rem, int, Expr::Prim(crate::ir::Prim::Rem, vec![idx[0], m])),
+    ];
+    let copy = copy_block(&elem, FxHashMap::from_iter([(ivar, Atom::Var(q)), (jvar, Atom::Var(rem))]), ctx);
+    let x = copy.result[0];
+    carry_onehot(a, y.var, x, ctx);
+    out.extend(copy.stmts);
+    out.push(rest_index(y, x, &idx[1..], &checks[1..]));
     Some(out)
 }
 
