@@ -202,3 +202,30 @@ fn parallel_errors_match_the_interpreter() {
         }
     }
 }
+
+/// An array whose last use is an `if` belongs to the branch that runs: an
+/// `update` there writes in place. Before, the emitter kept the array
+/// alive across the branches and the update copied it, so the logsumexp
+/// gradient (`onehot_add` updates one element of the cotangent) held two
+/// arrays of n elements at its peak instead of one.
+#[test]
+fn an_update_in_a_branch_writes_in_place() {
+    if arden::backend::c::find_compiler().is_none() {
+        eprintln!("note: no C compiler found: C backend test skipped");
+        return;
+    }
+    cache_env();
+    let src = "def lse [n] (x: [n]f64) : f64 =\n  let mx = maximum x\n  in mx + log (sum (for i. exp (x[i] - mx)))\n\
+               entry g [n] (x: [n]f64) : [n]f64 = grad lse x\n";
+    let prog = Program::from_source("branch_update.ard", src).unwrap();
+    let compiled = prog.compile(Backend::C).unwrap();
+    let interp = prog.compile(Backend::Interp).unwrap();
+    let n = 100_000;
+    let x = Value::array(vec![n], ArrayData::F64((0..n).map(|i| ((i * 7919) % 1000) as f64 / 100.0).collect()));
+    let (got, stats) = compiled.entry("g").unwrap().call_with(&[x.clone()], &CallOptions { threads: 1, par_min: 1 << 15 }).unwrap();
+    let (want, _) = interp.entry("g").unwrap().call_with(&[x], &CallOptions::default()).unwrap();
+    assert!(same(&got, &want));
+    let result_bytes = 8 * n as i64;
+    let peak = stats.unwrap().peak_bytes;
+    assert!(peak < result_bytes * 3 / 2, "peak {peak} bytes for a result of {result_bytes}: the branch copied the array");
+}

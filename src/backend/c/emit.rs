@@ -7,7 +7,7 @@
 //! `scatter_add`, views) takes the reference over instead, and writes in
 //! place when the buffer is not shared.
 
-use crate::ir::{Atom, Block, Expr, Function, Lambda, Lit, Loc, LoopKind, Module, Prim, ReduceOp, Scalar, Size, SizeAtom, Stmt, Type, VarId};
+use crate::ir::{Atom, Block, Expr, Function, Lambda, Lit, Loc, LoopKind, Module, Prim, ReduceOp, Scalar, Size, SizeAtom, Stmt, Type, VarId, walk};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::fmt::Write;
 
@@ -821,12 +821,17 @@ impl Em {
             Expr::If { cond, then_b, else_b } => {
                 let c = self.atom(cond);
                 let targets: Vec<String> = s.binds.iter().map(|b| self.v(b.var)).collect();
+                // arrays whose last use is this `if` are handed to both
+                // branches: the branch that runs releases them, or updates
+                // them in place (`update` in a branch copies nothing)
+                let handed: Vec<VarId> = dying.iter().copied().filter(|v| !self.borrowed.contains(v)).collect();
                 self.open(&format!("if ({c}) {{"));
-                self.block(then_b, &[], &targets)?;
+                self.block(then_b, &handed, &targets)?;
                 self.close("} else {");
                 self.ind += 1;
-                self.block(else_b, &[], &targets)?;
+                self.block(else_b, &handed, &targets)?;
                 self.close("}");
+                consumed.extend(handed);
             }
             Expr::ScatterAdd { dest, idxs, vals, loc } => self.scatter_add(s, dest, idxs, vals, loc, dying, &mut consumed)?,
             Expr::Update { arr, idx, val, loc } => {
@@ -1410,9 +1415,7 @@ impl Em {
         for (j, r) in rows.iter().enumerate() {
             let Row::Stacked { out, len, ty } = r else { continue };
             if let Atom::Var(v) = &body.result[j]
-                && ty.rank() > 1
-                && body.result.iter().filter(|a| *a == &body.result[j]).count() == 1
-                && body.stmts.iter().any(|st| matches!(st.expr, Expr::For { .. }) && st.binds.iter().any(|b| b.var == *v))
+                && walk::row_built_in_place(body, j, ty)
             {
                 self.dest_rows.insert(*v, (out.clone(), len.clone()));
                 direct[j] = true;

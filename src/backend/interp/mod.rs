@@ -25,7 +25,9 @@
 //! - `writes`: +1 per scalar element written into a newly built array:
 //!   results of `for`, `iota`, `replicate`, array literals, `concat`,
 //!   `transpose`, `flatten`, `unflatten`, `reverse`, `rotate`, `slice`, rows
-//!   copied out by `index`, scan outputs, the array result of a built-in
+//!   copied out by `index`, scan outputs (a `for` whose row is built by a
+//!   `for` of its body writes each element once: compiled code builds the
+//!   row in place, `ir::walk::row_built_in_place`), the array result of a built-in
 //!   reduce over rank ≥ 2 (`m` for `[n][m]`), and the elements updated by
 //!   `scatter_add` (the copy of its destination itself is free).
 //!
@@ -779,7 +781,11 @@ impl Interp<'_> {
                     res.push(Value::array(row, d));
                 }
             } else {
-                self.counts.writes += (n * len) as u64;
+                // a row that a `for` of the body built was written where it
+                // belongs, as compiled code does: its writes are counted once
+                if !crate::ir::walk::row_built_in_place(body, k, &s.binds[k].ty) {
+                    self.counts.writes += (n * len) as u64;
+                }
                 res.push(Value::array([vec![n], row].concat(), d));
             }
         }
