@@ -229,3 +229,39 @@ fn an_update_in_a_branch_writes_in_place() {
     let peak = stats.unwrap().peak_bytes;
     assert!(peak < result_bytes * 3 / 2, "peak {peak} bytes for a result of {result_bytes}: the branch copied the array");
 }
+
+/// Inside a parallel `for` each thread counts its allocations in its own
+/// list (shared counters made two threads slower than one): at the end of
+/// the region the counts are added up, so a call still leaves only its
+/// results registered, and the peak, which then adds each thread's own
+/// peak, is never below the peak of the same call on one thread.
+#[test]
+fn parallel_allocation_counts_add_up() {
+    if arden::backend::c::find_compiler().is_none() {
+        eprintln!("note: no C compiler found: C backend test skipped");
+        return;
+    }
+    cache_env();
+    // every iteration builds, reads twice and drops an array of m elements
+    let src = "entry f [n][m] (x: [n][m]f64) : ([n]f64, f64) =\n  let r = for i. let t = for j. x[i, j] * 2.0 in maximum t - minimum t\n  in (r, sum r)\n";
+    let prog = Program::from_source("par_alloc.ard", src).unwrap();
+    let compiled = prog.compile(Backend::C).unwrap();
+    let interp = prog.compile(Backend::Interp).unwrap();
+    let (n, m) = (64, 1000);
+    let x = Value::array(vec![n, m], ArrayData::F64((0..n * m).map(|i| ((i * 7919) % 1009) as f64).collect()));
+    let (want, _) = interp.entry("f").unwrap().call_with(&[x.clone()], &CallOptions::default()).unwrap();
+    let mut peaks = vec![];
+    for opts in [CallOptions { threads: 1, par_min: 1 << 15 }, CallOptions { threads: 2, par_min: 0 }] {
+        for _ in 0..20 {
+            let (got, stats) = compiled.entry("f").unwrap().call_with(&[x.clone()], &opts).unwrap();
+            assert!(same(&got, &want), "{} threads: {}", opts.threads, got.to_json());
+            let stats = stats.unwrap();
+            // the result array and the argument's wrapper
+            assert!(stats.live_buffers <= 2, "{} threads: {} buffers left after the call", opts.threads, stats.live_buffers);
+            peaks.push((opts.threads, stats.peak_bytes));
+        }
+    }
+    let one = peaks.iter().filter(|p| p.0 == 1).map(|p| p.1).max().unwrap();
+    assert!(one >= 8 * (n + m) as i64, "one thread: peak {one}");
+    assert!(peaks.iter().filter(|p| p.0 == 2).all(|p| p.1 >= one), "{peaks:?}");
+}

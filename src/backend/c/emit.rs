@@ -1261,6 +1261,7 @@ impl Em {
         self.open(&format!("if (ctx->nthreads > 1 && ard_wmul({n}, {w}) >= ctx->par_min) {{"));
         let partial = self.partial_sums(k, &rows)?;
         let accs = |rows: &[Row]| rows.iter().filter_map(|r| if let Row::Summed { ptr, .. } = r { Some(format!(", {ptr}")) } else { None }).collect::<String>();
+        self.line("ard_begin_parallel(ctx);");
         self.line("#pragma omp parallel num_threads(ctx->nthreads)");
         self.open("{");
         self.line("const int64_t ard_t = omp_get_thread_num(), ard_nt = omp_get_num_threads();");
@@ -1268,6 +1269,7 @@ impl Em {
         self.line("const int64_t ard_lo = ard_t * ard_q + (ard_t < ard_r ? ard_t : ard_r), ard_hi = ard_lo + ard_q + (ard_t < ard_r);");
         self.line(&format!("(void){fname}(ctx, ard_lo, ard_hi, 1, ard_it{caps}{});", accs(&partial)));
         self.close("}");
+        self.line("ard_end_parallel(ctx);");
         self.line(&format!("if (ctx->fail_iter != INT64_MAX) goto {fail};"));
         self.combine_partial_sums(&rows, &partial)?;
         self.close("} else {");

@@ -43,16 +43,29 @@ typedef struct ard_list {
     ard_buf *cache[ARD_CACHE_SLOTS];
     int ncache;
     unsigned char lock;
+    /* while a parallel `for` runs: the bytes and buffers this thread
+     * allocated minus those it freed, and the peak of its bytes (written
+     * by this thread only; added to the context's counts when the region
+     * ends, ard_end_parallel) */
+    int64_t bytes, nbufs, peak;
+    /* the other threads' bytes as this thread last read them, and the
+     * allocations left before it reads them again (ard_live_bytes) */
+    int64_t others;
+    int stale;
     char pad[64];
 } ard_list;
 
 typedef struct ard_ctx {
     int nthreads;
+    /* 1 while one thread runs the call (outside a parallel `for`: see
+     * ard_begin_parallel): the registry's locks and reference counts are
+     * then plain loads and stores. Atomics there were a fifth of the time
+     * of a gradient that allocates small arrays per iteration. */
+    int solo;
     int64_t par_min;
     int64_t fail_iter; /* INT64_MAX while no error */
     unsigned char lock; /* for the message */
     char msg[1024];
-    int64_t bytes, peak, nbufs;
     /* limits (ard_ctx_limits): the caller's stop flag (nonzero: stop;
      * ARD_TIMED_OUT: the time limit passed), the memory limit of the
      * process, the bytes it held before the call and the time limit (for
@@ -60,6 +73,9 @@ typedef struct ard_ctx {
     const unsigned char *stop;
     int64_t max_bytes, base_bytes;
     double timeout_s;
+    /* live bytes, their peak, live buffers (outside parallel regions;
+     * inside, each thread counts in its list) */
+    int64_t bytes, peak, nbufs;
     ard_list lists[ARD_MAX_THREADS];
 } ard_ctx;
 
@@ -100,6 +116,7 @@ ard_ctx *ard_ctx_new(int nthreads, int64_t par_min) {
     c->par_min = par_min;
     c->fail_iter = INT64_MAX;
     c->max_bytes = INT64_MAX;
+    c->solo = 1;
     for (int i = 0; i < ARD_MAX_THREADS; i++) c->lists[i].head.next = c->lists[i].head.prev = &c->lists[i].head;
     return c;
 }
@@ -158,10 +175,10 @@ static inline int ard_failed_before(ard_ctx *c, int64_t iter) {
     return __atomic_load_n(&c->fail_iter, __ATOMIC_RELAXED) < iter;
 }
 
-/* the calling thread's list (0 with one thread: no OpenMP call at all) */
+/* the calling thread's list (0 with one thread running: no OpenMP call) */
 static inline int ard_thread(const ard_ctx *c) {
 #ifdef _OPENMP
-    if (c->nthreads == 1) return 0;
+    if (c->nthreads == 1 || c->solo) return 0;
     int t = omp_get_thread_num();
     return t < ARD_MAX_THREADS ? t : t % ARD_MAX_THREADS;
 #else
@@ -170,24 +187,83 @@ static inline int ard_thread(const ard_ctx *c) {
 #endif
 }
 
-/* Count a buffer as live (bytes, peak, number). */
-static inline void ard_count(ard_ctx *c, ard_buf *b) {
-    int64_t now = __atomic_add_fetch(&c->bytes, b->bytes, __ATOMIC_RELAXED);
-    int64_t peak = __atomic_load_n(&c->peak, __ATOMIC_RELAXED);
-    while (now > peak && !__atomic_compare_exchange_n(&c->peak, &peak, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) { }
-    __atomic_add_fetch(&c->nbufs, 1, __ATOMIC_RELAXED);
+static inline void ard_lock_list(const ard_ctx *c, ard_list *l) { if (!c->solo) ard_spin(&l->lock); }
+static inline void ard_unlock_list(const ard_ctx *c, ard_list *l) { if (!c->solo) ard_unspin(&l->lock); }
+
+/* Count `n` buffers of `bytes` in all (negative: freed) as live: in the
+ * context's counts when one thread runs, else in the calling thread's
+ * list, so that threads share no counter (atomic additions to shared
+ * counters made two threads slower than one on allocating loops). */
+static inline void ard_count_bytes(ard_ctx *c, int64_t bytes, int64_t n) {
+    if (c->solo) {
+        c->bytes += bytes;
+        c->nbufs += n;
+        if (c->bytes > c->peak) c->peak = c->bytes;
+        return;
+    }
+    ard_list *l = &c->lists[ard_thread(c)];
+    __atomic_store_n(&l->bytes, l->bytes + bytes, __ATOMIC_RELAXED);
+    l->nbufs += n;
+    if (l->bytes > l->peak) l->peak = l->bytes;
+}
+static inline void ard_count(ard_ctx *c, ard_buf *b) { ard_count_bytes(c, b->bytes, 1); }
+
+/* The bytes live now, for the memory limit before an allocation of
+ * `bytes`: exact when one thread runs. Inside a parallel region a thread
+ * reads the other threads' counts every ARD_RECOUNT allocations, and
+ * before any allocation over ARD_CACHE_BYTES: reading them at every
+ * allocation made their cache lines bounce between the cores (2 threads
+ * were then slower than one on the GMM gradient). The limit may then be
+ * passed by what the others allocated since (at most ARD_RECOUNT arrays
+ * of up to ARD_CACHE_BYTES each per thread). */
+#define ARD_RECOUNT 64
+static inline int64_t ard_live_bytes(ard_ctx *c, int64_t bytes) {
+    if (c->solo) return c->bytes;
+    int me = ard_thread(c);
+    ard_list *l = &c->lists[me];
+    if (--l->stale < 0 || bytes > ARD_CACHE_BYTES) {
+        l->stale = ARD_RECOUNT;
+        l->others = 0;
+        for (int t = 0; t < c->nthreads; t++)
+            if (t != me) l->others += __atomic_load_n(&c->lists[t].bytes, __ATOMIC_RELAXED);
+    }
+    return c->bytes + l->bytes + l->others;
+}
+
+/* Around a parallel region: threads count in their lists meanwhile; at
+ * its end the counts are added to the context's. The peak then counts
+ * every thread at its own peak at once: an upper bound of the true peak
+ * inside the region (exact outside). */
+static void ard_begin_parallel(ard_ctx *c) {
+    for (int t = 0; t < c->nthreads; t++) {
+        ard_list *l = &c->lists[t];
+        l->bytes = l->nbufs = l->peak = l->others = 0;
+        l->stale = 0;
+    }
+    c->solo = 0;
+}
+static void ard_end_parallel(ard_ctx *c) {
+    c->solo = 1;
+    int64_t peak = c->bytes;
+    for (int t = 0; t < c->nthreads; t++) {
+        ard_list *l = &c->lists[t];
+        c->bytes += l->bytes;
+        c->nbufs += l->nbufs;
+        peak += l->peak;
+    }
+    if (peak > c->peak) c->peak = peak;
 }
 
 ARD_SLOW static void ard_link(ard_ctx *c, ard_buf *b) {
     int t = ard_thread(c);
     ard_list *l = &c->lists[t];
     b->list = t;
-    ard_spin(&l->lock);
+    ard_lock_list(c, l);
     b->next = l->head.next;
     b->prev = &l->head;
     l->head.next->prev = b;
     l->head.next = b;
-    ard_unspin(&l->lock);
+    ard_unlock_list(c, l);
     ard_count(c, b);
 }
 
@@ -196,14 +272,14 @@ static ard_buf *ard_cached(ard_ctx *c, int64_t bytes) {
     if (bytes > ARD_CACHE_BYTES) return NULL;
     ard_list *l = &c->lists[ard_thread(c)];
     ard_buf *b = NULL;
-    ard_spin(&l->lock);
+    ard_lock_list(c, l);
     for (int i = l->ncache - 1; i >= 0; i--)
         if (l->cache[i]->bytes == bytes) {
             b = l->cache[i];
             l->cache[i] = l->cache[--l->ncache];
             break;
         }
-    ard_unspin(&l->lock);
+    ard_unlock_list(c, l);
     if (b) {
         b->rc = 1;
         ard_count(c, b);
@@ -213,23 +289,22 @@ static ard_buf *ard_cached(ard_ctx *c, int64_t bytes) {
 
 ARD_SLOW static void ard_free_buf(ard_ctx *c, ard_buf *b) {
     ard_list *l = &c->lists[b->list];
-    __atomic_sub_fetch(&c->bytes, b->bytes, __ATOMIC_RELAXED);
-    __atomic_sub_fetch(&c->nbufs, 1, __ATOMIC_RELAXED);
-    ard_spin(&l->lock);
+    ard_count_bytes(c, -b->bytes, -1);
+    ard_lock_list(c, l);
     if (!b->ext && b->bytes <= ARD_CACHE_BYTES && l->ncache < ARD_CACHE_SLOTS) {
         l->cache[l->ncache++] = b;
-        ard_unspin(&l->lock);
+        ard_unlock_list(c, l);
         return;
     }
     b->prev->next = b->next;
     b->next->prev = b->prev;
-    ard_unspin(&l->lock);
+    ard_unlock_list(c, l);
     free(b);
 }
 
 static inline void ard_retain(ard_buf *b) { __atomic_add_fetch(&b->rc, 1, __ATOMIC_RELAXED); }
 static inline void ard_release(ard_ctx *c, ard_buf *b) {
-    if (__atomic_sub_fetch(&b->rc, 1, __ATOMIC_ACQ_REL) == 0) ard_free_buf(c, b);
+    if ((c->solo ? --b->rc : __atomic_sub_fetch(&b->rc, 1, __ATOMIC_ACQ_REL)) == 0) ard_free_buf(c, b);
 }
 static inline int ard_unique(ard_buf *b) { return __atomic_load_n(&b->rc, __ATOMIC_ACQUIRE) == 1; }
 
@@ -247,12 +322,11 @@ void *ard_take(ard_ctx *c, void *buf) {
     if (!b || b->ext) return NULL;
     if (!ard_unique(b)) { ard_release(c, b); return NULL; }
     ard_list *l = &c->lists[b->list];
-    ard_spin(&l->lock);
+    ard_lock_list(c, l);
     b->prev->next = b->next;
     b->next->prev = b->prev;
-    ard_unspin(&l->lock);
-    __atomic_sub_fetch(&c->bytes, b->bytes, __ATOMIC_RELAXED);
-    __atomic_sub_fetch(&c->nbufs, 1, __ATOMIC_RELAXED);
+    ard_unlock_list(c, l);
+    ard_count_bytes(c, -b->bytes, -1);
     return b;
 }
 
@@ -300,7 +374,7 @@ ARD_SLOW static int ard_new_at(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize
         return 1;
     }
     size_t bytes = (size_t)n * (size_t)esize;
-    int64_t held = c->base_bytes + __atomic_load_n(&c->bytes, __ATOMIC_RELAXED);
+    int64_t held = c->base_bytes + ard_live_bytes(c, (int64_t)bytes);
     int over = (int64_t)bytes > c->max_bytes - held;
     ard_buf *b = over ? NULL : ard_cached(c, (int64_t)bytes);
     if (b) {
