@@ -143,7 +143,7 @@ impl Program {
     /// Look up an entry point by name.
     pub fn entry(&self, name: &str) -> Result<Entry<'_>, Error> {
         match self.module.functions.iter().find(|f| f.name == name) {
-            Some(func) => Ok(Entry { func, opt: &self.opt }),
+            Some(func) => Ok(Entry { func, expanded: self.expanded.functions.iter().find(|f| f.name == name), opt: &self.opt }),
             None => Err(Error::NoEntry {
                 name: name.to_string(),
                 available: if self.module.functions.is_empty() {
@@ -180,6 +180,8 @@ fn check_source(source: &Source) -> (Vec<Diagnostic>, Option<lower::Lowered>) {
 /// An entry point ready to be called.
 pub struct Entry<'p> {
     func: &'p Function,
+    /// the entry as the `ad` stage left it (before optimisation)
+    expanded: Option<&'p Function>,
     /// how the program was optimised: derivatives built on demand get the same
     opt: &'p crate::opt::OptOptions,
 }
@@ -233,14 +235,26 @@ impl<'p> Entry<'p> {
     /// The forward derivative of this entry as a function of its
     /// parameters then one tangent per parameter, optimised like the program.
     pub fn jvp_function(&self) -> Result<Function, Error> {
-        let g = crate::ad::jvp_function(self.func).map_err(|e| Error::Arguments(format!("cannot differentiate `{}`: {}", self.func.name, e.message)))?;
+        let f = self.primal_before_ad()?;
+        let g = crate::ad::jvp_function(&f).map_err(|e| Error::Arguments(format!("cannot differentiate `{}`: {}", self.func.name, e.message)))?;
         self.optimized("forward", g)
+    }
+
+    /// The primal that derivatives are built from: the entry optimised
+    /// without the rules whose output differentiates badly
+    /// (`opt::NOT_BEFORE_AD`); the entry itself where those never fired.
+    fn primal_before_ad(&self) -> Result<Function, Error> {
+        let Some(expanded) = self.expanded.filter(|_| self.opt.level != crate::opt::Level::O0) else { return Ok(self.func.clone()) };
+        let module = crate::ir::Module { functions: vec![expanded.clone()] };
+        let (mut m, _) = crate::opt::optimize(&module, &self.opt.before_ad()).map_err(|e| Error::Optimize(e.to_string()))?;
+        Ok(m.functions.pop().expect("one function in, one out"))
     }
 
     /// The reverse derivative of this entry as a function of its
     /// parameters then the result's cotangent, optimised like the program.
     pub fn vjp_function(&self) -> Result<Function, Error> {
-        let g = crate::ad::vjp_function(self.func).map_err(|e| Error::Arguments(format!("cannot differentiate `{}`: {}", self.func.name, e.message)))?;
+        let f = self.primal_before_ad()?;
+        let g = crate::ad::vjp_function(&f).map_err(|e| Error::Arguments(format!("cannot differentiate `{}`: {}", self.func.name, e.message)))?;
         self.optimized("reverse", g)
     }
 

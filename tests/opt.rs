@@ -764,3 +764,54 @@ fn reads_through_reshapes_of_a_for_fuse() {
         }
     });
 }
+
+/// `sum_cond_range`: a sum whose terms are zero outside the range a
+/// comparison with the index allows runs over that range only, for every
+/// form of the comparison, bit for bit (NaN, ±∞, -0.0 terms; bounds below
+/// 0, past n, and at i64's ends), and a term that fails fails as before.
+#[test]
+fn sums_run_over_the_range_their_condition_allows() {
+    let conds = ["i < e", "i <= e", "e > i", "e >= i", "i > e", "i >= e", "e < i", "e <= i"];
+    let mut src = String::new();
+    for (k, c) in conds.iter().enumerate() {
+        src += &format!("entry s{k} [n] (x: [n]f64) (e: i64) : f64 = sum (for i. if {c} then x[i] * 2.0 else 0.0)\n");
+    }
+    // an integer sum, and a term with a checked read that fails past e = 3
+    src += "entry ints [n] (x: [n]i64) (e: i64) : i64 = sum (for i. if i < e then x[i] * 3 else 0)\n";
+    src += "entry fails [n] (x: [n]f64) (j: [n]i64) (e: i64) : f64 = sum (for i. if i < e then x[j[i]] else 0.0)\n";
+    let x = "[1.5, -0.0, -2.5, 2.25, -1e308, 1e308, -3.0]";
+    for k in 0..conds.len() {
+        for e in ["-5", "0", "3", "6", "7", "40", "9223372036854775807", "-9223372036854775808"] {
+            let (fired, ir, o0, o1) = run_both(&src, &format!("s{k}"), &format!("[{x}, {e}]"));
+            assert_eq!(fired.get("sum_cond_range"), Some(&1), "s{k} ({}): {fired:?}\n{ir}", conds[k]);
+            assert!(!ir.contains(" if "), "{ir}");
+            // the clamps cost up to 6 scalar operations once; a suffix
+            // range adds its offset per iteration where the comparison was
+            assert!(o1 <= o0 + 6.0, "{}: {o0} -> {o1}", conds[k]);
+            if e == "3" {
+                assert!(o1 < o0, "{}: {o0} -> {o1}", conds[k]);
+            }
+        }
+    }
+    // -0.0 terms only, and sums of nothing: still +0.0 (bitwise, by run_both)
+    run_both(&src, "s0", "[[-0.0, -0.0, -0.0], 2]");
+    run_both(&src, "s4", "[[], 2]");
+    let (fired, _, _, _) = run_both(&src, "ints", "[[1, 2, 3, 4], 2]");
+    assert_eq!(fired.get("sum_cond_range"), Some(&1));
+    // the checked read of j[i] = 9 happens at i = 3: only when e > 3
+    let (fired, _, _, _) = run_both(&src, "fails", "[[1.0, 2.0, 3.0, 4.0, 5.0], [0, 1, 2, 9, 4], 3]");
+    assert_eq!(fired.get("sum_cond_range"), Some(&1));
+    run_both(&src, "fails", "[[1.0, 2.0, 3.0, 4.0, 5.0], [0, 1, 2, 9, 4], 4]");
+    // NaN and ±∞ terms, inside and outside the range
+    let p1 = Program::from_source("cond.ard", &src).unwrap();
+    let p0 = Program::from_source_with("cond.ard", &src, &OptOptions::level(0)).unwrap();
+    let x = f64s(6, |k| [f64::NAN, 1.0, f64::INFINITY, -0.0, f64::NEG_INFINITY, 2.0][k]);
+    for k in 0..conds.len() {
+        for e in [-1i64, 0, 1, 2, 3, 5, 6] {
+            let args = [x.clone(), Value::I64(e)];
+            let a = p0.entry(&format!("s{k}")).unwrap().call(&args).unwrap();
+            let b = p1.entry(&format!("s{k}")).unwrap().call(&args).unwrap();
+            assert!(same_at(&a, &b, false), "s{k} e={e}: {} vs {}", a.to_json(), b.to_json());
+        }
+    }
+}

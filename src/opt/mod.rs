@@ -70,6 +70,14 @@ impl OptOptions {
         OptOptions { level: if level == 0 { Level::O0 } else { Level::O1 }, ..OptOptions::default() }
     }
 
+    /// These options for a primal that is differentiated next (derivatives
+    /// built on demand from an entry, `api::Entry::vjp_function`): the
+    /// schedule without [`NOT_BEFORE_AD`].
+    pub fn before_ad(&self) -> OptOptions {
+        let sched = self.schedule.clone().unwrap_or_else(default_schedule);
+        OptOptions { schedule: Some(sched.without(NOT_BEFORE_AD)), entries: None, trace: false, ..self.clone() }
+    }
+
     /// Every rule a schedule may name: built-in first, then the extra ones.
     pub fn rules(&self) -> Vec<Rule> {
         let mut all = rules::builtin();
@@ -101,6 +109,18 @@ pub struct Report {
     /// time spent optimising, per function
     pub elapsed: Vec<(String, std::time::Duration)>,
 }
+
+/// Rules whose output differentiates worse than their input, left out when
+/// a primal is optimised to be differentiated next (`OptOptions::before_ad`):
+/// `sum_cond_range` makes a loop whose size depends on an outer index, and
+/// reverse mode of such a ragged loop scatters each iteration's cotangent
+/// into a whole zero array (the GMM d=10 gradient from the optimised
+/// objective cost 105M operations with it, 82M without); `fuse_minmax_for`
+/// makes a loop whose reverse mode saves its accumulator at every step
+/// (see docs/OPTIMISER.md). Derivatives written in the program (`grad`,
+/// `vjp`, … in the source) are expanded before any optimisation and are
+/// not concerned.
+pub const NOT_BEFORE_AD: &[&str] = &["sum_cond_range", "fuse_minmax_for"];
 
 /// The default schedule, parsed.
 pub fn default_schedule() -> Schedule {

@@ -147,7 +147,36 @@ pub struct Schedule {
     pub main: Strategy,
 }
 
+impl Strategy {
+    /// This strategy with every rule of `rules` replaced by `fail` (in a
+    /// left choice `r <+ s`, that leaves `s`).
+    pub fn without(&self, rules: &[&str]) -> Strategy {
+        let b = |s: &Strategy| Box::new(s.without(rules));
+        match self {
+            Strategy::Rule(n) if rules.contains(&n.as_str()) => Strategy::Fail,
+            Strategy::Id | Strategy::Fail | Strategy::Rule(_) | Strategy::Ref(_) => self.clone(),
+            Strategy::Seq(x, y) => Strategy::Seq(b(x), b(y)),
+            Strategy::LChoice(x, y) => Strategy::LChoice(b(x), b(y)),
+            Strategy::Try(x) => Strategy::Try(b(x)),
+            Strategy::Repeat(x) => Strategy::Repeat(b(x)),
+            Strategy::One(x) => Strategy::One(b(x)),
+            Strategy::All(x) => Strategy::All(b(x)),
+            Strategy::TopDown(x) => Strategy::TopDown(b(x)),
+            Strategy::BottomUp(x) => Strategy::BottomUp(b(x)),
+            Strategy::Normalize(x) => Strategy::Normalize(b(x)),
+            Strategy::Innermost(x) => Strategy::Innermost(b(x)),
+            Strategy::Everywhere(x) => Strategy::Everywhere(b(x)),
+        }
+    }
+}
+
 impl Schedule {
+    /// This schedule with every rule of `rules` replaced by `fail`, in its
+    /// `let`s too.
+    pub fn without(&self, rules: &[&str]) -> Schedule {
+        Schedule { lets: self.lets.iter().map(|(n, s)| (n.clone(), s.without(rules))).collect(), main: self.main.without(rules) }
+    }
+
     /// The strategy a `let` name stands for.
     pub fn lookup(&self, name: &str) -> Option<&Strategy> {
         self.lets.iter().rev().find(|(n, _)| n == name).map(|(_, s)| s)

@@ -3,14 +3,14 @@
 //! rule that is exact only for structural zeros.
 
 use super::{bind, copies, is_lit, lit_f, select_zero, single};
-use crate::ir::{Atom, Block, Expr, Lit, Prim, Stmt, VarId};
+use crate::ir::{Atom, Block, Expr, Lit, Prim, Size, Stmt, VarId};
 use crate::opt::rule::{Ctx, Rule};
 
 pub const RULES: &[Rule] = &[
     Rule::on_stmt("fold_constant", "a primitive on literals becomes its value, computed as a run computes it (never an integer division by zero)", fold_constant),
     Rule::on_stmt(
         "simplify_arith",
-        "exact identities: x*1, 1*x, x/1, x-0.0, x+(-0.0), -(-x) → x; on integers also x+0, x*0 → 0, x-x → 0; on booleans the and/or/not laws; select c x x → x",
+        "exact identities: x*1, 1*x, x/1, x-0.0, x+(-0.0), -(-x) → x; on integers also x+0, x*0 → 0, x-x → 0, and for the index i of a loop over n, min i n → i and max i 0 → i; on booleans the and/or/not laws; select c x x → x",
         simplify_arith,
     ),
     Rule::on_stmt("if_constant", "`if true/false` becomes the statements of the branch taken", if_constant),
@@ -91,11 +91,23 @@ fn int_scalar(a: &Atom, b: Option<&Atom>) -> Option<crate::ir::Scalar> {
     })
 }
 
+/// `min i n` → i and `max i 0` → i for the index i of a loop over n
+/// (`sum_cond_range`'s clamps of a loop index).
+fn index_bound(p: Prim, xs: &[Atom], ctx: &Ctx) -> Option<Atom> {
+    let (a, b) = (xs.first()?, xs.get(1)?);
+    let pairs = [(a, b), (b, a)];
+    match p {
+        Prim::Min => pairs.into_iter().find(|(i, n)| Size::of_atom(n).is_some_and(|n| ctx.provably_below(i, &n))).map(|(i, _)| *i),
+        Prim::Max => pairs.into_iter().find(|(i, z)| matches!(i, Atom::Var(v) if ctx.index_range(*v).is_some()) && is_lit(z, 0.0)).map(|(i, _)| *i),
+        _ => None,
+    }
+}
+
 fn simplify_arith(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let b = single(s)?;
     let Expr::Prim(p, xs) = &s.expr else { return None };
     let float = b.ty.elem.is_float() || (*p == Prim::Select && xs.get(1).and_then(|x| ctx.type_of(x)).is_some_and(|t| t.elem.is_float()));
-    let to = match identity(*p, xs, float) {
+    let to = match identity(*p, xs, float).or_else(|| index_bound(*p, xs, ctx)) {
         Some(a) => a,
         None => {
             // -(-x) and not(not x)

@@ -34,6 +34,11 @@ pub const RULES: &[Rule] = &[
         "`for i < 0. e` → empty arrays of the binders' types (an accumulated result: zeros); the body never ran, so it could not fail",
         for_zero,
     ),
+    Rule::on_stmt(
+        "sum_cond_range",
+        "Σ_{i<n} (if i < e then x else 0) (an accumulating `for` whose body is that comparison and `if`, with literal zeros in the `else`) → the sum of x over i < clamp(e, 0, n) only; also `i <= e` and, as a range starting at e or e+1, `i >= e` and `i > e` (either operand order). The iterations dropped added a zero to a sum that starts at +0, which changes no bit, and those left run in the same order (GMM's triangular `if i < j`: half the iterations)",
+        sum_cond_range,
+    ),
     Rule::on_stmt("loop_zero", "a counted `loop` of 0 iterations → its initial values", loop_zero),
     Rule::on_stmt("loop_one", "a counted `loop` of 1 iteration → its body with the counter 0 and the parameters their initial values", loop_one),
     Rule::on_stmt(
@@ -579,5 +584,118 @@ fn for_zero(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
             out.push(bind(b.var, b.ty.clone(), Expr::ArrayLit(vec![])));
         }
     }
+    Some(out)
+}
+
+/// The range of `i` where comparison `p xs` holds, for `sum_cond_range`:
+/// an exclusive upper bound `e + k` or an inclusive lower bound `e + k`,
+/// with `e` the operand that is not `i`.
+enum Bound {
+    Below(Atom, i64),
+    From(Atom, i64),
+}
+
+fn cond_bound(p: Prim, xs: &[Atom], i: VarId) -> Option<Bound> {
+    use Prim::*;
+    let iv = Atom::Var(i);
+    let (left, e) = match (xs.first()? == &iv, xs.get(1)? == &iv) {
+        (true, false) => (true, xs[1]),
+        (false, true) => (false, xs[0]),
+        _ => return None,
+    };
+    // as `i OP e`
+    let op = match (p, left) {
+        (op, true) => op,
+        (Lt, false) => Gt,
+        (Le, false) => Ge,
+        (Gt, false) => Lt,
+        (Ge, false) => Le,
+        _ => return None,
+    };
+    match op {
+        Lt => Some(Bound::Below(e, 0)),
+        Le => Some(Bound::Below(e, 1)),
+        Gt => Some(Bound::From(e, 1)),
+        Ge => Some(Bound::From(e, 0)),
+        _ => None,
+    }
+}
+
+fn sum_cond_range(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let Expr::ForAcc { ivar, size, body, acc } = &s.expr else { return None };
+    let [cmp, branch] = body.stmts.as_slice() else { return None };
+    let Expr::If { cond: Atom::Var(c), then_b, else_b } = &branch.expr else { return None };
+    let Expr::Prim(p, xs) = &cmp.expr else { return None };
+    // (a float zero of either sign: x + -0.0 is x too)
+    let zero = |a: &Atom| match a {
+        Atom::Lit(Lit::F64(x)) => *x == 0.0,
+        Atom::Lit(Lit::F32(x)) => *x == 0.0,
+        Atom::Lit(Lit::I64(x)) => *x == 0,
+        Atom::Lit(Lit::I32(x)) => *x == 0,
+        _ => false,
+    };
+    let results_are_the_branch = body.result.len() == branch.binds.len() && body.result.iter().zip(&branch.binds).all(|(r, b)| *r == Atom::Var(b.var));
+    if !acc.iter().all(|a| *a)
+        || cmp.binds.len() != 1
+        || cmp.binds[0].var != *c
+        || !else_b.stmts.is_empty()
+        || !else_b.result.iter().all(zero)
+        || !results_are_the_branch
+        || walk::free_vars_block(then_b).contains(c)
+    {
+        return None;
+    }
+    let bound = cond_bound(*p, xs, *ivar)?;
+    let n = size.as_atom()?;
+    let int = Type::scalar(Scalar::I64);
+    let e_ok = |e: &Atom| ctx.type_of(e) == Some(int.clone()) && *e != Atom::Var(*c);
+    let mut out = vec![];
+    let mut op = |p: Prim, a: Atom, b: Atom, ctx: &mut Ctx| {
+        let v = ctx.fresh("range");
+        out.push(bind(v, int.clone(), Expr::Prim(p, vec![a, b])));
+        Atom::Var(v)
+    };
+    let one = Atom::Lit(Lit::I64(1));
+    let zero_i = Atom::Lit(Lit::I64(0));
+    // the new trip count (a `max … 0`, known non-negative) and the offset of i
+    let (count, offset) = match bound {
+        // i < min(e, n) (for i <= e: min(e, n - 1) + 1, which cannot overflow)
+        Bound::Below(e, k) => {
+            if !e_ok(&e) {
+                return None;
+            }
+            let hi = if k == 0 {
+                op(Prim::Min, e, n, ctx)
+            } else {
+                let last = op(Prim::Sub, n, one, ctx);
+                let m = op(Prim::Min, e, last, ctx);
+                op(Prim::Add, m, one, ctx)
+            };
+            (op(Prim::Max, hi, zero_i, ctx), None)
+        }
+        // i from lo = clamp(e + k, 0, n) to n
+        Bound::From(e, k) => {
+            if !e_ok(&e) {
+                return None;
+            }
+            let m = op(Prim::Min, e, n, ctx);
+            let m = if k == 0 { m } else { op(Prim::Add, m, one, ctx) };
+            let m = op(Prim::Max, m, zero_i, ctx);
+            let lo = op(Prim::Min, m, n, ctx);
+            let left = op(Prim::Sub, n, lo, ctx);
+            (op(Prim::Max, left, zero_i, ctx), Some(lo))
+        }
+    };
+    let Atom::Var(count) = count else { return None };
+    let mut new_body = then_b.clone();
+    let new_ivar = match offset {
+        None => *ivar,
+        Some(lo) => {
+            let j = ctx.fresh_like(*ivar);
+            new_body.stmts.insert(0, bind(*ivar, int.clone(), Expr::Prim(Prim::Add, vec![Atom::Var(j), lo])));
+            j
+        }
+    };
+    out.push(Stmt { binds: s.binds.clone(), expr: Expr::ForAcc { ivar: new_ivar, size: Size::var(count), body: new_body, acc: acc.clone() }, loc: s.loc.clone() });
     Some(out)
 }
