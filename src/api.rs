@@ -236,7 +236,7 @@ impl<'p> Entry<'p> {
     /// parameters then one tangent per parameter, optimised like the program.
     pub fn jvp_function(&self) -> Result<Function, Error> {
         let f = self.primal_before_ad()?;
-        let g = crate::ad::jvp_function(&f).map_err(|e| Error::Arguments(format!("cannot differentiate `{}`: {}", self.func.name, e.message)))?;
+        let g = crate::ad::jvp_function(&f).map_err(|e| self.cannot_differentiate(e))?;
         self.optimized("forward", g)
     }
 
@@ -254,8 +254,13 @@ impl<'p> Entry<'p> {
     /// parameters then the result's cotangent, optimised like the program.
     pub fn vjp_function(&self) -> Result<Function, Error> {
         let f = self.primal_before_ad()?;
-        let g = crate::ad::vjp_function(&f).map_err(|e| Error::Arguments(format!("cannot differentiate `{}`: {}", self.func.name, e.message)))?;
+        let g = crate::ad::vjp_function(&f).map_err(|e| self.cannot_differentiate(e))?;
         self.optimized("reverse", g)
+    }
+
+    fn cannot_differentiate(&self, e: crate::ad::AdError) -> Error {
+        let at = e.loc.map(|l| format!(" (at {}:{}:{})", l.file, l.line, l.col)).unwrap_or_default();
+        Error::Arguments(format!("cannot differentiate `{}`: {}{at}", self.func.name, e.message))
     }
 
     fn optimized(&self, mode: &str, g: Function) -> Result<Function, Error> {

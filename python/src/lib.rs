@@ -299,7 +299,8 @@ impl Prepared {
 /// derivatives prepared on demand.
 #[pyclass(frozen, module = "arden._arden")]
 struct NativeProgram {
-    program: Program,
+    /// shared with the compiling thread that builds derivatives
+    program: Arc<Program>,
     prepared: Prepared,
     backend: Backend,
     explicit: bool,
@@ -376,7 +377,7 @@ impl NativeProgram {
                 // the interpreter when the C backend failed (by default)
                 let backend = prepared.compiled.backend();
                 Ok(NativeProgram {
-                    program,
+                    program: Arc::new(program),
                     prepared,
                     backend,
                     explicit,
@@ -500,23 +501,17 @@ impl NativeProgram {
         if let Some(p) = self.derived.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return Ok(p.clone());
         }
-        let f = self.program.entry(name).map_err(|e| to_py(py, e, None))?.function().clone();
-        let (backend, explicit, opt_level) = (self.backend, self.explicit, self.opt_level);
+        self.program.entry(name).map_err(|e| to_py(py, e, None))?;
+        let (program, entry) = (self.program.clone(), name.to_string());
+        let (backend, explicit) = (self.backend, self.explicit);
         let kind2 = kind.to_string();
         let built = on_big_stack(py, move || {
-            let g = if kind2 == "jvp" { arden::ad::jvp_function(&f) } else { arden::ad::vjp_function(&f) };
-            let g = g.map_err(|e| {
-                let at = e.loc.map(|l| format!(" (at {}:{}:{})", l.file, l.line, l.col)).unwrap_or_default();
-                Error::Arguments(format!("cannot differentiate `{}`: {}{at}", f.name, e.message))
-            })?;
-            if let Err(e) = arden::ir::verify::verify_function(&g) {
-                return Err(Error::Runtime(format!("internal: the derivative of `{}` does not verify: {e}", f.name)));
-            }
-            // optimised like the entries themselves, at the module's level
-            let module = ir::Module { functions: vec![g] };
-            let (module, _) = arden::opt::optimize(&module, &arden::opt::OptOptions::level(opt_level)).map_err(|e| Error::Optimize(e.to_string()))?;
+            // built and optimised as the Rust API builds them (the primal
+            // optimised for differentiation, then the derivative optimised)
+            let e = program.entry(&entry)?;
+            let g = if kind2 == "jvp" { e.jvp_function() } else { e.vjp_function() }?;
             let mut notes = vec![];
-            let p = Prepared::new(module.functions, backend, explicit, &mut notes)?;
+            let p = Prepared::new(vec![g], backend, explicit, &mut notes)?;
             Ok((p, notes))
         })?;
         let (p, notes) = built.map_err(|e| match e {
