@@ -333,6 +333,8 @@ impl Lowerer<'_> {
             .collect();
         if matches!(want, Ty::Idx(_)) {
             d = d.hint("an `idx n` is only made by a `for`/`loop` index over `n` or by `argmax`/`argmin` of an array of size n; it cannot come from an arbitrary integer");
+        } else if let Some(h) = tuple_layout_hint(&have, &want) {
+            d = d.hint(h);
         } else if have.leaf_types().iter().map(|t| (t.elem, t.rank())).eq(want.leaf_types().iter().map(|t| (t.elem, t.rank()))) {
             let mut bindings = bindings;
             bindings.sort();
@@ -768,5 +770,25 @@ fn shape_of(ty: &Ty) -> Shape {
     match ty {
         Ty::Tuple(ts) => Shape::Tuple(ts.iter().map(shape_of).collect()),
         t => Shape::Leaf(t.leaf_types().remove(0)),
+    }
+}
+
+/// The hint for an array of tuples where a tuple of arrays is expected, or
+/// the reverse: the same leaves laid out the other way round (their sizes
+/// may well agree, so "the sizes differ" would mislead).
+fn tuple_layout_hint(have: &Ty, want: &Ty) -> Option<&'static str> {
+    fn array_of_tuples(t: &Ty) -> bool {
+        match t {
+            Ty::Array(_, e) => matches!(**e, Ty::Tuple(_)) || array_of_tuples(e),
+            _ => false,
+        }
+    }
+    let tuple = |t: &Ty| matches!(t, Ty::Tuple(_));
+    if array_of_tuples(have) && tuple(want) {
+        Some("this is an array of tuples and a tuple of arrays is expected: `unzip e` turns the one into the other")
+    } else if tuple(have) && array_of_tuples(want) {
+        Some("this is a tuple of arrays and an array of tuples is expected: `zip a b` turns the one into the other")
+    } else {
+        None
     }
 }
