@@ -155,7 +155,7 @@ fn every_rule_and_the_pipeline_preserve_random_programs() {
     assert!(checked >= cases * 9 / 10, "only {checked} of {cases} random programs compiled");
     // the fusion rules for reductions, scans and reshapes do meet random programs
     if cases >= 1000 {
-        for r in ["fuse_fold_for", "fuse_minmax_for", "fuse_scan_for", "fuse_index_flatten", "fuse_index_unflatten"] {
+        for r in ["fuse_fold_for", "fuse_minmax_for", "fuse_scan_for", "fuse_index_flatten", "fuse_index_unflatten", "sum_cond_range"] {
             assert!(fired.contains(r), "`{r}` never fired on {checked} random programs");
         }
     }
@@ -814,4 +814,16 @@ fn sums_run_over_the_range_their_condition_allows() {
             assert!(same_at(&a, &b, false), "s{k} e={e}: {} vs {}", a.to_json(), b.to_json());
         }
     }
+}
+
+/// A nest whose inner size depends on an outer index (`for i. for j < i`,
+/// which `sum_cond_range` makes) has no table type: `hoist_invariant_nest`
+/// leaves an expensive statement in it where it is (it built a `[n][i]`
+/// table, which the verifier rejects, before).
+#[test]
+fn ragged_nests_are_not_hoisted_into_tables() {
+    let src = "entry h [n] (x: [n]f64) (z: [n]f64) : [n]f64 = for k. sum (for i. sum (for j. if j < i then exp z[i] * x[j] * x[k] else 0.0))";
+    let (fired, ir, o0, o1) = run_both(src, "h", "[[1.0, -2.0, 0.5, 3.0], [0.25, -1.0, 2.0, 0.0]]");
+    assert!(fired.contains_key("sum_cond_range"), "{fired:?}\n{ir}");
+    assert!(o1 < o0, "{o0} -> {o1}");
 }

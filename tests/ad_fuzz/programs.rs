@@ -532,7 +532,7 @@ impl Gen {
     fn vector(&mut self, ty: Ty, env: &Env, depth: usize) -> E {
         let d = depth - 1;
         let sz = ty.size();
-        match self.rng.below(18) {
+        match self.rng.below(19) {
             0 | 1 => {
                 let i = self.name("i");
                 let body = self.expr(Ty::F, &env.with(&i, ty.idx()), d);
@@ -625,6 +625,20 @@ impl Gen {
                 let a = self.expr(zt, env, d);
                 let b = self.expr(ty, &env.with(&z, zt), d);
                 node(ty, vec![z.clone()], vec![O(format!("(let {z} = ")), K(a), S(" in "), K(b), S(")")])
+            }
+            16 => {
+                // a triangular partial sum: the terms outside a range of j are
+                // zero (`sum_cond_range`; GMM's `qtimesx`)
+                let (i, j) = (self.name("i"), self.name("j"));
+                let a = self.expr(ty, env, d);
+                let b = self.expr(Ty::F, &env.with(&i, ty.idx()), d);
+                let cmp = self.pick(&[" < ", " <= ", " > ", " >= "]);
+                let cond = if self.chance(50) { format!("{j}{cmp}{i}") } else { format!("{i}{cmp}{j}") };
+                node(
+                    ty,
+                    vec![i.clone(), j.clone()],
+                    vec![O(format!("(for ({i} < {sz}). sum (for ({j} < {sz}). if {cond} then (")), K(a), O(format!(")[{j}] * ")), K(b), S(" else 0.0))")],
+                )
             }
             _ => {
                 let (a, b) = (self.expr(ty, env, d), self.expr(Ty::F, env, d));

@@ -438,6 +438,13 @@ fn hoist_invariant_nest(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
         let (Expr::For { ivar, size, body } | Expr::ForAcc { ivar, size, body, .. }) = &f.expr else { return None };
         levels.push((*ivar, size.clone(), body));
     }
+    // a level whose size depends on an outer level's index is ragged: the
+    // table would have no type (`for i < n. for j < i`, as `sum_cond_range`
+    // makes)
+    let indices: Vec<VarId> = levels.iter().map(|(i, _, _)| *i).collect();
+    if levels.iter().any(|(_, n, _)| n.vars().iter().any(|v| indices.contains(v))) {
+        return None;
+    }
     let (_, _, inner) = levels.last()?;
     let target = &inner.stmts[found.at];
     let elem = target.binds[0].clone();
