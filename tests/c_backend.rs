@@ -265,3 +265,48 @@ fn parallel_allocation_counts_add_up() {
     assert!(one >= 8 * (n + m) as i64, "one thread: peak {one}");
     assert!(peaks.iter().filter(|p| p.0 == 2).all(|p| p.1 >= one), "{peaks:?}");
 }
+
+/// A float `scatter_add` skips the store of a value that changes no bit
+/// (reverse mode pads its pairs with `(0, 0.0)`, whose stores to element
+/// 0 were a chain of dependent additions): the signs of zeros come out as
+/// the interpreter's, bit for bit, on one thread and on two.
+#[test]
+fn scatter_add_of_zeros_keeps_the_signs_of_zeros() {
+    if arden::backend::c::find_compiler().is_none() {
+        eprintln!("note: no C compiler found: C backend test skipped");
+        return;
+    }
+    cache_env();
+    let src = "entry s [n][k] (d: [n]f64) (ix: [k]i64) (v: [k]f64) : [n]f64 = scatter_add d ix v\n\
+               entry s32 [n][k] (d: [n]f32) (ix: [k]i64) (v: [k]f32) : [n]f32 = scatter_add d ix v\n";
+    let prog = Program::from_source("scatter_zeros.ard", src).unwrap();
+    let compiled = prog.compile(Backend::C).unwrap();
+    let interp = prog.compile(Backend::Interp).unwrap();
+    let bits = |v: &Value| match v {
+        Value::Array(a) => match &a.data {
+            ArrayData::F64(x) => x.iter().map(|f| f.to_bits()).collect::<Vec<u64>>(),
+            ArrayData::F32(x) => x.iter().map(|f| f.to_bits() as u64).collect(),
+            _ => panic!("not floats"),
+        },
+        _ => panic!("not an array"),
+    };
+    let dest = [-0.0, 0.0, -0.0, 1.0, -0.0, f64::NAN];
+    let ix = [0i64, 0, 1, 2, 2, 3, 4, 4, 5, 5];
+    let vals = [0.0, -0.0, -0.0, -0.0, 0.0, 0.0, -0.0, -0.0, 0.0, -0.0];
+    for f32 in [false, true] {
+        let arr = |x: &[f64]| {
+            if f32 {
+                Value::array(vec![x.len()], ArrayData::F32(x.iter().map(|v| *v as f32).collect()))
+            } else {
+                Value::array(vec![x.len()], ArrayData::F64(x.to_vec().into()))
+            }
+        };
+        let args = [arr(&dest), Value::array(vec![ix.len()], ArrayData::I64(ix.to_vec().into())), arr(&vals)];
+        let name = if f32 { "s32" } else { "s" };
+        let (want, _) = interp.entry(name).unwrap().call_with(&args, &CallOptions::default()).unwrap();
+        for opts in [CallOptions { threads: 1, par_min: 1 << 15 }, CallOptions { threads: 2, par_min: 0 }] {
+            let (got, _) = compiled.entry(name).unwrap().call_with(&args, &opts).unwrap();
+            assert_eq!(bits(&got), bits(&want), "{name} at {} threads: {} vs {}", opts.threads, got.to_json(), want.to_json());
+        }
+    }
+}

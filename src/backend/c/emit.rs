@@ -1672,7 +1672,14 @@ impl Em {
         let po = self.elem_ptr(&o, t.elem);
         let pv = self.elem_ptr(&vs, t.elem);
         let add = |a: &str, b: &str| Self::op_expr(&ReduceOp::Add, t.elem, a, b);
-        let seq = add("ard_o[ard_ix[ard_j] * ard_m + ard_e]", "ard_v[ard_j * ard_m + ard_e]")?;
+        let seq = if t.elem.is_float() {
+            // adding a zero that changes nothing is not stored: only +0.0
+            // onto -0.0 changes a bit (reverse mode pads its index/value
+            // pairs with (0, 0.0), which chained stores to element 0)
+            format!("ard_scatter_add_f(&ard_o[ard_ix[ard_j] * ard_m + ard_e], ard_v[ard_j * ard_m + ard_e])")
+        } else {
+            format!("ard_o[ard_ix[ard_j] * ard_m + ard_e] = {}", add("ard_o[ard_ix[ard_j] * ard_m + ard_e]", "ard_v[ard_j * ard_m + ard_e]")?)
+        };
         self.open("{");
         self.line(&format!("{ct} *ard_o = {po}; const {ct} *ard_v = {pv}; const int64_t *ard_ix = ard_ix{k}; int64_t ard_k = ard_k{k}, ard_m = ard_m{k}, ard_nm = ard_n{k} * ard_m{k};"));
         let fail = self.fail.clone();
@@ -1689,7 +1696,10 @@ impl Em {
             self.line("int ard_t = omp_get_thread_num(), ard_T = omp_get_num_threads();");
             self.line("if (ard_t == 0) ard_used = ard_T;");
             self.line(&format!("{ct} *ard_q = ard_pp + ard_t * ard_nm;"));
-            self.line("for (int64_t ard_e = 0; ard_e < ard_nm; ard_e++) ard_q[ard_e] = 0;");
+            // a float partial sum starts at -0.0, which adds nothing to any
+            // value (+0 would turn a -0.0 destination into +0.0)
+            let zero = if t.elem.is_float() { "-0.0" } else { "0" };
+            self.line(&format!("for (int64_t ard_e = 0; ard_e < ard_nm; ard_e++) ard_q[ard_e] = {zero};"));
             self.line("int64_t ard_lo = ard_k * ard_t / ard_T, ard_hi = ard_k * (ard_t + 1) / ard_T;");
             let qa = add("ard_q[ard_ix[ard_j] * ard_m + ard_e]", "ard_v[ard_j * ard_m + ard_e]")?;
             self.line(&format!("for (int64_t ard_j = ard_lo; ard_j < ard_hi; ard_j++) for (int64_t ard_e = 0; ard_e < ard_m; ard_e++) ard_q[ard_ix[ard_j] * ard_m + ard_e] = {qa};"));
@@ -1714,10 +1724,10 @@ impl Em {
             self.close("}");
             self.close("} else {");
             self.ind += 1;
-            self.line(&format!("for (int64_t ard_j = 0; ard_j < ard_k; ard_j++) for (int64_t ard_e = 0; ard_e < ard_m; ard_e++) ard_o[ard_ix[ard_j] * ard_m + ard_e] = {seq};"));
+            self.line(&format!("for (int64_t ard_j = 0; ard_j < ard_k; ard_j++) for (int64_t ard_e = 0; ard_e < ard_m; ard_e++) {seq};"));
             self.close("}");
         } else {
-            self.line(&format!("for (int64_t ard_j = 0; ard_j < ard_k; ard_j++) for (int64_t ard_e = 0; ard_e < ard_m; ard_e++) ard_o[ard_ix[ard_j] * ard_m + ard_e] = {seq};"));
+            self.line(&format!("for (int64_t ard_j = 0; ard_j < ard_k; ard_j++) for (int64_t ard_e = 0; ard_e < ard_m; ard_e++) {seq};"));
         }
         self.close("}");
         Ok(())

@@ -302,6 +302,11 @@ ARD_SLOW static void ard_free_buf(ard_ctx *c, ard_buf *b) {
     free(b);
 }
 
+/* `*o += x` for a float scatter_add, without the store when it changes
+ * no bit: x is a zero and *o is not -0.0 onto which +0.0 would land. */
+#define ard_scatter_add_f(o, x) do { __typeof__(x) ard_x_ = (x); __typeof__(o) ard_o_ = (o); \
+    if (ard_x_ != 0 || (*ard_o_ == 0 && signbit(*ard_o_) && !signbit(ard_x_))) *ard_o_ = *ard_o_ + ard_x_; } while (0)
+
 static inline void ard_retain(ard_buf *b) { __atomic_add_fetch(&b->rc, 1, __ATOMIC_RELAXED); }
 static inline void ard_release(ard_ctx *c, ard_buf *b) {
     if ((c->solo ? --b->rc : __atomic_sub_fetch(&b->rc, 1, __ATOMIC_ACQ_REL)) == 0) ard_free_buf(c, b);
