@@ -203,6 +203,18 @@ fn parallel_errors_match_the_interpreter() {
     }
 }
 
+/// `src` compiled for the C backend and for the interpreter; `None`, with
+/// a note, when no C compiler is found.
+fn c_and_interp(name: &str, src: &str) -> Option<(arden::api::Compiled, arden::api::Compiled)> {
+    if arden::backend::c::find_compiler().is_none() {
+        eprintln!("note: no C compiler found: C backend test skipped");
+        return None;
+    }
+    cache_env();
+    let prog = Program::from_source(name, src).unwrap();
+    Some((prog.compile(Backend::C).unwrap(), prog.compile(Backend::Interp).unwrap()))
+}
+
 /// An array whose last use is an `if` belongs to the branch that runs: an
 /// `update` there writes in place. Before, the emitter kept the array
 /// alive across the branches and the update copied it, so the logsumexp
@@ -210,16 +222,9 @@ fn parallel_errors_match_the_interpreter() {
 /// arrays of n elements at its peak instead of one.
 #[test]
 fn an_update_in_a_branch_writes_in_place() {
-    if arden::backend::c::find_compiler().is_none() {
-        eprintln!("note: no C compiler found: C backend test skipped");
-        return;
-    }
-    cache_env();
     let src = "def lse [n] (x: [n]f64) : f64 =\n  let mx = maximum x\n  in mx + log (sum (for i. exp (x[i] - mx)))\n\
                entry g [n] (x: [n]f64) : [n]f64 = grad lse x\n";
-    let prog = Program::from_source("branch_update.ard", src).unwrap();
-    let compiled = prog.compile(Backend::C).unwrap();
-    let interp = prog.compile(Backend::Interp).unwrap();
+    let Some((compiled, interp)) = c_and_interp("branch_update.ard", src) else { return };
     let n = 100_000;
     let x = Value::array(vec![n], ArrayData::F64((0..n).map(|i| ((i * 7919) % 1000) as f64 / 100.0).collect()));
     let (got, stats) = compiled.entry("g").unwrap().call_with(&[x.clone()], &CallOptions { threads: 1, par_min: 1 << 15 }).unwrap();
@@ -237,16 +242,9 @@ fn an_update_in_a_branch_writes_in_place() {
 /// peak, is never below the peak of the same call on one thread.
 #[test]
 fn parallel_allocation_counts_add_up() {
-    if arden::backend::c::find_compiler().is_none() {
-        eprintln!("note: no C compiler found: C backend test skipped");
-        return;
-    }
-    cache_env();
     // every iteration builds, reads twice and drops an array of m elements
     let src = "entry f [n][m] (x: [n][m]f64) : ([n]f64, f64) =\n  let r = for i. let t = for j. x[i, j] * 2.0 in maximum t - minimum t\n  in (r, sum r)\n";
-    let prog = Program::from_source("par_alloc.ard", src).unwrap();
-    let compiled = prog.compile(Backend::C).unwrap();
-    let interp = prog.compile(Backend::Interp).unwrap();
+    let Some((compiled, interp)) = c_and_interp("par_alloc.ard", src) else { return };
     let (n, m) = (64, 1000);
     let x = Value::array(vec![n, m], ArrayData::F64((0..n * m).map(|i| ((i * 7919) % 1009) as f64).collect()));
     let (want, _) = interp.entry("f").unwrap().call_with(&[x.clone()], &CallOptions::default()).unwrap();
@@ -272,16 +270,9 @@ fn parallel_allocation_counts_add_up() {
 /// the interpreter's, bit for bit, on one thread and on two.
 #[test]
 fn scatter_add_of_zeros_keeps_the_signs_of_zeros() {
-    if arden::backend::c::find_compiler().is_none() {
-        eprintln!("note: no C compiler found: C backend test skipped");
-        return;
-    }
-    cache_env();
     let src = "entry s [n][k] (d: [n]f64) (ix: [k]i64) (v: [k]f64) : [n]f64 = scatter_add d ix v\n\
                entry s32 [n][k] (d: [n]f32) (ix: [k]i64) (v: [k]f32) : [n]f32 = scatter_add d ix v\n";
-    let prog = Program::from_source("scatter_zeros.ard", src).unwrap();
-    let compiled = prog.compile(Backend::C).unwrap();
-    let interp = prog.compile(Backend::Interp).unwrap();
+    let Some((compiled, interp)) = c_and_interp("scatter_zeros.ard", src) else { return };
     let bits = |v: &Value| match v {
         Value::Array(a) => match &a.data {
             ArrayData::F64(x) => x.iter().map(|f| f.to_bits()).collect::<Vec<u64>>(),

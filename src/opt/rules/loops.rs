@@ -595,14 +595,9 @@ fn for_zero(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
 }
 
 /// The range of `i` where comparison `p xs` holds, for `sum_cond_range`:
-/// an exclusive upper bound `e + k` or an inclusive lower bound `e + k`,
-/// with `e` the operand that is not `i`.
-enum Bound {
-    Below(Atom, i64),
-    From(Atom, i64),
-}
-
-fn cond_bound(p: Prim, xs: &[Atom], i: VarId) -> Option<Bound> {
+/// `(e, k, below)`, an exclusive upper bound `e + k` when `below`, else an
+/// inclusive lower bound `e + k`, with `e` the operand that is not `i`.
+fn cond_bound(p: Prim, xs: &[Atom], i: VarId) -> Option<(Atom, i64, bool)> {
     use Prim::*;
     let iv = Atom::Var(i);
     let (left, e) = match (xs.first()? == &iv, xs.get(1)? == &iv) {
@@ -620,10 +615,10 @@ fn cond_bound(p: Prim, xs: &[Atom], i: VarId) -> Option<Bound> {
         _ => return None,
     };
     match op {
-        Lt => Some(Bound::Below(e, 0)),
-        Le => Some(Bound::Below(e, 1)),
-        Gt => Some(Bound::From(e, 1)),
-        Ge => Some(Bound::From(e, 0)),
+        Lt => Some((e, 0, true)),
+        Le => Some((e, 1, true)),
+        Gt => Some((e, 1, false)),
+        Ge => Some((e, 0, false)),
         _ => None,
     }
 }
@@ -652,10 +647,12 @@ fn sum_cond_range(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     {
         return None;
     }
-    let bound = cond_bound(*p, xs, *ivar)?;
+    let (e, k, below) = cond_bound(*p, xs, *ivar)?;
     let n = size.as_atom()?;
     let int = Type::scalar(Scalar::I64);
-    let e_ok = |e: &Atom| ctx.type_of(e) == Some(int.clone()) && *e != Atom::Var(*c);
+    if ctx.type_of(&e) != Some(int.clone()) || e == Atom::Var(*c) {
+        return None;
+    }
     let mut out = vec![];
     let mut op = |p: Prim, a: Atom, b: Atom, ctx: &mut Ctx| {
         let v = ctx.fresh("range");
@@ -665,33 +662,24 @@ fn sum_cond_range(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let one = Atom::Lit(Lit::I64(1));
     let zero_i = Atom::Lit(Lit::I64(0));
     // the new trip count (a `max … 0`, known non-negative) and the offset of i
-    let (count, offset) = match bound {
+    let (count, offset) = if below {
         // i < min(e, n) (for i <= e: min(e, n - 1) + 1, which cannot overflow)
-        Bound::Below(e, k) => {
-            if !e_ok(&e) {
-                return None;
-            }
-            let hi = if k == 0 {
-                op(Prim::Min, e, n, ctx)
-            } else {
-                let last = op(Prim::Sub, n, one, ctx);
-                let m = op(Prim::Min, e, last, ctx);
-                op(Prim::Add, m, one, ctx)
-            };
-            (op(Prim::Max, hi, zero_i, ctx), None)
-        }
+        let hi = if k == 0 {
+            op(Prim::Min, e, n, ctx)
+        } else {
+            let last = op(Prim::Sub, n, one, ctx);
+            let m = op(Prim::Min, e, last, ctx);
+            op(Prim::Add, m, one, ctx)
+        };
+        (op(Prim::Max, hi, zero_i, ctx), None)
+    } else {
         // i from lo = clamp(e + k, 0, n) to n
-        Bound::From(e, k) => {
-            if !e_ok(&e) {
-                return None;
-            }
-            let m = op(Prim::Min, e, n, ctx);
-            let m = if k == 0 { m } else { op(Prim::Add, m, one, ctx) };
-            let m = op(Prim::Max, m, zero_i, ctx);
-            let lo = op(Prim::Min, m, n, ctx);
-            let left = op(Prim::Sub, n, lo, ctx);
-            (op(Prim::Max, left, zero_i, ctx), Some(lo))
-        }
+        let m = op(Prim::Min, e, n, ctx);
+        let m = if k == 0 { m } else { op(Prim::Add, m, one, ctx) };
+        let m = op(Prim::Max, m, zero_i, ctx);
+        let lo = op(Prim::Min, m, n, ctx);
+        let left = op(Prim::Sub, n, lo, ctx);
+        (op(Prim::Max, left, zero_i, ctx), Some(lo))
     };
     let Atom::Var(count) = count else { return None };
     let mut new_body = then_b.clone();
