@@ -301,3 +301,27 @@ fn scatter_add_of_zeros_keeps_the_signs_of_zeros() {
         }
     }
 }
+
+/// A row of scalars written as an array literal (what `unroll_for` makes
+/// of a small `for`) is built in place in the stacking `for`'s result, as
+/// a row built by an inner `for` is: no buffer and no copy per row.
+#[test]
+fn literal_rows_are_written_in_place() {
+    let src = "entry f [n] (x: [n]f64) : [n][3]f64 = for j. [x[j], x[j] * 2.0, -x[j]]\n\
+               entry g [n] (x: [n]f64) : [n][2]f64 = for j. for (i < 2). x[j] + f64 i\n";
+    let prog = Program::from_source("rows.ard", src).unwrap();
+    for e in ["f", "g"] {
+        let func = prog.entry(e).unwrap().function().clone();
+        let c = arden::backend::c::emit::emit_function(&func, 0).unwrap();
+        assert!(!c.contains("ard_copy("), "{e}: a row is copied:\n{c}");
+    }
+    let Some((compiled, interp)) = c_and_interp("rows.ard", src) else { return };
+    let x = Value::array(vec![5], ArrayData::F64(vec![1.5, -0.0, 2.0, -3.25, 1e300].into()));
+    for e in ["f", "g"] {
+        for opts in [CallOptions { threads: 1, par_min: 1 << 15 }, CallOptions { threads: 2, par_min: 0 }] {
+            let (got, _) = compiled.entry(e).unwrap().call_with(&[x.clone()], &opts).unwrap();
+            let (want, _) = interp.entry(e).unwrap().call_with(&[x.clone()], &CallOptions::default()).unwrap();
+            assert!(same(&got, &want), "{e}: {} vs {}", got.to_json(), want.to_json());
+        }
+    }
+}

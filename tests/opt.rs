@@ -155,7 +155,7 @@ fn every_rule_and_the_pipeline_preserve_random_programs() {
     assert!(checked >= cases * 9 / 10, "only {checked} of {cases} random programs compiled");
     // the fusion rules for reductions, scans and reshapes do meet random programs
     if cases >= 1000 {
-        for r in ["fuse_fold_for", "fuse_minmax_for", "fuse_scan_for", "fuse_index_flatten", "fuse_index_unflatten", "sum_cond_range"] {
+        for r in ["fuse_fold_for", "fuse_minmax_for", "fuse_scan_for", "fuse_index_flatten", "fuse_index_unflatten", "sum_cond_range", "unroll_for", "index_array_lit"] {
             assert!(fired.contains(r), "`{r}` never fired on {checked} random programs");
         }
     }
@@ -826,4 +826,47 @@ fn ragged_nests_are_not_hoisted_into_tables() {
     let (fired, ir, o0, o1) = run_both(src, "h", "[[1.0, -2.0, 0.5, 3.0], [0.25, -1.0, 2.0, 0.0]]");
     assert!(fired.contains_key("sum_cond_range"), "{fired:?}\n{ir}");
     assert!(o1 < o0, "{o0} -> {o1}");
+}
+
+/// Small fixed-size vectors become scalars: a `for` over a constant size
+/// up to 4 is copied out (`unroll_for`), and reads of the array literal
+/// it leaves at constant indices take the element (`index_array_lit`).
+/// Bitwise the same results, the same first failure, fewer operations;
+/// larger sizes and bodies with loops stay loops.
+#[test]
+fn small_fixed_vectors_become_scalars() {
+    let src = "\
+entry step (s: [2]f64) (h: f64) : [2]f64 =
+  let k = [s[0] * s[1], s[0] - s[1]]
+  let mid = for i. s[i] + 0.5 * h * k[i]
+  in for i. s[i] + h * (k[i] + mid[i])
+entry dot3 (x: [3]f64) (y: [3]f64) : f64 = sum (for i. x[i] * y[i])
+entry ints (j: [4]i64) : i64 = sum (for i. j[i] * 2)
+entry reads (x: [3]f64) (j: [3]i64) : [3]f64 = for i. x[j[i]] * 2.0
+entry five (x: [5]f64) : [5]f64 = for i. x[i] * 2.0
+entry nested [n] (x: [3]f64) (y: [n]f64) : [3]f64 = for i. sum (for j. y[j] * x[i])
+";
+    let (fired, ir, o0, o1) = run_both(src, "step", "[[1.5, -2.0], 0.25]");
+    assert!(fired.contains_key("unroll_for") && fired.contains_key("index_array_lit"), "{fired:?}\n{ir}");
+    assert!(!ir.contains(" for ") && ir.matches("index").count() == 2, "only s[0] and s[1] are read:\n{ir}");
+    assert!(o1 <= o0 / 2.0, "{o0} -> {o1}");
+    // a dot product of 3-vectors: 0 + x0*y0 + x1*y1 + x2*y2 as the loop
+    // added it, -0.0 terms included (the sum starts at +0)
+    for args in ["[[1.0, 2.0, 3.0], [4.0, -5.0, 6.0]]", "[[-0.0, -0.0, 1e308], [1.0, 1.0, 1e308]]", "[[-0.0, 0.0, -0.0], [1.0, -1.0, 1.0]]"] {
+        let (fired, ir, o0, o1) = run_both(src, "dot3", args);
+        assert_eq!(fired.get("unroll_for"), Some(&1), "{ir}");
+        assert!(o1 <= o0, "{o0} -> {o1}");
+    }
+    run_both(src, "ints", "[[1, -2, 3, 9223372036854775807]]");
+    // checked reads fail at the same (first) element
+    let (fired, ..) = run_both(src, "reads", "[[1.0, 2.0, 3.0], [0, 7, -1]]");
+    assert!(fired.contains_key("unroll_for"), "{fired:?}");
+    run_both(src, "reads", "[[1.0, 2.0, 3.0], [2, 0, 1]]");
+    for (entry, args) in [("five", "[[1.0, 2.0, 3.0, 4.0, 5.0]]"), ("nested", "[[1.0, 2.0, 3.0], [0.5, -1.0]]")] {
+        let (fired, ir, _, _) = run_both(src, entry, args);
+        assert!(ir.contains(" for "), "{entry} stays a loop:\n{ir}");
+        if entry == "five" {
+            assert!(!fired.contains_key("unroll_for"), "{fired:?}");
+        }
+    }
 }

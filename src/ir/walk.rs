@@ -276,16 +276,21 @@ impl Copier<'_> {
 }
 
 /// Whether stacked result `j` of a `for` with body `body` (binder type
-/// `ty`) is a row that a `for` of the body builds: compiled code builds it
-/// in place, in its row of the result, instead of copying it there
-/// (destination passing). The C backend relies on this to emit the row
-/// as a view, and the interpreter's operation counts to count its
-/// elements written once.
+/// `ty`) is a row that a `for` of the body builds, or an array literal of
+/// scalars: compiled code builds it in place, in its row of the result,
+/// instead of copying it there (destination passing). The C backend
+/// relies on this to emit the row as a view, and the interpreter's
+/// operation counts to count its elements written once.
 pub fn row_built_in_place(body: &Block, j: usize, ty: &Type) -> bool {
     let Atom::Var(v) = &body.result[j] else { return false };
+    let builds_row = |e: &Expr| match e {
+        Expr::For { .. } => true,
+        Expr::ArrayLit(xs) => ty.rank() == 2 && !xs.is_empty(),
+        _ => false,
+    };
     ty.rank() > 1
         && body.result.iter().filter(|a| *a == &body.result[j]).count() == 1
-        && body.stmts.iter().any(|st| matches!(st.expr, Expr::For { .. }) && st.binds.iter().any(|b| b.var == *v))
+        && body.stmts.iter().any(|st| builds_row(&st.expr) && st.binds.iter().any(|b| b.var == *v))
 }
 
 /// Whether running `s` can stop the program with an error (a checked

@@ -264,7 +264,7 @@ impl Gen {
     fn scalar(&mut self, env: &Env, depth: usize) -> E {
         let d = depth - 1;
         let f = Ty::F;
-        match self.rng.below(31) {
+        match self.rng.below(32) {
             0 | 1 => {
                 let (a, b) = (self.expr(f, env, d), self.expr(f, env, d));
                 let op = self.pick(&[" + ", " - ", " * "]);
@@ -402,6 +402,25 @@ impl Gen {
             29 => {
                 let i = self.int(env);
                 node(f, vec![], vec![S("(f64 "), K(i), S(")")])
+            }
+            30 => {
+                // a small fixed-size vector: a literal, a `for` over its
+                // constant size and a literal index (`unroll_for`,
+                // `index_array_lit`)
+                let (z, q) = (self.name("z"), self.name("q"));
+                let (a, b, c, e) = (self.expr(f, env, d), self.expr(f, env, d), self.expr(f, env, d), self.expr(f, env, d));
+                let pieces = vec![
+                    O(format!("(let {z} = [")),
+                    K(a),
+                    S(", "),
+                    K(b),
+                    S(", "),
+                    K(c),
+                    O(format!("] in sum (for ({q} < 3). {z}[{q}] * ")),
+                    K(e),
+                    O(format!(") - {z}[2])")),
+                ];
+                node(f, vec![z.clone(), q.clone()], pieces)
             }
             _ => {
                 let a = self.expr(Ty::VN, env, d);

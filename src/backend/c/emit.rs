@@ -7,7 +7,7 @@
 //! `scatter_add`, views) takes the reference over instead, and writes in
 //! place when the buffer is not shared.
 
-use crate::ir::{Atom, Block, Expr, Function, Lambda, Lit, Loc, LoopKind, Module, Prim, ReduceOp, Scalar, Size, SizeAtom, Stmt, Type, VarId, walk};
+use crate::ir::{Atom, Binder, Block, Expr, Function, Lambda, Lit, Loc, LoopKind, Module, Prim, ReduceOp, Scalar, Size, SizeAtom, Stmt, Type, VarId, walk};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::fmt::Write;
 
@@ -898,7 +898,9 @@ impl Em {
                     let dims: Vec<String> = b.ty.shape.iter().map(|d| self.size(d)).collect();
                     self.new_arr(&o, b.ty.elem, &dims);
                 } else if b.ty.rank() == 1 {
-                    self.new_arr(&o, b.ty.elem, &[format!("{}", xs.len())]);
+                    if !self.view_of_dest_row(b, &o, &xs.len().to_string()) {
+                        self.new_arr(&o, b.ty.elem, &[format!("{}", xs.len())]);
+                    }
                     for (i, x) in xs.iter().enumerate() {
                         let x = self.atom(x);
                         self.line(&format!("{p}[{i}] = {x};"));
@@ -1225,15 +1227,7 @@ impl Em {
             if b.ty.rank() == 0 {
                 return Err("internal: a `for` binds a scalar".into());
             }
-            if let Some((outer, orl)) = self.dest_rows.get(&b.var).cloned() {
-                // a view of row `ard_i` of the enclosing `for`'s result
-                self.line(&format!("{o} = {outer}; {o}.p = (void *)({} + ard_i * {orl});", self.elem_ptr(&outer, b.ty.elem)));
-                self.line(&format!("{o}.d[0] = {n};"));
-                for d in 1..b.ty.rank() {
-                    self.line(&format!("{o}.d[{d}] = {outer}.d[{}];", d + 1));
-                }
-                self.borrowed.insert(b.var);
-            } else {
+            if !self.view_of_dest_row(b, &o, &n) {
                 let mut dims = vec![n.clone()];
                 dims.extend(b.ty.shape[1..].iter().map(|d| self.size(d)));
                 self.new_arr(&o, b.ty.elem, &dims);
@@ -1387,6 +1381,20 @@ impl Em {
             self.line(&format!("ard_release(ctx, {buf}.b);"));
         }
         Ok(())
+    }
+
+    /// Where `b` is a row the enclosing `for` stacks and lets its body
+    /// build in place (`walk::row_built_in_place`): `o` becomes a view of
+    /// row `ard_i` of that `for`'s result, with outer size `n`, and true.
+    fn view_of_dest_row(&mut self, b: &Binder, o: &str, n: &str) -> bool {
+        let Some((outer, orl)) = self.dest_rows.get(&b.var).cloned() else { return false };
+        self.line(&format!("{o} = {outer}; {o}.p = (void *)({} + ard_i * {orl});", self.elem_ptr(&outer, b.ty.elem)));
+        self.line(&format!("{o}.d[0] = {n};"));
+        for d in 1..b.ty.rank() {
+            self.line(&format!("{o}.d[{d}] = {outer}.d[{}];", d + 1));
+        }
+        self.borrowed.insert(b.var);
+        true
     }
 
     fn for_body(&mut self, ivar: VarId, body: &Block, rows: &[Row]) -> R<()> {

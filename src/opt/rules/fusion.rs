@@ -26,6 +26,7 @@ pub const RULES: &[Rule] = &[
     ),
     Rule::on_stmt("index_iota", "`(iota n)[i]` → `i` (i proven in bounds)", index_iota),
     Rule::on_stmt("index_replicate", "`(replicate n v)[i, …]` → `v[…]` (i proven in bounds)", index_replicate),
+    Rule::on_stmt("index_array_lit", "`[a0, a1, …][k, …]` with k a literal in range → `ak[…]` (the check, if any, would pass)", index_array_lit),
     Rule::on_stmt("transpose_transpose", "`transpose (transpose x)` → `x`", transpose_transpose),
     Rule::on_stmt(
         "index_transpose",
@@ -316,6 +317,15 @@ fn index_replicate(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
         return None;
     }
     Some(vec![rest_index(y, val, &idx[1..], &checks[1..])])
+}
+
+fn index_array_lit(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let y = single(s)?;
+    let Expr::Index { arr, idx, checks } = &s.expr else { return None };
+    let Expr::ArrayLit(elems) = ctx.def_expr(arr)? else { return None };
+    let Some(Atom::Lit(crate::ir::Lit::I64(k))) = idx.first() else { return None };
+    let elem = *elems.get(usize::try_from(*k).ok()?)?;
+    Some(vec![rest_index(y, elem, &idx[1..], &checks[1..])])
 }
 
 fn transpose_transpose(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {

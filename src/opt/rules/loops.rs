@@ -30,6 +30,11 @@ pub const RULES: &[Rule] = &[
     ),
     Rule::on_stmt("for_one", "`for i < 1. e` → `[e[i := 0]]`", for_one),
     Rule::on_stmt(
+        "unroll_for",
+        "`for i < k. e` with k a constant from 2 to 4 (or an accumulating `for` from 1 to 4), scalar results and a body of reads and arithmetic only, at most 48 statements in all → the k copies e[i := 0] … e[i := k-1] in order, then an array literal of each stacked result and `0 + r0 + … + rk-1` of each summed one (the additions the loop made, in its order): a small state (2-d, 3-d, a quaternion) becomes scalars",
+        unroll_for,
+    ),
+    Rule::on_stmt(
         "for_zero",
         "`for i < 0. e` → empty arrays of the binders' types (an accumulated result: zeros); the body never ran, so it could not fail",
         for_zero,
@@ -545,6 +550,55 @@ fn for_one(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
         out.push(bind(b.var, b.ty.clone(), Expr::ArrayLit(vec![*r])));
     }
     Some(out)
+}
+
+/// The largest constant size `unroll_for` copies out, and the most
+/// statements its copies may add up to: fixed small vectors (a 2-d or
+/// 3-d state, a quaternion) become scalars, whose arrays then go
+/// (`index_array_lit`); anything larger stays a loop.
+const UNROLL_MAX: i64 = 4;
+const UNROLL_STMTS: usize = 48;
+
+fn unroll_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let (ivar, size, body, acc) = match &s.expr {
+        Expr::For { ivar, size, body } => (*ivar, size, body, None),
+        Expr::ForAcc { ivar, size, body, acc } => (*ivar, size, body, Some(acc)),
+        _ => return None,
+    };
+    let k = size.as_const()?;
+    // a one-iteration `for` is `for_one`'s
+    let smallest = if acc.is_some() { 1 } else { 2 };
+    if !(smallest..=UNROLL_MAX).contains(&k) || body.stmts.len() * k as usize > UNROLL_STMTS || !reads_and_arithmetic(body) {
+        return None;
+    }
+    let summed = |j: usize| acc.is_some_and(|a| a[j]);
+    // scalar results only: a stacked row would be copied into the literal
+    // (a `for` writes it in place), a summed row would need a loop to add
+    if s.binds.iter().enumerate().any(|(j, b)| b.ty.shape.len() != usize::from(!summed(j)) || (summed(j) && b.ty.elem == Scalar::Bool)) {
+        return None;
+    }
+    let copies: Vec<Block> = (0..k).map(|i| copy_block(body, FxHashMap::from_iter([(ivar, Atom::Lit(Lit::I64(i)))]), ctx)).collect();
+    let mut out: Vec<Stmt> = copies.iter().flat_map(|c| c.stmts.iter().cloned()).collect();
+    for (j, b) in s.binds.iter().enumerate() {
+        if !summed(j) {
+            out.push(bind(b.var, b.ty.clone(), Expr::ArrayLit(copies.iter().map(|c| c.result[j]).collect())));
+            continue;
+        }
+        let mut total = super::lit_f(b.ty.elem, 0.0);
+        for (i, c) in copies.iter().enumerate() {
+            let v = if i + 1 == copies.len() { b.var } else { ctx.fresh("sum") };
+            out.push(bind(v, b.ty.clone(), Expr::Prim(Prim::Add, vec![total, c.result[j]])));
+            total = Atom::Var(v);
+        }
+    }
+    Some(out)
+}
+
+/// A body of copies, reads and scalar primitives only (no loops, branches
+/// or array construction): copying it is cheap and keeps its failures (a
+/// checked read, an integer division) in the loop's order.
+fn reads_and_arithmetic(b: &Block) -> bool {
+    b.stmts.iter().all(|s| matches!(s.expr, Expr::Atom(_) | Expr::Prim(..) | Expr::Index { .. }))
 }
 
 /// Zeros of type `ty` for an accumulator that added nothing: a literal, or
