@@ -228,6 +228,10 @@ impl Session {
         let mut elapsed = Duration::ZERO;
         let mut output: Option<Value> = None;
         while timings.len() < min_runs.max(1) || elapsed < min_seconds {
+            // the previous run's result goes first: kept alive, it doubled
+            // the memory held during a call with a large result (BA's
+            // Jacobian at GradBench's largest size: about 0.6 GB)
+            drop(output.take());
             let t0 = Instant::now();
             let result = entry.call_with(&prepared.args, &options);
             let t = t0.elapsed();
