@@ -870,3 +870,31 @@ entry nested [n] (x: [3]f64) (y: [n]f64) : [3]f64 = for i. sum (for j. y[j] * x[
         }
     }
 }
+
+/// `+0.0 + x` is `x` bit for bit where `x` can never be `-0.0` (a square,
+/// `abs`, `exp`, a sum with `+0.0`): the unrolled sum of squares loses its
+/// leading addition; the unrolled dot product, whose first term can be
+/// `-0.0`, keeps it.
+#[test]
+fn adding_zero_to_what_is_never_minus_zero_goes() {
+    let src = "entry sq (x: [3]f64) : f64 = sum (for i. x[i] * x[i])\n\
+               entry ex (x: [2]f64) : f64 = sum (for i. exp x[i]) + sum (for i. abs x[i])\n\
+               entry dot (x: [3]f64) (y: [3]f64) : f64 = sum (for i. x[i] * y[i])\n";
+    for args in ["[[-0.0, -0.0, -0.0]]", "[[1.5, -2.0, 1e200]]"] {
+        let (fired, ir, o0, o1) = run_both(src, "sq", args);
+        assert!(fired.contains_key("simplify_arith") && !ir.contains("add 0.0"), "{fired:?}\n{ir}");
+        assert!(o1 < o0, "{o0} -> {o1}");
+    }
+    let (_, ir, _, _) = run_both(src, "ex", "[[-0.0, -1e-320]]");
+    assert!(!ir.contains("add 0.0"), "{ir}");
+    let (_, ir, _, _) = run_both(src, "dot", "[[-0.0, 1.0, 2.0], [1.0, 1.0, 1.0]]");
+    assert!(ir.contains("add 0.0"), "{ir}");
+    // NaN and ±∞ come through bit for bit
+    let p1 = Program::from_source("zero.ard", src).unwrap();
+    let p0 = Program::from_source_with("zero.ard", src, &OptOptions::level(0)).unwrap();
+    for (entry, x) in [("sq", f64s(3, |k| [f64::NAN, -0.0, f64::INFINITY][k])), ("ex", f64s(2, |k| [f64::NEG_INFINITY, f64::NAN][k]))] {
+        let a = p0.entry(entry).unwrap().call(&[x.clone()]).unwrap();
+        let b = p1.entry(entry).unwrap().call(&[x]).unwrap();
+        assert!(same_at(&a, &b, false), "{entry}: {} vs {}", a.to_json(), b.to_json());
+    }
+}

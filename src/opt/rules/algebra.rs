@@ -10,7 +10,7 @@ pub const RULES: &[Rule] = &[
     Rule::on_stmt("fold_constant", "a primitive on literals becomes its value, computed as a run computes it (never an integer division by zero)", fold_constant),
     Rule::on_stmt(
         "simplify_arith",
-        "exact identities: x*1, 1*x, x/1, x-0.0, x+(-0.0), -(-x) → x; on integers also x+0, x*0 → 0, x-x → 0, and for the index i of a loop over n, min i n → i and max i 0 → i; on booleans the and/or/not laws; select c x x → x",
+        "exact identities: x*1, 1*x, x/1, x-0.0, x+(-0.0), -(-x) → x, and 0.0+x, x+0.0 → x where x is never -0.0 (a square a*a, abs, exp, or a sum with +0.0); on integers also x+0, x*0 → 0, x-x → 0, and for the index i of a loop over n, min i n → i and max i 0 → i; on booleans the and/or/not laws; select c x x → x",
         simplify_arith,
     ),
     Rule::on_stmt("if_constant", "`if true/false` becomes the statements of the branch taken", if_constant),
@@ -109,6 +109,8 @@ fn simplify_arith(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let float = b.ty.elem.is_float() || (*p == Prim::Select && xs.get(1).and_then(|x| ctx.type_of(x)).is_some_and(|t| t.elem.is_float()));
     let to = match identity(*p, xs, float).or_else(|| index_bound(*p, xs, ctx)) {
         Some(a) => a,
+        None if float && *p == Prim::Add && super::is_lit(&xs[0], 0.0) && never_negative_zero(&xs[1], ctx) => xs[1],
+        None if float && *p == Prim::Add && super::is_lit(&xs[1], 0.0) && never_negative_zero(&xs[0], ctx) => xs[0],
         None => {
             // -(-x) and not(not x)
             let inner = ctx.def_expr(xs.first()?)?;
@@ -123,6 +125,24 @@ fn simplify_arith(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
         return None;
     }
     Some(vec![bind(b.var, b.ty.clone(), Expr::Atom(to))])
+}
+
+/// Whether `a` can never be `-0.0`, so that `+0.0 + a` is `a` bit for bit
+/// (`x + y` is `-0.0` only when both are; NaN and ±∞ come through as
+/// they are): a literal other than `-0.0`, a square `x*x`, `abs`, `exp`, or
+/// a sum with the literal `+0.0` (unrolled sums start with one).
+fn never_negative_zero(a: &Atom, ctx: &Ctx) -> bool {
+    match a {
+        Atom::Lit(Lit::F64(v)) => !(*v == 0.0 && v.is_sign_negative()),
+        Atom::Lit(Lit::F32(v)) => !(*v == 0.0 && v.is_sign_negative()),
+        Atom::Lit(_) => false,
+        Atom::Var(_) => match ctx.def_expr(a) {
+            Some(Expr::Prim(Prim::Mul, xs)) => xs[0] == xs[1],
+            Some(Expr::Prim(Prim::Abs | Prim::Exp, _)) => true,
+            Some(Expr::Prim(Prim::Add, xs)) => xs.iter().any(|x| super::is_lit(x, 0.0)),
+            _ => false,
+        },
+    }
 }
 
 fn if_constant(s: &Stmt, _ctx: &mut Ctx) -> Option<Vec<Stmt>> {
