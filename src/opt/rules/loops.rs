@@ -31,7 +31,7 @@ pub const RULES: &[Rule] = &[
     Rule::on_stmt("for_one", "`for i < 1. e` → `[e[i := 0]]`", for_one),
     Rule::on_stmt(
         "unroll_for",
-        "`for i < k. e` with k a constant from 2 to 4 (or an accumulating `for` from 1 to 4), scalar results and a body of reads and arithmetic only, at most 48 statements in all → the k copies e[i := 0] … e[i := k-1] in order, then an array literal of each stacked result and `0 + r0 + … + rk-1` of each summed one (the additions the loop made, in its order): a small state (2-d, 3-d, a quaternion) becomes scalars",
+        "`for i < k. e` with k a constant from 2 to 4 (or an accumulating `for` from 1 to 4), scalar results and a body of reads and arithmetic only, at most 96 statements in all → the k copies e[i := 0] … e[i := k-1] in order, then an array literal of each stacked result and `0 + r0 + … + rk-1` of each summed one (the additions the loop made, in its order): a small state (2-d, 3-d, a quaternion) becomes scalars",
         unroll_for,
     ),
     Rule::on_stmt(
@@ -557,7 +557,7 @@ fn for_one(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
 /// 3-d state, a quaternion) become scalars, whose arrays then go
 /// (`index_array_lit`); anything larger stays a loop.
 const UNROLL_MAX: i64 = 4;
-const UNROLL_STMTS: usize = 48;
+const UNROLL_STMTS: usize = 96;
 
 fn unroll_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let (ivar, size, body, acc) = match &s.expr {
