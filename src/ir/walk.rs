@@ -283,14 +283,16 @@ impl Copier<'_> {
 /// operation counts to count its elements written once.
 pub fn row_built_in_place(body: &Block, j: usize, ty: &Type) -> bool {
     let Atom::Var(v) = &body.result[j] else { return false };
-    let builds_row = |e: &Expr| match e {
+    let builds_row = |st: &Stmt| match &st.expr {
         Expr::For { .. } => true,
+        // a stacked result of an accumulating `for` (not a summed one: that is an accumulator)
+        Expr::ForAcc { acc, .. } => st.binds.iter().position(|b| b.var == *v).is_some_and(|k| !acc[k]),
         Expr::ArrayLit(xs) => ty.rank() == 2 && !xs.is_empty(),
         _ => false,
     };
     ty.rank() > 1
         && body.result.iter().filter(|a| *a == &body.result[j]).count() == 1
-        && body.stmts.iter().any(|st| builds_row(&st.expr) && st.binds.iter().any(|b| b.var == *v))
+        && body.stmts.iter().any(|st| st.binds.iter().any(|b| b.var == *v) && builds_row(st))
 }
 
 /// Whether running `s` can stop the program with an error (a checked

@@ -44,6 +44,16 @@ pub const RULES: &[Rule] = &[
         "Σ_{i<n} (if i < e then x else 0) (an accumulating `for` whose body is that comparison and `if`, with literal zeros in the `else`) → the sum of x over i < clamp(e, 0, n) only; also `i <= e` and, as a range starting at e or e+1, `i >= e` and `i > e` (either operand order). The iterations dropped added a zero to a sum that starts at +0, which changes no bit, and those left run in the same order (GMM's triangular `if i < j`: half the iterations)",
         sum_cond_range,
     ),
+    Rule::on_stmt(
+        "interchange_sum",
+        "`for j < m (sums, stacks) { P; for p < k. B }` (the outer results the inner rows, at least one summed) → P's scalars tabled over j, then `for p < k. for j < m (sums, stacks). B`: a row summed over j becomes a scalar sum (stacked ones come out transposed). Only where B reads along j contiguously and nothing along p that varies with j; P and B cannot fail (the matrix-multiply gradient's dA)",
+        interchange_sum,
+    ),
+    Rule::on_stmt(
+        "transpose_out_of_sum",
+        "an accumulating `for` summing `transpose x` (its only use) → the sum of x, transposed once after the loop (same additions, one copy instead of one per iteration)",
+        transpose_out_of_sum,
+    ),
     Rule::on_stmt("loop_zero", "a counted `loop` of 0 iterations → its initial values", loop_zero),
     Rule::on_stmt("loop_one", "a counted `loop` of 1 iteration → its body with the counter 0 and the parameters their initial values", loop_one),
     Rule::on_stmt(
@@ -747,4 +757,119 @@ fn sum_cond_range(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     };
     out.push(Stmt { binds: s.binds.clone(), expr: Expr::ForAcc { ivar: new_ivar, size: Size::var(count), body: new_body, acc: acc.clone() }, loc: s.loc.clone() });
     Some(out)
+}
+
+/// `for j < m (sums/stacks) { P; let xs = for p < k { B }; in xs }` (P
+/// binding scalars, each result of the outer loop one of the inner loop's
+/// scalar rows, at least one summed over j) → the scalars of P that B needs stacked over j
+/// first, then `for p < k. for j < m (sums/stacks) { B }`. A row summed
+/// over j becomes a scalar sum per p, built where it is made instead of
+/// written as a row and added back; a row stacked over j comes out
+/// transposed (`[k][m]`), so a `transpose` gives the original. Fires only
+/// where the nest then walks memory better: B reads some array with j as
+/// its last index (contiguous in the new inner loop) and nothing with p
+/// last that also varies with j (contiguous only in the old one); the
+/// matrix-multiply gradient's `dA` sums, not a matrix-vector gradient's.
+fn interchange_sum(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let Expr::ForAcc { ivar: j, size: m, body, acc } = &s.expr else { return None };
+    let (inner, prefix) = body.stmts.split_last()?;
+    let Expr::For { ivar: p, size: k, body: b } = &inner.expr else { return None };
+    let (j, p) = (*j, *p);
+    // outer result t is inner row pos[t]; every inner row exactly once
+    let pos: Vec<usize> = body.result.iter().map(|r| inner.binds.iter().position(|ib| Some(ib.var) == var(r))).collect::<Option<_>>()?;
+    let mut sorted = pos.clone();
+    sorted.sort_unstable();
+    if sorted != (0..inner.binds.len()).collect::<Vec<_>>() || !acc.iter().any(|a| *a) || inner.binds.iter().any(|ib| ib.ty.shape.len() != 1) {
+        return None;
+    }
+    // P binds scalars (it is tabled over j); nothing in the nest can fail,
+    // since its iterations run in another order
+    let prefix_block = Block { stmts: prefix.to_vec(), result: vec![] };
+    if prefix.iter().any(|st| st.binds.iter().any(|x| !x.ty.shape.is_empty())) || ctx.can_fail(s) {
+        return None;
+    }
+    let mut in_prefix = walk::bound_vars_block(&prefix_block);
+    in_prefix.insert(j);
+    if k.vars().iter().any(|v| in_prefix.contains(v)) || !walks_better_interchanged(b, j, p) {
+        return None;
+    }
+    // 1. the values of P that B reads, one table over j each
+    let needed: Vec<Binder> = prefix.iter().flat_map(|st| st.binds.iter()).filter(|x| walk::free_vars_stmt(inner).contains(&x.var)).cloned().collect();
+    let mut out = vec![];
+    let mut reads = vec![];
+    if !needed.is_empty() {
+        let tables: Vec<Binder> = needed.iter().map(|x| Binder { var: ctx.fresh("tbl"), ty: Type { elem: x.ty.elem, shape: vec![m.clone()] } }).collect();
+        let fill = Block { stmts: prefix.to_vec(), result: needed.iter().map(|x| Atom::Var(x.var)).collect() };
+        let j1 = ctx.fresh_like(j);
+        let fill = copy_block(&fill, FxHashMap::from_iter([(j, Atom::Var(j1))]), ctx);
+        out.push(Stmt { binds: tables.clone(), expr: Expr::For { ivar: j1, size: m.clone(), body: fill }, loc: s.loc.clone() });
+        for (x, t) in needed.iter().zip(&tables) {
+            reads.push(bind(x.var, x.ty.clone(), Expr::Index { arr: Atom::Var(t.var), idx: vec![Atom::Var(j)], checks: vec![None] }));
+        }
+    }
+    // 2. for p < k. for j < m (the outer loop's sums and stacks). B
+    let mut stmts = reads;
+    stmts.extend(b.stmts.iter().cloned());
+    let raw = Block { stmts, result: pos.iter().map(|t| b.result[*t]).collect() };
+    let (j2, p2) = (ctx.fresh_like(j), ctx.fresh_like(p));
+    let inner_body = copy_block(&raw, FxHashMap::from_iter([(j, Atom::Var(j2)), (p, Atom::Var(p2))]), ctx);
+    let elem_ty = |t: usize| Type { elem: s.binds[t].ty.elem, shape: vec![] };
+    let sums: Vec<Binder> = (0..pos.len())
+        .map(|t| Binder { var: ctx.fresh("r"), ty: if acc[t] { elem_ty(t) } else { Type { elem: s.binds[t].ty.elem, shape: vec![m.clone()] } } })
+        .collect();
+    let rows: Vec<Binder> = (0..pos.len())
+        .map(|t| if acc[t] { s.binds[t].clone() } else { Binder { var: ctx.fresh("cols"), ty: Type { elem: s.binds[t].ty.elem, shape: vec![k.clone(), m.clone()] } } })
+        .collect();
+    let nest = Block {
+        stmts: vec![Stmt { binds: sums.clone(), expr: Expr::ForAcc { ivar: j2, size: m.clone(), body: inner_body, acc: acc.clone() }, loc: inner.loc.clone() }],
+        result: sums.iter().map(|x| Atom::Var(x.var)).collect(),
+    };
+    out.push(Stmt { binds: rows.clone(), expr: Expr::For { ivar: p2, size: k.clone(), body: nest }, loc: s.loc.clone() });
+    for t in (0..pos.len()).filter(|t| !acc[*t]) {
+        out.push(bind(s.binds[t].var, s.binds[t].ty.clone(), Expr::Transpose(Atom::Var(rows[t].var))));
+    }
+    Some(out)
+}
+
+/// `interchange_sum`'s locality test on the inner body `b` (over `p`, in
+/// a loop over `j`): some read has `j` as its last index and none has
+/// `p` last with `j` among its other indices.
+fn walks_better_interchanged(b: &Block, j: VarId, p: VarId) -> bool {
+    let reads = || {
+        b.stmts.iter().filter_map(|st| match &st.expr {
+            Expr::Index { idx, .. } => idx.last().map(|last| (last, idx)),
+            _ => None,
+        })
+    };
+    let (jv, pv) = (Atom::Var(j), Atom::Var(p));
+    reads().any(|(last, _)| *last == jv) && !reads().any(|(last, idx)| *last == pv && idx.contains(&jv))
+}
+
+/// `for i (sums) { …; let y = transpose x; in …, y, … }` with the sum of
+/// `y` the only use of `y` → the sum of `x`, transposed once after the
+/// loop: the same additions on the same elements, one copy instead of
+/// one per iteration (and a `transpose` after it cancels).
+fn transpose_out_of_sum(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let Expr::ForAcc { ivar, size, body, acc } = &s.expr else { return None };
+    let t = (0..acc.len()).find(|t| {
+        acc[*t]
+            && var(&body.result[*t]).is_some_and(|y| {
+                ctx.uses(y) == 1 && matches!(local_def(body, y), Some(d) if matches!(d.expr, Expr::Transpose(Atom::Var(_))) && d.binds.len() == 1)
+            })
+    })?;
+    let y = var(&body.result[t])?;
+    let Expr::Transpose(x) = local_def(body, y)?.expr else { return None };
+    let ty = &s.binds[t].ty;
+    let mut shape = ty.shape.clone();
+    shape.swap(0, 1);
+    let summed = Binder { var: ctx.fresh("sum_t"), ty: Type { elem: ty.elem, shape } };
+    let mut body = body.clone();
+    body.stmts.retain(|st| st.binds.first().map(|b| b.var) != Some(y));
+    body.result[t] = x;
+    let mut binds = s.binds.clone();
+    binds[t] = summed.clone();
+    Some(vec![
+        Stmt { binds, expr: Expr::ForAcc { ivar: *ivar, size: size.clone(), body, acc: acc.clone() }, loc: s.loc.clone() },
+        bind(s.binds[t].var, ty.clone(), Expr::Transpose(Atom::Var(summed.var))),
+    ])
 }
