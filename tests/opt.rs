@@ -155,7 +155,7 @@ fn every_rule_and_the_pipeline_preserve_random_programs() {
     assert!(checked >= cases * 9 / 10, "only {checked} of {cases} random programs compiled");
     // the fusion rules for reductions, scans and reshapes do meet random programs
     if cases >= 1000 {
-        for r in ["fuse_fold_for", "fuse_minmax_for", "fuse_scan_for", "fuse_index_flatten", "fuse_index_unflatten", "sum_cond_range", "unroll_for", "index_array_lit"] {
+        for r in ["fuse_fold_for", "fuse_minmax_for", "fuse_scan_for", "fuse_index_flatten", "fuse_index_unflatten", "sum_cond_range", "unroll_for", "index_array_lit", "interchange_sum", "transpose_out_of_sum"] {
             assert!(fired.contains(r), "`{r}` never fired on {checked} random programs");
         }
     }

@@ -226,21 +226,25 @@ impl Session {
         let options = CallOptions { threads: self.threads, ..m.compiled.options() };
         let mut timings = Vec::new();
         let mut elapsed = Duration::ZERO;
-        let mut output: Option<Value> = None;
+        // the arguments borrowed and the results kept in the buffers the
+        // call made: the timed call neither copies its inputs nor its
+        // outputs (BA's Jacobian at GradBench's largest size is 0.6 GB);
+        // the result becomes a `Value` once, after the last run
+        let args: Vec<_> = prepared.args.iter().map(Value::as_arg).collect();
+        let mut output = None;
         while timings.len() < min_runs.max(1) || elapsed < min_seconds {
             // the previous run's result goes first: kept alive, it doubled
-            // the memory held during a call with a large result (BA's
-            // Jacobian at GradBench's largest size: about 0.6 GB)
+            // the memory held during a call with a large result
             drop(output.take());
             let t0 = Instant::now();
-            let result = entry.call_with(&prepared.args, &options);
+            let result = entry.call_borrowed(&args, &options, None);
             let t = t0.elapsed();
-            let (value, _) = result.map_err(|e| e.to_string())?;
-            output = Some(value);
+            let (out, _) = result.map_err(|e| e.to_string())?;
+            output = Some(out);
             timings.push(t);
             elapsed += t;
         }
-        let output = output.expect("at least one run");
+        let output = output.expect("at least one run").into_value();
         let json = (prepared.finish)(&output)?;
         Ok((json, timings))
     }

@@ -17,6 +17,18 @@ pub enum ArrayData {
 }
 
 impl ArrayData {
+    /// The elements borrowed, as an entry point's argument reads them.
+    pub fn as_array_ref(&self) -> ArrayRef<'_> {
+        match self {
+            ArrayData::F64(v) => ArrayRef::F64(v),
+            ArrayData::F32(v) => ArrayRef::F32(v),
+            ArrayData::I64(v) => ArrayRef::I64(v),
+            ArrayData::I32(v) => ArrayRef::I32(v),
+            // SAFETY: `bool` is one byte, 0 or 1.
+            ArrayData::Bool(v) => ArrayRef::Bool(unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, v.len()) }),
+        }
+    }
+
     pub fn len(&self) -> usize {
         match self {
             ArrayData::F64(v) => v.len(),
@@ -112,6 +124,19 @@ pub enum Value {
 impl Value {
     pub fn array(shape: Vec<usize>, data: ArrayData) -> Value {
         Value::Array(Rc::new(Array::new(shape, data)))
+    }
+
+    /// The same argument borrowed (no copy of array data).
+    pub fn as_arg(&self) -> ArgRef<'_> {
+        match self {
+            Value::F64(x) => ArgRef::F64(*x),
+            Value::F32(x) => ArgRef::F32(*x),
+            Value::I64(x) => ArgRef::I64(*x),
+            Value::I32(x) => ArgRef::I32(*x),
+            Value::Bool(x) => ArgRef::Bool(*x),
+            Value::Array(a) => ArgRef::Array { shape: a.shape.clone(), data: a.data.as_array_ref() },
+            Value::Tuple(xs) => ArgRef::Tuple(xs.iter().map(Value::as_arg).collect()),
+        }
     }
 
     /// Scalar type of a scalar or array value (None for tuples).

@@ -264,7 +264,7 @@ impl Gen {
     fn scalar(&mut self, env: &Env, depth: usize) -> E {
         let d = depth - 1;
         let f = Ty::F;
-        match self.rng.below(32) {
+        match self.rng.below(33) {
             0 | 1 => {
                 let (a, b) = (self.expr(f, env, d), self.expr(f, env, d));
                 let op = self.pick(&[" + ", " - ", " * "]);
@@ -421,6 +421,24 @@ impl Gen {
                     O(format!(") - {z}[2])")),
                 ];
                 node(f, vec![z.clone(), q.clone()], pieces)
+            }
+            31 => {
+                // the squared norm of a matrix product (A·m, A = a bᵀ):
+                // reverse mode sums dA's rows over m's columns
+                // (`interchange_sum`, `transpose_out_of_sum`)
+                let names = ["ua", "ub", "t", "r", "c", "q"].map(|h| self.name(h));
+                let [ua, ub, t, r, c, q] = &names;
+                let (a, b) = (self.expr(Ty::VK, env, d), self.expr(Ty::VK, env, d));
+                let pieces = vec![
+                    O(format!("(let {ua} = ")),
+                    K(a),
+                    O(format!(" in let {ub} = ")),
+                    K(b),
+                    O(format!(" in let {t} = for ({r} < k). for ({c} < n). sum (for ({q} < k). {ua}[{r}] * {ub}[{q}] * ")),
+                    K(var("m", Ty::M)),
+                    O(format!("[{q}, {c}]) in sum (for ({r} < k). sum (for ({c} < n). {t}[{r}, {c}] * {t}[{r}, {c}])))")),
+                ];
+                node(f, names.to_vec(), pieces)
             }
             _ => {
                 let a = self.expr(Ty::VN, env, d);

@@ -265,16 +265,10 @@ impl Library {
                 Value::Array(x) if x.shape.is_empty() && x.data.len() == 1 => x.data.get(0),
                 v => v.clone(),
             };
-            let arg = match &a {
-                Value::F64(x) => ArgRef::F64(*x),
-                Value::F32(x) => ArgRef::F32(*x),
-                Value::I64(x) => ArgRef::I64(*x),
-                Value::I32(x) => ArgRef::I32(*x),
-                Value::Bool(x) => ArgRef::Bool(*x),
-                Value::Array(x) => ArgRef::Array { shape: x.shape.clone(), data: array_ref(&x.data) },
-                Value::Tuple(_) => return Err(format!("internal: a tuple argument for a parameter of type {}", b.ty.elem.name())),
-            };
-            ios.push(arg_io(&arg, &b.ty)?);
+            if let Value::Tuple(_) = a {
+                return Err(format!("internal: a tuple argument for a parameter of type {}", b.ty.elem.name()));
+            }
+            ios.push(arg_io(&a.as_arg(), &b.ty)?);
         }
         // SAFETY: `args` (which the ios point into) outlive the call.
         let (out, stats) = unsafe { self.call_ios(entry, func, sizes, &ios, opts) }?;
@@ -451,17 +445,6 @@ fn arg_io(a: &ArgRef, ty: &Type) -> Result<ArdIo, String> {
         _ => return Err(format!("internal: argument of type {:?} for a parameter of type {}", a.elem(), ty.elem.name())),
     }
     Ok(io)
-}
-
-fn array_ref(d: &ArrayData) -> ArrayRef<'_> {
-    match d {
-        ArrayData::F64(v) => ArrayRef::F64(v),
-        ArrayData::F32(v) => ArrayRef::F32(v),
-        ArrayData::I64(v) => ArrayRef::I64(v),
-        ArrayData::I32(v) => ArrayRef::I32(v),
-        // SAFETY: `bool` is one byte, 0 or 1.
-        ArrayData::Bool(v) => ArrayRef::Bool(unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, v.len()) }),
-    }
 }
 
 /// The type of a top-level result variable.
