@@ -385,6 +385,11 @@ fn reverse_mode_ratios_before_and_after() {
             if name.starts_with("GMM") {
                 assert!(row[1].1 as f64 <= 0.7 * row[0].1 as f64, "{name}: stored {} at -O1, {} at -O0", row[1].1, row[0].1);
             }
+            // the target, met for these three (docs/OPTIMISER.md says
+            // why RK4 and GMM are above it)
+            if ["logsumexp", "matmul", "k-means"].iter().any(|w| name.starts_with(w)) {
+                assert!(row[1].0 <= 3.0, "{name}: ops(grad)/ops(f) = {:.3} at -O1", row[1].0);
+            }
         }
     });
 }
