@@ -227,6 +227,35 @@ fn accumulating_rows_are_written_in_place() {
     }
 }
 
+/// A row a `for` body builds with an inner `for` only to have it summed
+/// (`sum (for i. for j. e)`, reverse mode's cotangent rows) is added into
+/// the accumulator element by element as the inner `for` makes it: no row
+/// allocated per iteration and no second pass to add it. The same
+/// additions in the same order: bitwise the interpreter's (signed zeros,
+/// integer sums) at 1 and 2 threads.
+#[test]
+fn summed_rows_are_added_in_place() {
+    let src = "entry f [n][m] (x: [n][m]f64) : [m]f64 = sum (for i. for j. x[i, j] * 2.0 - 0.0)\n\
+               entry g [n][m] (x: [n][m]i64) : [m]i64 = sum (for i. for j. x[i, j] * 3)\n\
+               entry h [n][m] (x: [n][m]f64) : ([m]f64, f64) = let r = for i. for j. x[i, j] * 2.0 in (sum r, sum (for i. r[i, 0]))\n";
+    let prog = Program::from_source("sum_rows.ard", src).unwrap();
+    for e in ["f", "g"] {
+        let func = prog.entry(e).unwrap().function().clone();
+        let c = arden::backend::c::emit::emit_function(&func, 0).unwrap();
+        assert!(!c.contains("ard_a[ard_e] + ard_x[ard_e]") && !c.contains("ard_add64(ard_a[ard_e]"), "{e}: a row is built, then added:\n{c}");
+    }
+    let Some((compiled, interp)) = c_and_interp("sum_rows.ard", src) else { return };
+    let xf = Value::array(vec![3, 4], ArrayData::F64(vec![-0.0, 1.5, -0.0, 1e300, -0.0, -2.0, 0.0, 1e300, -0.0, 0.5, -0.0, -1e300].into()));
+    let xi = Value::array(vec![3, 4], ArrayData::I64(vec![1, -2, 3, 4, 5, 6, -7, 8, 9, 10, 11, -12].into()));
+    for (e, x) in [("f", &xf), ("g", &xi), ("h", &xf)] {
+        for opts in [CallOptions { threads: 1, par_min: 1 << 15 }, CallOptions { threads: 2, par_min: 0 }] {
+            let (got, _) = compiled.entry(e).unwrap().call_with(std::slice::from_ref(x), &opts).unwrap();
+            let (want, _) = interp.entry(e).unwrap().call_with(std::slice::from_ref(x), &CallOptions::default()).unwrap();
+            assert!(same(&got, &want), "{e}: {} vs {}", got.to_json(), want.to_json());
+        }
+    }
+}
+
 /// `src` compiled for the C backend and for the interpreter; `None`, with
 /// a note, when no C compiler is found.
 fn c_and_interp(name: &str, src: &str) -> Option<(arden::api::Compiled, arden::api::Compiled)> {

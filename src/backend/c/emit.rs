@@ -141,6 +141,15 @@ fn at_str(l: &Option<Loc>) -> String {
     }
 }
 
+/// Whether `v`, a row a `for` body returns to be summed, is built by a
+/// `for` of that body (one of its stacked results, of scalars) and read by
+/// nothing else there: that `for` can add its elements straight into the
+/// accumulator, in the same order as adding the finished row would.
+fn row_summed_in_place(body: &Block, v: VarId) -> bool {
+    let built_by_for = body.stmts.iter().any(|st| matches!(st.expr, Expr::For { .. }) && st.binds.iter().any(|b| b.var == v && b.ty.rank() == 1));
+    built_by_for && body.result.iter().filter(|a| **a == Atom::Var(v)).count() == 1 && body.stmts.iter().all(|st| !walk::free_vars_stmt(st).contains(&v))
+}
+
 /// Whether a block runs a loop of its own (a `for` whose body does not is
 /// not polled for the time limit, so that it stays vectorisable).
 fn has_loop(b: &Block) -> bool {
@@ -213,6 +222,10 @@ struct Em {
     /// destination passing: a `for` that is the row result of an enclosing
     /// `for` body writes straight into that row (outer array, row length)
     dest_rows: FxHashMap<VarId, (String, String)>,
+    /// the same for a row an enclosing `for` body sums: a `for` building
+    /// it adds each element into the accumulator (its element pointer)
+    /// instead of writing a row that is added afterwards
+    sum_rows: FxHashMap<VarId, String>,
     /// the function's size parameters (known everywhere in it)
     size_params: FxHashSet<VarId>,
     /// ` at LOC` of the statement being emitted (a C string literal; the
@@ -343,6 +356,7 @@ impl Em {
             owned_stack: vec![],
             borrowed: FxHashSet::default(),
             dest_rows: FxHashMap::default(),
+            sum_rows: FxHashMap::default(),
             size_params: f.size_params.iter().map(|(_, v)| *v).collect(),
             at: cstr(&format!(" in entry `{}`", f.name)),
         }
@@ -593,6 +607,10 @@ impl Em {
         for (j, a) in b.result.iter().enumerate() {
             let src = self.atom(a);
             let t = &targets[j];
+            if t.is_empty() {
+                // a row the body built in place (`for_body`'s direct rows)
+                continue;
+            }
             if self.is_arr(a) {
                 let Atom::Var(v) = a else { unreachable!() };
                 let last_occurrence = !b.result[j + 1..].contains(a);
@@ -1227,6 +1245,13 @@ impl Em {
             if b.ty.rank() == 0 {
                 return Err("internal: a `for` binds a scalar".into());
             }
+            if let Some(ptr) = self.sum_rows.get(&b.var).cloned() {
+                // element `ard_i` of the enclosing accumulator, added to
+                // once per iteration; the row itself is never made
+                self.borrowed.insert(b.var);
+                rows.push(Row::Summed { ptr: format!("({ptr} + ard_i)"), len: "1".into(), ty: Type::scalar(b.ty.elem), part: None });
+                continue;
+            }
             if !self.view_of_dest_row(b, &o, &n) {
                 let mut dims = vec![n.clone()];
                 dims.extend(b.ty.shape[1..].iter().map(|d| self.size(d)));
@@ -1404,9 +1429,32 @@ impl Em {
             self.poll();
         }
         let k = self.fresh();
+        // rows built by a `for` of the body are written in place: nothing
+        // to store afterwards (an empty target: no copy, no reference taken)
+        let mut direct = vec![false; rows.len()];
+        for (j, r) in rows.iter().enumerate() {
+            let Row::Stacked { out, len, ty } = r else { continue };
+            if let Atom::Var(v) = &body.result[j]
+                && walk::row_built_in_place(body, j, ty)
+            {
+                self.dest_rows.insert(*v, (out.clone(), len.clone()));
+                direct[j] = true;
+            }
+        }
+        for (j, r) in rows.iter().enumerate() {
+            let Row::Summed { ptr, ty, .. } = r else { continue };
+            if let Atom::Var(v) = &body.result[j]
+                && ty.rank() == 1
+                && row_summed_in_place(body, *v)
+            {
+                self.sum_rows.insert(*v, ptr.clone());
+                direct[j] = true;
+            }
+        }
         let mut targets = vec![];
         for (j, r) in rows.iter().enumerate() {
             match r {
+                _ if direct[j] => targets.push(String::new()),
                 Row::Stacked { out, ty, .. } if ty.rank() == 1 => targets.push(format!("{}[ard_i]", self.elem_ptr(out, ty.elem))),
                 Row::Stacked { .. } => {
                     let tn = format!("ard_row{k}_{j}");
@@ -1420,32 +1468,21 @@ impl Em {
                 }
             }
         }
-        // rows built by a `for` of the body are written in place
-        let mut direct = vec![false; rows.len()];
-        for (j, r) in rows.iter().enumerate() {
-            let Row::Stacked { out, len, ty } = r else { continue };
-            if let Atom::Var(v) = &body.result[j]
-                && walk::row_built_in_place(body, j, ty)
-            {
-                self.dest_rows.insert(*v, (out.clone(), len.clone()));
-                direct[j] = true;
-            }
-        }
         let res = self.block(body, &[], &targets);
         for (j, a) in body.result.iter().enumerate() {
             if let (true, Atom::Var(v)) = (direct[j], a) {
                 self.dest_rows.remove(v);
+                self.sum_rows.remove(v);
             }
         }
         res?;
         for (j, r) in rows.iter().enumerate() {
             let tn = &targets[j];
             match r {
+                _ if direct[j] => {}
                 Row::Stacked { out, len, ty } if ty.rank() > 1 => {
-                    if !direct[j] {
-                        let p = self.elem_ptr(out, ty.elem);
-                        self.line(&format!("ard_copy({p} + ard_i * {len}, {tn}.p, {len} * (int64_t)sizeof({}));", ctype(ty.elem)));
-                    }
+                    let p = self.elem_ptr(out, ty.elem);
+                    self.line(&format!("ard_copy({p} + ard_i * {len}, {tn}.p, {len} * (int64_t)sizeof({}));", ctype(ty.elem)));
                     self.line(&format!("ard_release(ctx, {tn}.b);"));
                 }
                 Row::Stacked { .. } => {}
