@@ -876,6 +876,24 @@ entry nested [n] (x: [3]f64) (y: [n]f64) : [3]f64 = for i. sum (for j. y[j] * x[
     }
 }
 
+/// A count that computes an axis of an array parameter (`(d*d - d)/2`,
+/// GMM's packed triangle) is never negative, and an integer division by a
+/// literal other than 0 and -1 never fails: work over such counts that
+/// nothing reads goes. A count that can be negative (`d - 5`) keeps its
+/// `replicate`, which fails at both levels alike.
+#[test]
+fn counts_that_are_parameter_axes_are_not_negative() {
+    let src = "entry f [d] (l: [d*(d-1)/2]f64) (x: [d]f64) : f64 = let t = replicate (d*(d-1)/2) 2.0 in let u = for (b < d*(d-1)/2). l[b] * 2.0 in x[0] + 1.0\n\
+               entry g [d] (x: [d]f64) : f64 = let t = replicate (d - 5) 2.0 in x[0]\n";
+    let (_, ir, o0, o1) = run_both(src, "f", "[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]");
+    assert!(!ir.contains("replicate") && !ir.contains(" for ") && !ir.contains("div"), "{ir}");
+    assert!(o1 < o0, "{o0} -> {o1}");
+    run_both(src, "f", "[[], [4.0]]");
+    let (_, ir, ..) = run_both(src, "g", "[[1.0, 2.0]]");
+    assert!(ir.contains("replicate"), "{ir}");
+    run_both(src, "g", "[[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]]");
+}
+
 /// Reverse mode of a matrix product sums `dA`'s rows over the columns of
 /// `C`; `interchange_sum` makes each `dA[i, p]` a scalar sum over a row of
 /// `B` (and `transpose_out_of_sum` + `transpose_transpose` take `dB`'s

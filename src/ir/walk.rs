@@ -307,7 +307,11 @@ pub fn can_fail(s: &Stmt) -> bool {
 /// `>= 0` (so `iota v` cannot fail). Sizes of `for` loops are not checked
 /// here (the optimiser's `Ctx::can_fail` does).
 pub fn can_fail_with(s: &Stmt, nonneg: &dyn Fn(VarId) -> bool) -> bool {
-    let int_div = |p: &Prim| matches!(p, Prim::Div | Prim::Rem) && s.binds.first().is_some_and(|b| b.ty.elem.is_int());
+    // integer division fails by zero (and i64::MIN / -1 overflows): not by
+    // any other literal divisor
+    let safe_divisor = |xs: &[Atom]| matches!(xs.get(1), Some(Atom::Lit(Lit::I64(c))) if *c != 0 && *c != -1)
+        || matches!(xs.get(1), Some(Atom::Lit(Lit::I32(c))) if *c != 0 && *c != -1);
+    let int_div = |p: &Prim, xs: &[Atom]| matches!(p, Prim::Div | Prim::Rem) && s.binds.first().is_some_and(|b| b.ty.elem.is_int()) && !safe_divisor(xs);
     let block_fails = |b: &Block| b.stmts.iter().any(|s| can_fail_with(s, nonneg));
     let count_fails = |n: &Atom| match n {
         Atom::Lit(Lit::I64(c)) => *c < 0,
@@ -318,7 +322,7 @@ pub fn can_fail_with(s: &Stmt, nonneg: &dyn Fn(VarId) -> bool) -> bool {
         Expr::Iota { n } | Expr::Replicate { n, .. } => count_fails(n),
         Expr::Index { checks, .. } => checks.iter().any(Option::is_some),
         Expr::Slice { check, .. } => check.is_some(),
-        Expr::Prim(p, _) => int_div(p),
+        Expr::Prim(p, xs) => int_div(p, xs),
         Expr::Coerce { .. } | Expr::Fail { .. } | Expr::ScatterAdd { .. } | Expr::Update { .. } | Expr::ArgExt { .. } | Expr::Unflatten { .. } => true,
         Expr::For { body, .. } | Expr::ForAcc { body, .. } => block_fails(body),
         Expr::Loop { body, kind, .. } => block_fails(body) || matches!(kind, LoopKind::While { cond } if block_fails(cond)),

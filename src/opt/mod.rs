@@ -149,7 +149,7 @@ pub fn optimize(m: &Module, opts: &OptOptions) -> Result<(Module, Report), OptEr
 /// Optimise one function with a parsed schedule.
 pub fn optimize_function(f: &mut Function, sched: &Schedule, rules: &[Rule], opts: &OptOptions, report: &mut Report) -> Result<(), OptError> {
     let t0 = std::time::Instant::now();
-    let mut st = State { names: std::mem::take(&mut f.names), onehot: f.onehot.iter().copied().collect(), want_cse: mentions(sched, "cse"), nonneg: f.size_params.iter().map(|(_, v)| *v).collect(), ..State::default() };
+    let mut st = State { names: std::mem::take(&mut f.names), onehot: f.onehot.iter().copied().collect(), want_cse: mentions(sched, "cse"), nonneg: f.size_params.iter().map(|(_, v)| *v).collect(), nonneg_sizes: parameter_axes(f), ..State::default() };
     walk_uses(f, &mut st);
     let info = BlockInfo {
         params: f
@@ -213,4 +213,16 @@ fn mentions(sched: &Schedule, name: &str) -> bool {
         }
     }
     names(&sched.main, name) || sched.lets.iter().any(|(_, s)| names(s, name))
+}
+
+/// The axes of `f`'s array parameters that are not plain size parameters
+/// or constants (those are known non-negative already).
+fn parameter_axes(f: &Function) -> Vec<crate::ir::Size> {
+    let mut out: Vec<crate::ir::Size> = vec![];
+    for d in f.params.iter().flat_map(|p| p.ty.shape.iter()) {
+        if d.as_var().is_none() && d.as_const().is_none() && !out.contains(d) {
+            out.push(d.clone());
+        }
+    }
+    out
 }

@@ -106,6 +106,10 @@ pub struct State {
     pub want_cse: bool,
     /// variables known to be >= 0: the function's size parameters
     pub nonneg: FxHashSet<VarId>,
+    /// sizes known to be >= 0: the axes of the function's array
+    /// parameters (a call checks its arguments' shapes against them), such
+    /// as GMM's `(d*d - d)/2`, which no sign rule proves
+    pub nonneg_sizes: Vec<crate::ir::Size>,
 }
 
 /// What a rule sees: the scope at its position and the run's state.
@@ -313,7 +317,38 @@ impl Ctx<'_, '_> {
     }
 
     fn nonneg(&self, v: VarId, inner: &[VarId]) -> bool {
-        self.st.nonneg.contains(&v) || inner.contains(&v) || self.index_range(v).is_some() || self.clamped_at_zero(v)
+        self.st.nonneg.contains(&v) || inner.contains(&v) || self.index_range(v).is_some() || self.clamped_at_zero(v) || self.an_axis_of_a_parameter(v)
+    }
+
+    /// Whether integer `v` computes (as a polynomial of the size
+    /// parameters) an axis of an array parameter: an axis is never negative.
+    fn an_axis_of_a_parameter(&self, v: VarId) -> bool {
+        !self.st.nonneg_sizes.is_empty() && self.int_as_size(&Atom::Var(v), 8).is_some_and(|s| self.st.nonneg_sizes.contains(&s))
+    }
+
+    /// The size an integer atom computes from the size parameters with
+    /// `+`, `-`, `*` and `/` (truncating, as `Size::div`), looking through
+    /// at most `depth` definitions.
+    fn int_as_size(&self, a: &Atom, depth: usize) -> Option<crate::ir::Size> {
+        use crate::ir::{Prim, Size};
+        match a {
+            Atom::Lit(Lit::I64(c)) => Some(Size::constant(*c)),
+            Atom::Var(v) if self.st.nonneg.contains(v) => Some(Size::var(*v)),
+            Atom::Var(v) if depth > 0 => match &self.def(*v)?.expr {
+                Expr::Atom(x) => self.int_as_size(x, depth - 1),
+                Expr::Prim(p @ (Prim::Add | Prim::Sub | Prim::Mul | Prim::Div), xs) if xs.len() == 2 => {
+                    let (x, y) = (self.int_as_size(&xs[0], depth - 1)?, self.int_as_size(&xs[1], depth - 1)?);
+                    Some(match p {
+                        Prim::Add => x.add(&y),
+                        Prim::Sub => x.sub(&y),
+                        Prim::Mul => x.mul(&y),
+                        _ => x.div(&y),
+                    })
+                }
+                _ => None,
+            },
+            _ => None,
+        }
     }
 
     /// Whether `v` is bound to `max a c` (or `max c a`) with a literal
@@ -333,7 +368,7 @@ impl Ctx<'_, '_> {
         match &s.expr {
             Expr::Iota { n } | Expr::Replicate { n, .. } => !atom_ok(n, inner),
             Expr::For { ivar, size, body } | Expr::ForAcc { ivar, size, body, .. } => {
-                if !size.provably_nonneg(&|v| self.nonneg(v, inner)) {
+                if !size.provably_nonneg(&|v| self.nonneg(v, inner)) && !self.st.nonneg_sizes.contains(size) {
                     return true;
                 }
                 inner.push(*ivar);
