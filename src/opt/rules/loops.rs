@@ -784,17 +784,17 @@ fn interchange_sum(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     }
     // P binds scalars (it is tabled over j); nothing in the nest can fail,
     // since its iterations run in another order
-    let prefix_block = Block { stmts: prefix.to_vec(), result: vec![] };
-    if prefix.iter().any(|st| st.binds.iter().any(|x| !x.ty.shape.is_empty())) || ctx.can_fail(s) {
+    let prefix_binds = || prefix.iter().flat_map(|st| st.binds.iter());
+    if prefix_binds().any(|x| !x.ty.shape.is_empty()) || ctx.can_fail(s) {
         return None;
     }
-    let mut in_prefix = walk::bound_vars_block(&prefix_block);
-    in_prefix.insert(j);
-    if k.vars().iter().any(|v| in_prefix.contains(v)) || !walks_better_interchanged(b, j, p) {
+    let varies_with_j = |v: &VarId| *v == j || prefix_binds().any(|x| x.var == *v);
+    if k.vars().iter().any(varies_with_j) || !walks_better_interchanged(b, j, p) {
         return None;
     }
     // 1. the values of P that B reads, one table over j each
-    let needed: Vec<Binder> = prefix.iter().flat_map(|st| st.binds.iter()).filter(|x| walk::free_vars_stmt(inner).contains(&x.var)).cloned().collect();
+    let read_by_b = walk::free_vars_stmt(inner);
+    let needed: Vec<Binder> = prefix_binds().filter(|x| read_by_b.contains(&x.var)).cloned().collect();
     let mut out = vec![];
     let mut reads = vec![];
     if !needed.is_empty() {
@@ -813,9 +813,9 @@ fn interchange_sum(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let raw = Block { stmts, result: pos.iter().map(|t| b.result[*t]).collect() };
     let (j2, p2) = (ctx.fresh_like(j), ctx.fresh_like(p));
     let inner_body = copy_block(&raw, FxHashMap::from_iter([(j, Atom::Var(j2)), (p, Atom::Var(p2))]), ctx);
-    let elem_ty = |t: usize| Type { elem: s.binds[t].ty.elem, shape: vec![] };
+    // per p: a scalar sum over j, or a column stacked over j
     let sums: Vec<Binder> = (0..pos.len())
-        .map(|t| Binder { var: ctx.fresh("r"), ty: if acc[t] { elem_ty(t) } else { Type { elem: s.binds[t].ty.elem, shape: vec![m.clone()] } } })
+        .map(|t| Binder { var: ctx.fresh("r"), ty: Type { elem: s.binds[t].ty.elem, shape: if acc[t] { vec![] } else { vec![m.clone()] } } })
         .collect();
     let rows: Vec<Binder> = (0..pos.len())
         .map(|t| if acc[t] { s.binds[t].clone() } else { Binder { var: ctx.fresh("cols"), ty: Type { elem: s.binds[t].ty.elem, shape: vec![k.clone(), m.clone()] } } })
