@@ -569,7 +569,7 @@ impl Gen {
     fn vector(&mut self, ty: Ty, env: &Env, depth: usize) -> E {
         let d = depth - 1;
         let sz = ty.size();
-        match self.rng.below(19) {
+        match self.rng.below(20) {
             0 | 1 => {
                 let i = self.name("i");
                 let body = self.expr(Ty::F, &env.with(&i, ty.idx()), d);
@@ -675,6 +675,30 @@ impl Gen {
                     ty,
                     vec![i.clone(), j.clone()],
                     vec![O(format!("(for ({i} < {sz}). sum (for ({j} < {sz}). if {cond} then (")), K(a), O(format!(")[{j}] * ")), K(b), S(" else 0.0))")],
+                )
+            }
+            17 => {
+                // a stencil: the neighbour below or above, another value at
+                // the boundary (reverse mode scatters to shifted indices:
+                // `scatter_shift`)
+                let (i, z) = (self.name("i"), self.name("z"));
+                let a = self.expr(ty, env, d);
+                let b = self.expr(Ty::F, &env.with(&i, ty.idx()), d);
+                if self.chance(25) {
+                    // the neighbour's index computed outside the branch that
+                    // reads it (out of range where the branch does not run)
+                    let j = self.name("j");
+                    return node(
+                        ty,
+                        vec![i.clone(), z.clone(), j.clone()],
+                        vec![O(format!("(let {z} = ")), K(a), O(format!(" in for ({i} < {sz}). let {j} = {i} + 1 in if {j} < {sz} then {z}[{i}] * {z}[{j}] else ")), K(b), S(")")],
+                    );
+                }
+                let (test, near) = if self.chance(50) { ("0".to_string(), format!("{i} - 1")) } else { (format!("{sz} - 1"), format!("{i} + 1")) };
+                node(
+                    ty,
+                    vec![i.clone(), z.clone()],
+                    vec![O(format!("(let {z} = ")), K(a), O(format!(" in for ({i} < {sz}). if {i} == {test} then ")), K(b), O(format!(" else {z}[{i}] * {z}[{near}])"))],
                 )
             }
             _ => {

@@ -89,7 +89,8 @@ impl Rev {
                     return;
                 }
                 let nb = parts.iter().filter(|p| matches!(p, Part::All(_))).count();
-                (positions(b, &aty.shape, parts, rec.ct), parts.len(), nb)
+                let parts = if rec.conditional { clamp_fixed(b, &aty.shape, parts) } else { parts.clone() };
+                (positions(b, &aty.shape, &parts, rec.ct), parts.len(), nb)
             }
             Kind::Pairs { flat, axes, bulk } => (*flat, *axes, *bulk),
         };
@@ -355,6 +356,7 @@ impl Rev {
                         }
                         _ => {
                             let nb = parts.iter().filter(|p| matches!(p, Part::All(_))).count();
+                            let parts = if r.conditional { clamp_fixed(b, &aty.shape, &parts) } else { parts };
                             results.push(positions(b, &aty.shape, &parts, r.ct));
                             results.push(r.ct);
                             uses.push(Use::Pairs { arr: r.arr, axes: parts.len(), bulk: nb, conditional: r.conditional });
@@ -534,6 +536,41 @@ pub(super) fn as_pairs(b: &mut Builder, r: Record) -> Record {
     let nb = parts.iter().filter(|p| matches!(p, Part::All(_))).count();
     let flat = positions(b, &aty.shape, parts, r.ct);
     Record { kind: Kind::Pairs { flat, axes: parts.len(), bulk: nb }, ..r }
+}
+
+/// A conditional record's fixed indices, all replaced by 0 unless every one
+/// is in range. Such a record comes from a branch that may not have run:
+/// there its value is zero, and an index computed outside the branch (an
+/// invariant `k` of `if c then x[k]`, the `j = i + 1` of `let j = i + 1 in
+/// if j < n then x[j]`) may lie outside the array, where a `scatter_add`
+/// would fail. Position 0 exists wherever the array has cells (where it
+/// has none, `accumulate`'s guard skips the pairs), as for the (0, 0)
+/// pairs of a branch not taken. A literal 0 stays as it is.
+fn clamp_fixed(b: &mut Builder, shape: &[Size], parts: &[Part]) -> Vec<Part> {
+    let zero = lit(Scalar::I64, 0.0);
+    let mut ok: Option<Atom> = None;
+    for (k, p) in parts.iter().enumerate() {
+        let Part::At(a) = p else { continue };
+        if *a == zero {
+            continue;
+        }
+        let dim = b.size(&shape[k]);
+        let lo = b.prim(Prim::Ge, vec![*a, zero], Scalar::Bool);
+        let hi = b.prim(Prim::Lt, vec![*a, dim], Scalar::Bool);
+        let both = b.prim(Prim::And, vec![lo, hi], Scalar::Bool);
+        ok = Some(match ok {
+            Some(o) => b.prim(Prim::And, vec![o, both], Scalar::Bool),
+            None => both,
+        });
+    }
+    let Some(ok) = ok else { return parts.to_vec() };
+    parts
+        .iter()
+        .map(|p| match p {
+            Part::At(a) if *a != zero => Part::At(b.prim(Prim::Select, vec![ok, *a, zero], Scalar::I64)),
+            other => *other,
+        })
+        .collect()
 }
 
 /// The row-major positions over `shape` of a structured record's cells:

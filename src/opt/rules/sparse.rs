@@ -1,7 +1,9 @@
 //! One-hot rules beyond the sum (paper 000): an array plus a one-hot array
 //! is one element updated, and a one-hot sum whose hot index belongs to
 //! the inner loop is a scatter. (The gather dual, `for j. Σ_i select (i ==
-//! e_j) x_i 0`, is `onehot_sum` inside a `for`.)
+//! e_j) x_i 0`, is `onehot_sum` inside a `for`.) A scatter whose indices
+//! are the loop index shifted by a constant (reverse mode of a stencil
+//! `x[i - 1]`) is a gather.
 
 use super::{bind, in_range, local_def, one_hot_term};
 use crate::ir::{Atom, Block, Expr, Loc, LoopKind, Prim, Size, Stmt, Type, VarId, walk};
@@ -17,6 +19,11 @@ pub const RULES: &[Rule] = &[
         "onehot_scatter",
         "`for i < n. Σ_j<m select (e_j == i) x_j 0` (or `if e_j == i then x_j else 0`) where e_j and x_j do not depend on i → a counted loop over j adding x_j into element e_j of zeros (+0 into element 0 when e_j is out of range, which changes no bin): O(n + m) instead of O(n·m), bitwise the same sums; the inner body must not fail",
         onehot_scatter,
+    ),
+    Rule::on_stmt(
+        "scatter_shift",
+        "`scatter_add d is v` where `is = for i < n. g(i)` and g is the identity or a stencil's shift with its boundary (`if i == 0 then 0 else i - 1`, `if i == n - 1 then t else i + 1`, t = 0 or n - 1; reverse mode of `x[i - 1]`, `x[i + 1]`), d of size n → `for e < n. d[e] + v[g⁻¹(e)]`, adding the values that land on e in the scatter's order: bitwise the same, no index array, no pass over pairs; every index is provably in range (the scatter cannot fail)",
+        scatter_shift,
     ),
 ];
 
@@ -175,4 +182,201 @@ fn scatter_loop(y: VarId, ty: &Type, n: &Size, j: VarId, m: &Size, ib: &Block, (
         bind(count, int, Expr::Prim(Prim::Select, vec![Atom::Var(some), m_atom, Atom::Lit(crate::ir::Lit::I64(0))])),
         Stmt { binds: vec![crate::ir::Binder { var: y, ty: ty.clone() }], expr: Expr::Loop { params: vec![crate::ir::Binder { var: accv, ty: ty.clone() }], init: vec![Atom::Var(zeros)], kind, body }, loc: None },
     ])
+}
+
+/// Where a boundary test `i == c` of a stencil puts `c`, and where a
+/// boundary pair lands: the first or the last element.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum End {
+    First,
+    Last,
+}
+
+/// An index array `for i < n. g(i)` that `scatter_shift` inverts:
+/// `g(i) = i + shift`, except `g(c) = target` at the boundary `c` when
+/// there is one.
+#[derive(Clone, Copy, Debug)]
+struct Shift {
+    shift: i64,
+    boundary: Option<(End, End)>,
+}
+
+impl Shift {
+    /// Whether every `g(i)`, `0 <= i < n`, lies in `0 .. n`: the shift
+    /// moves away from the boundary that the test excludes.
+    fn in_range(&self) -> bool {
+        match (self.boundary, self.shift) {
+            (_, 0) => true,
+            (Some((End::First, _)), -1) | (Some((End::Last, _)), 1) => true,
+            _ => false,
+        }
+    }
+}
+
+/// `e + k` as an atom, with the statement computing it when `k != 0`.
+fn offset(e: VarId, k: i64, stmts: &mut Vec<Stmt>, ctx: &mut Ctx) -> Atom {
+    if k == 0 {
+        return Atom::Var(e);
+    }
+    let t = ctx.fresh("src");
+    stmts.push(bind(t, Type::scalar(crate::ir::Scalar::I64), Expr::Prim(Prim::Add, vec![Atom::Var(e), Atom::Lit(crate::ir::Lit::I64(k))])));
+    Atom::Var(t)
+}
+
+fn scatter_shift(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let y = super::single(s)?;
+    let Expr::ScatterAdd { dest, idxs, vals, .. } = &s.expr else { return None };
+    if y.ty.rank() != 1 {
+        return None;
+    }
+    let Atom::Var(iv) = idxs else { return None };
+    let (n, g) = index_function(ctx, *iv)?;
+    let n_atom = n.as_atom()?;
+    let v_len = ctx.type_of(vals)?.shape.first().cloned();
+    if y.ty.shape[0] != n || v_len.as_ref() != Some(&n) || !g.in_range() {
+        return None;
+    }
+    let elem = Type::scalar(y.ty.elem);
+    let boolt = Type::scalar(crate::ir::Scalar::Bool);
+    let e = ctx.fresh("e");
+    let last = |stmts: &mut Vec<Stmt>, ctx: &mut Ctx| {
+        let t = ctx.fresh("last");
+        stmts.push(bind(t, Type::scalar(crate::ir::Scalar::I64), Expr::Prim(Prim::Sub, vec![n_atom, Atom::Lit(crate::ir::Lit::I64(1))])));
+        Atom::Var(t)
+    };
+    let at = |end: End, stmts: &mut Vec<Stmt>, ctx: &mut Ctx| match end {
+        End::First => Atom::Lit(crate::ir::Lit::I64(0)),
+        End::Last => last(stmts, ctx),
+    };
+    let d0 = ctx.fresh("at");
+    let mut stmts = vec![bind(d0, elem.clone(), Expr::Index { arr: *dest, idx: vec![Atom::Var(e)], checks: vec![None] })];
+    let mut cur = Atom::Var(d0);
+    // `cur + v[src]` when `cond` holds: both reads are in range there
+    let add_if = |cond: Option<Atom>, src: Atom, stmts: &mut Vec<Stmt>, cur: &mut Atom, ctx: &mut Ctx| {
+        let (x, sum) = (ctx.fresh("at"), ctx.fresh("at"));
+        let add = vec![bind(x, elem.clone(), Expr::Index { arr: *vals, idx: vec![src], checks: vec![None] }), bind(sum, elem.clone(), Expr::Prim(Prim::Add, vec![*cur, Atom::Var(x)]))];
+        match cond {
+            None => {
+                stmts.extend(add);
+                *cur = Atom::Var(sum);
+            }
+            Some(c) => {
+                let r = ctx.fresh("at");
+                let then_b = Block { stmts: add, result: vec![Atom::Var(sum)] };
+                let else_b = Block { stmts: vec![], result: vec![*cur] };
+                stmts.push(bind(r, elem.clone(), Expr::If { cond: c, then_b, else_b }));
+                *cur = Atom::Var(r);
+            }
+        }
+    };
+    let prim = |p: Prim, a: Atom, b: Atom, stmts: &mut Vec<Stmt>, ctx: &mut Ctx| {
+        let t = ctx.fresh("in");
+        stmts.push(bind(t, boolt.clone(), Expr::Prim(p, vec![a, b])));
+        Atom::Var(t)
+    };
+    // the pairs landing on e, in the scatter's order (increasing i): the
+    // boundary's pair (i = c) and the shifted one (i = e - shift, when it
+    // is in 0 .. n and not c). Where both land on one element, c = 0 is
+    // the lower i and c = n - 1 the higher
+    let boundary_first = matches!(g.boundary, Some((End::First, _)));
+    let boundary = |stmts: &mut Vec<Stmt>, cur: &mut Atom, ctx: &mut Ctx| {
+        if let Some((c, t)) = g.boundary {
+            let (ca, ta) = (at(c, stmts, ctx), at(t, stmts, ctx));
+            let hit = prim(Prim::Eq, Atom::Var(e), ta, stmts, ctx);
+            add_if(Some(hit), ca, stmts, cur, ctx);
+        }
+    };
+    if boundary_first {
+        boundary(&mut stmts, &mut cur, ctx);
+    }
+    let src = offset(e, -g.shift, &mut stmts, ctx);
+    let mut conds = vec![];
+    if g.shift > 0 {
+        conds.push(prim(Prim::Ge, src, Atom::Lit(crate::ir::Lit::I64(0)), &mut stmts, ctx));
+    }
+    if g.shift < 0 {
+        conds.push(prim(Prim::Lt, src, n_atom, &mut stmts, ctx));
+    }
+    if let Some((c, _)) = g.boundary
+        && g.shift == 0
+    {
+        // i = e itself is the boundary's, not the shift's
+        let ca = at(c, &mut stmts, ctx);
+        conds.push(prim(Prim::Ne, src, ca, &mut stmts, ctx));
+    }
+    add_if(conds.first().copied(), src, &mut stmts, &mut cur, ctx);
+    if !boundary_first {
+        boundary(&mut stmts, &mut cur, ctx);
+    }
+    let body = Block { stmts, result: vec![cur] };
+    Some(vec![Stmt { binds: vec![y.clone()], expr: Expr::For { ivar: e, size: n, body }, loc: None }])
+}
+
+/// The size and index function of `is` when it is a stacked result of a
+/// `for i < n` whose body returns `i + k`, or `if i == c then t else i + k`
+/// with the boundary c and the target t each 0 or n - 1.
+fn index_function(ctx: &Ctx, is: VarId) -> Option<(Size, Shift)> {
+    let st = ctx.def(is)?;
+    let k = st.binds.iter().position(|b| b.var == is)?;
+    let (i, n, body) = match &st.expr {
+        Expr::For { ivar, size, body } => (*ivar, size, body),
+        Expr::ForAcc { ivar, size, body, acc } if !acc[k] => (*ivar, size, body),
+        _ => return None,
+    };
+    if st.binds[k].ty.rank() != 1 {
+        return None;
+    }
+    let n_atom = n.as_atom()?;
+    let r = body.result[k];
+    if let Some(shift) = shifted(body, &r, i) {
+        return Some((n.clone(), Shift { shift, boundary: None }));
+    }
+    // `if i == c then t else i + k`
+    let Atom::Var(rv) = r else { return None };
+    let def = local_def(body, rv)?;
+    let Expr::If { cond, then_b, else_b } = &def.expr else { return None };
+    let pos = def.binds.iter().position(|b| b.var == rv)?;
+    let eq = prim_of(body, cond, Prim::Eq)?;
+    let c = match (eq[0], eq[1]) {
+        (Atom::Var(a), c) if a == i => c,
+        (c, Atom::Var(b)) if b == i => c,
+        _ => return None,
+    };
+    let end_of = |block: &Block, a: &Atom| -> Option<End> {
+        match a {
+            Atom::Lit(crate::ir::Lit::I64(0)) => Some(End::First),
+            Atom::Var(v) if is_last(block, body, ctx, *v, &n_atom) => Some(End::Last),
+            _ => None,
+        }
+    };
+    let c_end = end_of(body, &c)?;
+    let then_r = then_b.result[pos];
+    // the boundary's own index: `t`, or `i` itself (t = c)
+    let t_end = if then_r == Atom::Var(i) || then_r == c { c_end } else { end_of(then_b, &then_r)? };
+    let shift = shifted(else_b, &else_b.result[pos], i)?;
+    Some((n.clone(), Shift { shift, boundary: Some((c_end, t_end)) }))
+}
+
+/// Whether `v` is `n - 1`, bound in `block`, the body around it or in scope.
+fn is_last(block: &Block, body: &Block, ctx: &Ctx, v: VarId, n: &Atom) -> bool {
+    let def = local_def(block, v).or_else(|| local_def(body, v)).or_else(|| ctx.def(v));
+    matches!(def.map(|d| &d.expr), Some(Expr::Prim(Prim::Sub, xs)) if xs[0] == *n && xs[1] == Atom::Lit(crate::ir::Lit::I64(1)))
+}
+
+/// `k` when `a` is `i + k` (`i`, `i + k`, `k + i` or `i - k`, bound in `block`).
+fn shifted(block: &Block, a: &Atom, i: VarId) -> Option<i64> {
+    if *a == Atom::Var(i) {
+        return Some(0);
+    }
+    let Atom::Var(v) = a else { return None };
+    let lit = |x: &Atom| match x {
+        Atom::Lit(crate::ir::Lit::I64(k)) => Some(*k),
+        _ => None,
+    };
+    match &local_def(block, *v)?.expr {
+        Expr::Prim(Prim::Add, xs) if xs[0] == Atom::Var(i) => lit(&xs[1]),
+        Expr::Prim(Prim::Add, xs) if xs[1] == Atom::Var(i) => lit(&xs[0]),
+        Expr::Prim(Prim::Sub, xs) if xs[0] == Atom::Var(i) => lit(&xs[1])?.checked_neg(),
+        _ => None,
+    }
 }
