@@ -687,11 +687,13 @@ impl Gen {
                 if self.chance(25) {
                     // the neighbour's index computed outside the branch that
                     // reads it (out of range where the branch does not run)
-                    let j = self.name("j");
+                    // (or nested: the inner branch's index computed in the outer)
+                    let (j, q) = (self.name("j"), self.name("q"));
+                    let read = if self.chance(50) { format!("{z}[{i}] * {z}[{j}]") } else { format!("(let {q} = {j} + 1 in if {q} < {sz} then {z}[{q}] * {z}[{j}] else {z}[{j}])") };
                     return node(
                         ty,
-                        vec![i.clone(), z.clone(), j.clone()],
-                        vec![O(format!("(let {z} = ")), K(a), O(format!(" in for ({i} < {sz}). let {j} = {i} + 1 in if {j} < {sz} then {z}[{i}] * {z}[{j}] else ")), K(b), S(")")],
+                        vec![i.clone(), z.clone(), j.clone(), q.clone()],
+                        vec![O(format!("(let {z} = ")), K(a), O(format!(" in for ({i} < {sz}). let {j} = {i} + 1 in if {j} < {sz} then {read} else ")), K(b), S(")")],
                     );
                 }
                 let (test, near) = if self.chance(50) { ("0".to_string(), format!("{i} - 1")) } else { (format!("{sz} - 1"), format!("{i} + 1")) };

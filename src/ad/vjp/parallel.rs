@@ -534,7 +534,9 @@ pub(super) fn as_pairs(b: &mut Builder, r: Record) -> Record {
     let Kind::Structured(parts) = &r.kind else { return r };
     let aty = b.type_of(&Atom::Var(r.arr));
     let nb = parts.iter().filter(|p| matches!(p, Part::All(_))).count();
-    let flat = positions(b, &aty.shape, parts, r.ct);
+    // from a branch nested in this one: its index may be out of range here
+    let parts = if r.conditional { clamp_fixed(b, &aty.shape, parts) } else { parts.clone() };
+    let flat = positions(b, &aty.shape, &parts, r.ct);
     Record { kind: Kind::Pairs { flat, axes: parts.len(), bulk: nb }, ..r }
 }
 
