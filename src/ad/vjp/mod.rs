@@ -179,7 +179,7 @@ impl Cotangents for Rev {
         }
         if let Some(conditional) = self.outside_loop(*v) {
             let parts = idx.iter().map(|a| Part::At(*a)).collect();
-            self.frames.last_mut().expect("inside a loop").push(Record { arr: *v, kind: Kind::Structured(parts), ct, conditional });
+            self.frames.last_mut().expect("inside a loop").push(Record { arr: *v, kind: Kind::Structured(parts), ct, conditional, nested: false });
             return;
         }
         let ty = b.type_of(arr);
@@ -210,7 +210,7 @@ impl Cotangents for Rev {
             // a record (pairs) when `arr` is from outside a parallel loop:
             // a window `x[i:i+3]` then costs its length, not `x`'s
             let conditional = self.outside_loop(*v).unwrap_or(false);
-            self.record(b, Record { arr: *v, kind: Kind::Pairs { flat: idxs, axes: 1, bulk: 1 }, ct: vals, conditional });
+            self.record(b, Record { arr: *v, kind: Kind::Pairs { flat: idxs, axes: 1, bulk: 1 }, ct: vals, conditional, nested: false });
         }
     }
 }

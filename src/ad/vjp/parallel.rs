@@ -38,6 +38,10 @@ pub(super) struct Record {
     /// from a branch: the cotangent is zero when the other branch ran (and a
     /// fixed index may then be out of range)
     pub conditional: bool,
+    /// handed on by an `if` nested in the branch being transposed: an index
+    /// computed in this branch may be out of range where the nested
+    /// branch did not run
+    pub nested: bool,
 }
 
 impl Frame {
@@ -237,15 +241,15 @@ impl Rev {
                     let total = b.emit(Expr::Reduce { op: ReduceOp::Add, ne: vec![lit(vt.elem, 0.0)], arrs: vec![o] }, vt, "sum");
                     self.add(b, &Atom::Var(v), total);
                 }
-                Use::Axis(arr, parts, conditional) => self.record(b, Record { arr, kind: Kind::Structured(parts), ct: o, conditional }),
+                Use::Axis(arr, parts, conditional) => self.record(b, Record { arr, kind: Kind::Structured(parts), ct: o, conditional, nested: false }),
                 Use::Summed(arr, parts, conditional) => {
                     let ot = b.type_of(&o);
                     let total = b.emit(Expr::Reduce { op: ReduceOp::Add, ne: vec![lit(ot.elem, 0.0)], arrs: vec![o] }, ot.row(), "sum");
-                    self.record(b, Record { arr, kind: Kind::Structured(parts), ct: total, conditional });
+                    self.record(b, Record { arr, kind: Kind::Structured(parts), ct: total, conditional, nested: false });
                 }
                 Use::Pairs { arr, axes, bulk, conditional } => {
                     let ct = it.next().expect("values after indices");
-                    self.record(b, Record { arr, kind: Kind::Pairs { flat: o, axes, bulk: bulk + 1 }, ct, conditional });
+                    self.record(b, Record { arr, kind: Kind::Pairs { flat: o, axes, bulk: bulk + 1 }, ct, conditional, nested: false });
                 }
             }
         }
@@ -454,7 +458,7 @@ impl Rev {
                 structured => structured,
             };
             let ct = it.next().expect("values");
-            self.record(b, Record { arr: r.arr, kind, ct, conditional: true });
+            self.record(b, Record { arr: r.arr, kind, ct, conditional: true, nested: true });
         }
         Ok(())
     }
@@ -535,7 +539,7 @@ pub(super) fn as_pairs(b: &mut Builder, r: Record) -> Record {
     let aty = b.type_of(&Atom::Var(r.arr));
     let nb = parts.iter().filter(|p| matches!(p, Part::All(_))).count();
     // from a branch nested in this one: its index may be out of range here
-    let parts = if r.conditional { clamp_fixed(b, &aty.shape, parts) } else { parts.clone() };
+    let parts = if r.nested { clamp_fixed(b, &aty.shape, parts) } else { parts.clone() };
     let flat = positions(b, &aty.shape, &parts, r.ct);
     Record { kind: Kind::Pairs { flat, axes: parts.len(), bulk: nb }, ..r }
 }

@@ -322,7 +322,7 @@ impl Rev {
         self.note_bound(&replacement);
         for (r, pair) in records.into_iter().zip(filled.chunks(2)) {
             let Kind::Pairs { axes, bulk, .. } = r.kind else { unreachable!("made pairs") };
-            self.record(b, Record { arr: r.arr, kind: Kind::Pairs { flat: pair[0], axes, bulk: bulk + 1 }, ct: pair[1], conditional: r.conditional });
+            self.record(b, Record { arr: r.arr, kind: Kind::Pairs { flat: pair[0], axes, bulk: bulk + 1 }, ct: pair[1], conditional: r.conditional, nested: r.nested });
         }
         Ok(Some(replacement))
     }
