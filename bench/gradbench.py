@@ -13,7 +13,7 @@ reach c characters (GradBench draws lstm's parameters without a seed
 anyway). Only the Python standard library is needed.
 
 Usage: bench/gradbench.sh [--evals llsq,lse,...] [--runs N] [--min-seconds S]
-                          [--multithreaded] [--arden PATH] [--data DIR] [--small]
+                          [--multithreaded] [--fast-math] [--arden PATH] [--data DIR] [--small]
        bench/gradbench.sh --logs [--runs N]   (the workloads of ../shared/gradbench/logs)
 """
 
@@ -217,6 +217,7 @@ def main():
     ap.add_argument("--runs", type=int, default=3, help="min_runs of each evaluate (default 3)")
     ap.add_argument("--min-seconds", type=float, default=0.0, help="min_seconds of each evaluate (default 0)")
     ap.add_argument("--multithreaded", action="store_true")
+    ap.add_argument("--fast-math", action="store_true", help="pass --fast-math to arden gradbench (reassociated floating point)")
     ap.add_argument("--arden", default=os.environ.get("ARDEN", os.path.join(ROOT, "target", "release", "arden")))
     ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "gradbench", "data"))
     ap.add_argument("--small", action="store_true", help="small workloads (a quick check)")
@@ -229,7 +230,7 @@ def main():
     results = []
     print(f"{'eval':8} {'workload':34} {'function':10} {'runs':>4} {'mean ms':>10} {'min ms':>10} {'target':>8} {'ratio':>6}")
     for name in args.evals.split(","):
-        cmd = [args.arden, "gradbench"] + (["--multithreaded"] if args.multithreaded else [])
+        cmd = [args.arden, "gradbench"] + (["--multithreaded"] if args.multithreaded else []) + (["--fast-math"] if args.fast_math else [])
         tool = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         ids = iter(range(10**9))
 
@@ -274,7 +275,7 @@ def time_logs(args):
     """Replay every evaluate message of ../shared/gradbench/logs/*.jsonl with
     min_runs = --runs, and print the mean time of each."""
     logs = os.path.join(os.path.dirname(args.data.rstrip("/")), "logs")
-    cmd = [args.arden, "gradbench"] + (["--multithreaded"] if args.multithreaded else [])
+    cmd = [args.arden, "gradbench"] + (["--multithreaded"] if args.multithreaded else []) + (["--fast-math"] if args.fast_math else [])
     print(f"{'log':10} {'function':10} {'workload':24} {'runs':>4} {'mean ms':>10} {'min ms':>10}")
     for name in sorted(os.listdir(logs)):
         if not name.endswith(".jsonl"):

@@ -59,6 +59,12 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     threads: Option<u16>,
 
+    /// Let the C compiler reassociate floating-point arithmetic, as
+    /// `arden run --fast-math` does (C backend only): sums vectorise, results
+    /// differ in the last bits. Compare with and without it in one session.
+    #[arg(long)]
+    fast_math: bool,
+
     /// The least number of timed calls (after one warm-up call), e.g. `--runs 20`.
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     runs: u64,
@@ -223,10 +229,13 @@ pub fn bench(a: &BenchArgs) -> Outcome {
     if backend == Backend::Interp && a.threads.is_some() {
         eprintln!("note: --threads applies to the C backend only; the interpreter runs on one thread");
     }
+    if backend == Backend::Interp && a.fast_math {
+        eprintln!("note: --fast-math applies to the C backend only; the interpreter computes exactly as written");
+    }
     let compiled = match backend {
         // (only the entry is compiled, as `arden run` does; without
         // --backend, a failure falls back to the interpreter with a note)
-        Backend::C => match super::compile_entry(&prog, &name, a.backend.is_some())? {
+        Backend::C => match super::compile_entry(&prog, &name, a.backend.is_some(), a.fast_math)? {
             Some(c) => c,
             None => prog.compile(arden::Backend::Interp)?,
         },

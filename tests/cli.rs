@@ -193,6 +193,39 @@ entry pair (x: f64) : (f64, i64) = (x, 3)
         assert_eq!(stdout(&o), "32.0\n");
     }
 
+    /// `--fast-math` lets the C compiler reassociate: a long dot product
+    /// of values that do not cancel agrees with the exact one to rounding;
+    /// the interpreter ignores the flag (with a note) and stays exact; the
+    /// fast library is cached apart from the exact one.
+    #[test]
+    fn fast_math_reassociates_in_c_only() {
+        let dir = TempDir::new("fastmath");
+        let f = dir.write("dot.ard", DOT);
+        let vec = |k: usize| format!("[{}]", (0..10_000).map(|i| format!("{}", 1.0 + ((i * k) % 7) as f64 / 3.0)).collect::<Vec<_>>().join(", "));
+        let (a, b) = (dir.write("a.json", &vec(1)), dir.write("b.json", &vec(3)));
+        let cache = dir.path("cache");
+        let run = |extra: &[&str]| {
+            let mut args = vec!["run", &f, "--arg"];
+            let (aa, bb) = (format!("@{a}"), format!("@{b}"));
+            args.extend([aa.as_str(), "--arg", bb.as_str()]);
+            args.extend(extra);
+            Command::new(env!("CARGO_BIN_EXE_arden")).args(&args).env("ARDEN_CACHE_DIR", &cache).output().unwrap()
+        };
+        let libraries = || std::fs::read_dir(&cache).map(|d| d.count()).unwrap_or(0);
+        let exact = run(&["--backend", "c", "--threads", "1"]);
+        assert_exit(&exact, 0);
+        let after_exact = libraries();
+        let fast = run(&["--backend", "c", "--threads", "1", "--fast-math"]);
+        assert_exit(&fast, 0);
+        assert!(libraries() > after_exact, "the --fast-math library shares the exact one's cache entry");
+        let interp = run(&["--backend", "interp", "--fast-math"]);
+        assert_exit(&interp, 0);
+        assert!(stderr(&interp).contains("--fast-math applies to the C backend only"), "{}", stderr(&interp));
+        let (e, q): (f64, f64) = (stdout(&exact).trim().parse().unwrap(), stdout(&fast).trim().parse().unwrap());
+        assert!((e - q).abs() <= 1e-12 * e.abs(), "{e} vs {q}");
+        assert_eq!(stdout(&interp), stdout(&exact), "the C backend at one thread is exact without --fast-math");
+    }
+
     #[test]
     fn shape_mismatch_names_parameter_and_shapes() {
         let dir = TempDir::new("mismatch");

@@ -54,6 +54,12 @@ pub struct Args {
     /// or `interp`. Default: `c` when a C compiler is found, else `interp`.
     #[arg(long, value_name = "BACKEND", value_parser = ["c", "interp"])]
     pub backend: Option<String>,
+
+    /// Let the C compiler reassociate floating-point arithmetic (as `arden
+    /// run --fast-math`): sums and dot products vectorise, results differ
+    /// from the exact ones in the last bits. Off by default.
+    #[arg(long)]
+    pub fast_math: bool,
 }
 
 /// Serve the protocol on stdin and stdout until stdin ends.
@@ -100,6 +106,7 @@ struct Module {
 pub struct Session {
     threads: usize,
     backend: Option<Backend>,
+    fast_math: bool,
     modules: HashMap<&'static str, Module>,
 }
 
@@ -111,7 +118,7 @@ impl Session {
             Some("interp") => Some(Backend::Interp),
             _ => None,
         };
-        Session { threads, backend, modules: HashMap::new() }
+        Session { threads, backend, fast_math: args.fast_math, modules: HashMap::new() }
     }
 
     /// Answer one message line with one response line (without the newline).
@@ -191,7 +198,9 @@ impl Session {
             None => Backend::Interp,
         };
         let interp = program.compile(Backend::Interp).map_err(|e| e.to_string())?;
-        let compiled = program.compile(backend).map_err(|e| format!("cannot compile {}: {e}", eval.file))?;
+        let compiled = program
+            .compile_with(backend, &crate::backend::c::COptions::with_fast_math(self.fast_math))
+            .map_err(|e| format!("cannot compile {}: {e}", eval.file))?;
         for name in program.entry_names() {
             if let Some(why) = compiled.entry(name).ok().and_then(|e| e.refused().map(str::to_string)) {
                 eprintln!("arden gradbench: {}: `{name}` runs on the interpreter: {why}", eval.file);
@@ -287,7 +296,7 @@ mod tests {
     use super::*;
 
     fn session() -> Session {
-        Session::new(&Args { multithreaded: false, backend: Some("interp".into()) })
+        Session::new(&Args { multithreaded: false, backend: Some("interp".into()), fast_math: false })
     }
 
     fn ask(s: &mut Session, line: &str) -> Json {

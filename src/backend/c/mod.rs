@@ -46,7 +46,7 @@
 mod cc;
 pub mod emit;
 
-pub use cc::{Compiler, FLAGS, cache_dir, find_compiler, valid_cached};
+pub use cc::{Compiler, FAST_MATH_FLAGS, FLAGS, cache_dir, find_compiler, valid_cached};
 
 use crate::backend::limits;
 use crate::ir::{Function, Module, Scalar, Type};
@@ -78,6 +78,19 @@ impl Default for COptions {
     fn default() -> Self {
         let extra_flags = std::env::var("ARDEN_CFLAGS").map(|s| s.split_whitespace().map(str::to_string).collect()).unwrap_or_default();
         COptions { extra_flags }
+    }
+}
+
+impl COptions {
+    /// The defaults, plus [`cc::FAST_MATH_FLAGS`] when `fast_math` (the
+    /// command line's `--fast-math`): floating-point arithmetic may be
+    /// reassociated, as LANGUAGE.md §9 allows when asked.
+    pub fn with_fast_math(fast_math: bool) -> Self {
+        let mut o = COptions::default();
+        if fast_math {
+            o.extra_flags.splice(0..0, cc::FAST_MATH_FLAGS.iter().map(|f| f.to_string()));
+        }
+        o
     }
 }
 
