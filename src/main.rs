@@ -273,9 +273,10 @@ struct RunArgs {
     /// registers: often 2-3x faster for reduction-heavy code (GMM, k-means,
     /// least squares), with results that differ in the last bits (and, where
     /// the order decides it, in overflow or cancellation) and the sign of a
-    /// zero result unspecified. NaN and infinities keep their meaning. The
-    /// interpreter always computes exactly as written. Without the flag, the
-    /// C backend at one thread gives bitwise the interpreter's results.
+    /// zero result unspecified. NaN and infinities still propagate, except
+    /// that `x - x` may become 0 for an infinite or NaN `x`. The interpreter
+    /// always computes exactly as written. Without the flag, the C backend
+    /// at one thread gives bitwise the interpreter's results.
     #[arg(long)]
     fast_math: bool,
 

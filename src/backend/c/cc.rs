@@ -22,9 +22,10 @@ pub const FLAGS: &[&str] = &["-O3", "-march=native", "-fopenmp", "-fPIC", "-shar
 /// What `--fast-math` adds: the C compiler may reassociate floating-point
 /// arithmetic (a sum in several partial sums, so that it vectorises) and
 /// ignore the sign of zero; results change in rounding (and where the order
-/// decides an overflow). NaN and infinities keep their meaning (no
-/// `-ffinite-math-only`: arden's own `isnan` tests, such as logsumexp's,
-/// must still see them) and there is still no contraction into FMA.
+/// decides an overflow), and `x - x` may fold to 0 even for ∞ or NaN. No
+/// `-ffinite-math-only`: `isnan` and comparisons with ∞ keep their meaning
+/// (arden's own NaN tests, such as logsumexp's, must still see them), and
+/// there is still no contraction into FMA.
 pub const FAST_MATH_FLAGS: &[&str] = &["-fassociative-math", "-fno-signed-zeros", "-fno-trapping-math", "-fno-math-errno"];
 
 const MAGIC: &[u8; 8] = b"ARDENSO1";
