@@ -13,7 +13,7 @@ Compile a program, then call its entry points with NumPy arrays::
 
 Main functions and classes:
 
-- ``compile(source, backend=None, threads=None, opt_level=1)`` and
+- ``compile(source, backend=None, threads=None, opt_level=1, fast_math=False)`` and
   ``load(path, ...)`` return a :class:`Module`.
 - ``Module.<entry>(*args)`` calls an entry point (an :class:`Entry`); its
   ``signature`` shows parameter names, types and sizes.
@@ -613,13 +613,15 @@ class Module:
 # ---------------------------------------------------------------- compiling
 
 
-def _check_options(backend: Optional[str], threads: Optional[int], opt_level: int) -> None:
+def _check_options(backend: Optional[str], threads: Optional[int], opt_level: int, fast_math: bool = False) -> None:
     if backend not in (None, "c", "interp"):
         raise ValueError(f'backend must be "c", "interp" or None (the C backend when a C compiler is found), not {backend!r}')
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1):
         raise ValueError(f"threads must be a positive integer, not {threads!r}")
     if isinstance(opt_level, bool) or opt_level not in _OPT_LEVELS:
         raise ValueError(f"opt_level must be one of {_OPT_LEVELS}, not {opt_level!r}")
+    if not isinstance(fast_math, bool):
+        raise ValueError(f"fast_math must be True or False, not {fast_math!r}")
 
 
 def compile(
@@ -629,6 +631,7 @@ def compile(
     threads: Optional[int] = None,
     opt_level: int = 1,
     name: str = "<string>",
+    fast_math: bool = False,
 ) -> Module:
     """Compile arden source text into a :class:`Module`.
 
@@ -645,6 +648,11 @@ def compile(
             schedule of rewrites) or 0 (none). Applies to the entries and to
             the derivatives that :meth:`Module.grad` and friends build.
         name: the file name shown in error messages.
+        fast_math: let the C compiler reassociate floating-point arithmetic,
+            like ``arden run --fast-math`` (C backend only): sums and dot
+            products vectorise, results differ from the exact ones in the
+            last bits, the sign of a zero result is unspecified and ``x - x``
+            may be 0 for an infinite or NaN ``x``. The interpreter ignores it.
 
     Raises:
         CompileError: the program does not compile (``str(e)`` is the
@@ -653,8 +661,8 @@ def compile(
     """
     if not isinstance(source, str):
         raise TypeError(f"source must be a str, not {type(source).__name__} (use arden.load for a file)")
-    _check_options(backend, threads, opt_level)
-    native = _arden.NativeProgram.build(source, name, None, backend, threads, opt_level)
+    _check_options(backend, threads, opt_level, fast_math)
+    native = _arden.NativeProgram.build(source, name, None, backend, threads, opt_level, fast_math)
     return Module(native)
 
 
@@ -664,6 +672,7 @@ def load(
     backend: Optional[str] = None,
     threads: Optional[int] = None,
     opt_level: int = 1,
+    fast_math: bool = False,
 ) -> Module:
     """Read and compile a ``.ard`` file; see :func:`compile` for the options.
 
@@ -671,7 +680,7 @@ def load(
         OSError: the file cannot be read.
         CompileError: the program does not compile.
     """
-    _check_options(backend, threads, opt_level)
+    _check_options(backend, threads, opt_level, fast_math)
     p = os.fspath(path)
-    native = _arden.NativeProgram.build(None, p, p, backend, threads, opt_level)
+    native = _arden.NativeProgram.build(None, p, p, backend, threads, opt_level, fast_math)
     return Module(native)

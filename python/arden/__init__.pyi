@@ -111,6 +111,7 @@ def compile(
     threads: Optional[int] = ...,
     opt_level: int = ...,
     name: str = ...,
+    fast_math: bool = ...,
 ) -> Module:
     """Compile arden source text into a Module."""
 
@@ -120,6 +121,7 @@ def load(
     backend: Optional[str] = ...,
     threads: Optional[int] = ...,
     opt_level: int = ...,
+    fast_math: bool = ...,
 ) -> Module:
     """Read and compile a .ard file."""
 

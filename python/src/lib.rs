@@ -247,8 +247,8 @@ struct Prepared {
 }
 
 impl Prepared {
-    fn new(functions: Vec<Function>, backend: Backend, explicit: bool, notes: &mut Vec<String>) -> Result<Prepared, Error> {
-        let compiled = match Compiled::from_functions(functions.clone(), backend, &arden::backend::c::COptions::default()) {
+    fn new(functions: Vec<Function>, backend: Backend, explicit: bool, fast_math: bool, notes: &mut Vec<String>) -> Result<Prepared, Error> {
+        let compiled = match Compiled::from_functions(functions.clone(), backend, &arden::backend::c::COptions::with_fast_math(fast_math)) {
             Ok(c) => c,
             Err(e) if backend == Backend::C && !explicit => {
                 notes.push(format!("{e}; running on the interpreter instead"));
@@ -304,6 +304,8 @@ struct NativeProgram {
     prepared: Prepared,
     backend: Backend,
     explicit: bool,
+    /// `fast_math=True`: the C compiler may reassociate floating point
+    fast_math: bool,
     threads: Option<usize>,
     opt_level: u8,
     notes: Mutex<Vec<String>>,
@@ -349,8 +351,9 @@ impl NativeProgram {
     /// Compile `source` (`name` is the file name shown in messages) or, with
     /// `path`, read and compile a file.
     #[staticmethod]
-    #[pyo3(signature = (source, name, path, backend, threads, opt_level))]
-    fn build(py: Python<'_>, source: Option<String>, name: String, path: Option<String>, backend: Option<&str>, threads: Option<usize>, opt_level: u8) -> PyResult<NativeProgram> {
+    #[pyo3(signature = (source, name, path, backend, threads, opt_level, fast_math=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn build(py: Python<'_>, source: Option<String>, name: String, path: Option<String>, backend: Option<&str>, threads: Option<usize>, opt_level: u8, fast_math: bool) -> PyResult<NativeProgram> {
         let (backend, explicit, mut notes) = parse_backend(backend)?;
         if opt_level > 1 {
             return Err(PyValueError::new_err(format!("opt_level must be 0 or 1, not {opt_level}")));
@@ -368,7 +371,7 @@ impl NativeProgram {
                 (None, None) => unreachable!("the Python layer passes source or path"),
             }?;
             let mut notes = vec![];
-            let prepared = Prepared::new(program.module().functions.clone(), backend, explicit, &mut notes)?;
+            let prepared = Prepared::new(program.module().functions.clone(), backend, explicit, fast_math, &mut notes)?;
             Ok::<_, Error>((program, prepared, notes))
         })?;
         match result {
@@ -381,6 +384,7 @@ impl NativeProgram {
                     prepared,
                     backend,
                     explicit,
+                    fast_math,
                     threads,
                     opt_level,
                     notes: Mutex::new(notes),
@@ -503,7 +507,7 @@ impl NativeProgram {
         }
         self.program.entry(name).map_err(|e| to_py(py, e, None))?;
         let (program, entry) = (self.program.clone(), name.to_string());
-        let (backend, explicit) = (self.backend, self.explicit);
+        let (backend, explicit, fast_math) = (self.backend, self.explicit, self.fast_math);
         let kind2 = kind.to_string();
         let built = on_big_stack(py, move || {
             // built and optimised as the Rust API builds them (the primal
@@ -511,7 +515,7 @@ impl NativeProgram {
             let e = program.entry(&entry)?;
             let g = if kind2 == "jvp" { e.jvp_function() } else { e.vjp_function() }?;
             let mut notes = vec![];
-            let p = Prepared::new(vec![g], backend, explicit, &mut notes)?;
+            let p = Prepared::new(vec![g], backend, explicit, fast_math, &mut notes)?;
             Ok((p, notes))
         })?;
         let (p, notes) = built.map_err(|e| match e {

@@ -89,3 +89,23 @@ def test_the_gil_is_released_during_a_call(backend: str) -> None:
     gaps = np.diff(ticks)
     assert len(ticks) > 10
     assert gaps.max() < duration / 2, (gaps.max(), duration)
+
+
+def test_fast_math_reassociates_in_c_only() -> None:
+    """``fast_math=True`` compiles the C backend with reassociation: a long
+    dot product agrees with the exact one to rounding, and its derivative
+    too; the interpreter ignores the option; a non-bool is refused."""
+    src = "entry dot [n] (a: [n]f64) (b: [n]f64) : f64 = sum (for i. a[i] * b[i])"
+    rng = np.random.default_rng(11)
+    a, b = rng.uniform(1.0, 2.0, 10_000), rng.uniform(1.0, 2.0, 10_000)
+    exact = arden.compile(src, backend="interp")
+    want, gwant = exact.dot(a, b), exact.grad("dot")(a, b)
+    for backend in ("c", "interp"):
+        fast = arden.compile(src, backend=backend, fast_math=True, threads=1)
+        got = fast.dot(a, b)
+        assert abs(got - want) <= 1e-12 * abs(want)
+        np.testing.assert_allclose(fast.grad("dot")(a, b), gwant, rtol=1e-12)
+        if backend == "interp":
+            assert got == want
+    with pytest.raises(ValueError, match="fast_math"):
+        arden.compile(src, fast_math=1)
