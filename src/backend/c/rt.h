@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdarg.h>
 #include <math.h>
+#include <sys/mman.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -362,6 +363,26 @@ static const char *ard_elem_name(int64_t esize, int is_float) {
     return esize == 8 ? "i64" : esize == 4 ? "i32" : "bool";
 }
 
+/* Large buffers (reverse mode's stored residuals, whole-array
+ * cotangents) are fresh memory at every call, and with 4 KiB pages the
+ * kernel's page faults took a third of GradBench's ode gradient (`perf`:
+ * exc_page_fault, clear_page). Asking for transparent huge pages (where the
+ * system grants them on request, THP "madvise" mode, the usual default)
+ * takes 512 times fewer faults: ode gradient 262 -> 140 ms, ba Jacobian
+ * 378 -> 210 ms. Only the buffer's whole 2 MiB pages are advised; the
+ * call fails nowhere if the system says no. */
+#define ARD_HUGE_BYTES ((size_t)4 << 20)
+static void ard_advise_huge(void *p, size_t n) {
+#ifdef MADV_HUGEPAGE
+    const uintptr_t page = (uintptr_t)2 << 20;
+    uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1), hi = ((uintptr_t)p + n) & ~(page - 1);
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)n;
+#endif
+}
+
 /* A new array of the given shape, `at` the statement's location (" at
  * FILE:L:C" or ""); 0 on success, 1 after recording an error. The memory
  * limit counts the bytes the process held before the call (base_bytes)
@@ -402,6 +423,7 @@ ARD_SLOW static int ard_new_at(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize
                      at, (long long)n, ard_elem_name(esize, is_float), need, use);
         return 1;
     }
+    if (bytes >= ARD_HUGE_BYTES) ard_advise_huge(b, sizeof(ard_buf) + bytes + 64);
     uintptr_t p = ((uintptr_t)(b + 1) + 63) & ~(uintptr_t)63;
     b->data = (void *)p;
     b->rc = 1;
