@@ -378,3 +378,31 @@ fn literal_rows_are_written_in_place() {
         }
     }
 }
+
+/// `replicate n 0.0` (and `0`, `false`) is a zeroed allocation (calloc for
+/// fresh memory, a memset for a recycled buffer) instead of a fill loop;
+/// `-0.0` keeps its loop. Checked bitwise against the interpreter where a
+/// freed buffer of the same size holds other values first (the recycled
+/// path) and at a size calloc takes from fresh pages, and that the
+/// generated C has no fill loop for the zeros.
+#[test]
+fn zero_replicates_are_zeroed_allocations() {
+    let src = "entry f [n] (x: [n]f64) : ([n]f64, [n]f64, [n]i64, [n]bool, f64) =\n  \
+               let junk = scan (+) 1.0 x\n  \
+               let s = sum junk + sum (reverse junk)\n  \
+               in (replicate n 0.0, replicate n (-0.0), replicate n 0, replicate n false, s)\n";
+    let prog = Program::from_source("zeros.ard", src).unwrap();
+    let c = arden::backend::c::emit::emit_function(prog.entry("f").unwrap().function(), 0).unwrap();
+    assert_eq!(c.matches("ard_new_zero_at(").count(), 3, "{c}");
+    let Some((compiled, interp)) = c_and_interp("zeros.ard", src) else { return };
+    for n in [0usize, 5, 1000, 3_000_000] {
+        let x = Value::array(vec![n], ArrayData::F64((0..n).map(|i| i as f64 - 2.5).collect()));
+        let (got, _) = compiled.entry("f").unwrap().call_with(std::slice::from_ref(&x), &CallOptions { threads: 1, par_min: 1 << 15 }).unwrap();
+        let (want, _) = interp.entry("f").unwrap().call_with(std::slice::from_ref(&x), &CallOptions::default()).unwrap();
+        assert_eq!(got.to_json(), want.to_json(), "n = {n}");
+        let Value::Tuple(parts) = &got else { panic!("a tuple") };
+        let Value::Array(neg) = &parts[1] else { panic!("an array") };
+        let ArrayData::F64(neg) = &neg.data else { panic!("f64") };
+        assert!(neg.iter().all(|v| v.to_bits() == (-0.0f64).to_bits()), "n = {n}: -0.0 lost its sign");
+    }
+}

@@ -670,12 +670,21 @@ impl Em {
     }
 
     fn new_arr(&mut self, out: &str, elem: Scalar, dims: &[String]) {
+        self.alloc_arr(out, elem, dims, "ard_new_at");
+    }
+
+    /// A new array of all-zero bytes (calloc: no pass over fresh memory).
+    fn new_zero_arr(&mut self, out: &str, elem: Scalar, dims: &[String]) {
+        self.alloc_arr(out, elem, dims, "ard_new_zero_at");
+    }
+
+    fn alloc_arr(&mut self, out: &str, elem: Scalar, dims: &[String], alloc: &str) {
         let k = self.fresh();
         let list = if dims.is_empty() { "0".to_string() } else { dims.join(", ") };
         let fail = self.fail.clone();
         self.line(&format!("{{ int64_t ard_d{k}[{}] = {{{list}}};", dims.len().max(1)));
         let at = self.at.clone();
-        self.line(&format!("  if (ard_new_at(ctx, ard_it, &{out}, sizeof({}), {}, {}, ard_d{k}, {at})) goto {fail}; }}", ctype(elem), is_float(elem), dims.len()));
+        self.line(&format!("  if ({alloc}(ctx, ard_it, &{out}, sizeof({}), {}, {}, ard_d{k}, {at})) goto {fail}; }}", ctype(elem), is_float(elem), dims.len()));
     }
 
     /// A writable copy of array `a` into `out`: the buffer itself when this
@@ -896,7 +905,9 @@ impl Em {
                 let v = self.atom(val);
                 let ct = ctype(b.ty.elem);
                 let p = self.elem_ptr(&o, b.ty.elem);
-                if vt.rank() == 0 {
+                if vt.rank() == 0 && all_zero_bits(val) {
+                    self.new_zero_arr(&o, b.ty.elem, &[format!("ard_n{k}")]);
+                } else if vt.rank() == 0 {
                     self.new_arr(&o, b.ty.elem, &[format!("ard_n{k}")]);
                     self.line(&format!("for (int64_t ard_i = 0; ard_i < ard_n{k}; ard_i++) {p}[ard_i] = {v};"));
                 } else {
@@ -1914,4 +1925,17 @@ pub fn emit_library(m: &Module, file: &str, stem: &str) -> R<(String, String)> {
     let _ = writeln!(h, "#ifdef __cplusplus\n}}\n#endif\n#endif");
     let _ = writeln!(c, "/* the interface: {stem}.h */");
     Ok((c, h))
+}
+
+/// A literal whose bytes are all zero (`+0.0`, not `-0.0`; `0`; `false`):
+/// its `replicate` is a zeroed allocation.
+fn all_zero_bits(a: &Atom) -> bool {
+    match a {
+        Atom::Lit(Lit::F64(x)) => x.to_bits() == 0,
+        Atom::Lit(Lit::F32(x)) => x.to_bits() == 0,
+        Atom::Lit(Lit::I64(x)) => *x == 0,
+        Atom::Lit(Lit::I32(x)) => *x == 0,
+        Atom::Lit(Lit::Bool(b)) => !b,
+        _ => false,
+    }
 }

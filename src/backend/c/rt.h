@@ -386,8 +386,12 @@ static void ard_advise_huge(void *p, size_t n) {
 /* A new array of the given shape, `at` the statement's location (" at
  * FILE:L:C" or ""); 0 on success, 1 after recording an error. The memory
  * limit counts the bytes the process held before the call (base_bytes)
- * plus the call's live buffers, like the interpreter's check. */
-ARD_SLOW static int ard_new_at(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize, int is_float, int rank, const int64_t *d, const char *at) {
+ * plus the call's live buffers, like the interpreter's check. `zero`: all
+ * bytes zero (a `replicate` of +0.0, 0 or false). A large buffer then comes
+ * from calloc, which hands out fresh pages the kernel has zeroed without
+ * writing them: reverse mode's stored residuals start as zeros and are
+ * overwritten row by row, so the fill was a whole pass over them. */
+ARD_SLOW static int ard_alloc(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize, int is_float, int rank, const int64_t *d, const char *at, int zero) {
     int64_t n = 1;
     for (int i = 0; i < rank; i++) {
         if (d[i] < 0 || (d[i] != 0 && n > ARD_MAX_ELEMS / d[i]) ) { n = -1; break; }
@@ -404,12 +408,13 @@ ARD_SLOW static int ard_new_at(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize
     int over = (int64_t)bytes > c->max_bytes - held;
     ard_buf *b = over ? NULL : ard_cached(c, (int64_t)bytes);
     if (b) {
+        if (zero) memset(b->data, 0, bytes);
         a->b = b;
         a->p = b->data;
         for (int i = 0; i < rank; i++) a->d[i] = d[i];
         return 0;
     }
-    b = over ? NULL : (ard_buf *)malloc(sizeof(ard_buf) + bytes + 64);
+    b = over ? NULL : (ard_buf *)(zero ? calloc(1, sizeof(ard_buf) + bytes + 64) : malloc(sizeof(ard_buf) + bytes + 64));
     if (!b) {
         char need[64], use[64], lim[64];
         ard_bytes_str(need, sizeof need, (int64_t)bytes);
@@ -434,6 +439,14 @@ ARD_SLOW static int ard_new_at(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize
     a->p = b->data;
     for (int i = 0; i < rank; i++) a->d[i] = d[i];
     return 0;
+}
+
+static int ard_new_at(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize, int is_float, int rank, const int64_t *d, const char *at) {
+    return ard_alloc(c, it, a, esize, is_float, rank, d, at, 0);
+}
+
+static int ard_new_zero_at(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize, int is_float, int rank, const int64_t *d, const char *at) {
+    return ard_alloc(c, it, a, esize, is_float, rank, d, at, 1);
 }
 
 /* Wrap caller memory (an entry argument): never written, never freed here. */
