@@ -31,12 +31,16 @@ pub fn function(f: &mut Function) {
     block(&mut f.body, &uses, &pinned);
 }
 
-fn is_zero(a: &Atom) -> bool {
+/// A literal whose bytes are all zero: `+0.0` (not `-0.0`), `0`, `false`
+/// (the neutral element a sum may start from; what the C backend
+/// allocates zeroed instead of filling).
+pub(crate) fn is_zero(a: &Atom) -> bool {
     match a {
         Atom::Lit(Lit::F64(x)) => x.to_bits() == 0,
         Atom::Lit(Lit::F32(x)) => x.to_bits() == 0,
         Atom::Lit(Lit::I64(x)) => *x == 0,
         Atom::Lit(Lit::I32(x)) => *x == 0,
+        Atom::Lit(Lit::Bool(b)) => !b,
         _ => false,
     }
 }

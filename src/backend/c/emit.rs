@@ -905,7 +905,7 @@ impl Em {
                 let v = self.atom(val);
                 let ct = ctype(b.ty.elem);
                 let p = self.elem_ptr(&o, b.ty.elem);
-                if vt.rank() == 0 && all_zero_bits(val) {
+                if vt.rank() == 0 && crate::ir::accumulate::is_zero(val) {
                     self.new_zero_arr(&o, b.ty.elem, &[format!("ard_n{k}")]);
                 } else if vt.rank() == 0 {
                     self.new_arr(&o, b.ty.elem, &[format!("ard_n{k}")]);
@@ -1925,17 +1925,4 @@ pub fn emit_library(m: &Module, file: &str, stem: &str) -> R<(String, String)> {
     let _ = writeln!(h, "#ifdef __cplusplus\n}}\n#endif\n#endif");
     let _ = writeln!(c, "/* the interface: {stem}.h */");
     Ok((c, h))
-}
-
-/// A literal whose bytes are all zero (`+0.0`, not `-0.0`; `0`; `false`):
-/// its `replicate` is a zeroed allocation.
-fn all_zero_bits(a: &Atom) -> bool {
-    match a {
-        Atom::Lit(Lit::F64(x)) => x.to_bits() == 0,
-        Atom::Lit(Lit::F32(x)) => x.to_bits() == 0,
-        Atom::Lit(Lit::I64(x)) => *x == 0,
-        Atom::Lit(Lit::I32(x)) => *x == 0,
-        Atom::Lit(Lit::Bool(b)) => !b,
-        _ => false,
-    }
 }
