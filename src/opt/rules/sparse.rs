@@ -6,7 +6,7 @@
 //! `x[i - 1]`) is a gather.
 
 use super::{bind, in_range, local_def, one_hot_term};
-use crate::ir::{Atom, Block, Expr, Loc, LoopKind, Prim, Size, Stmt, Type, VarId, walk};
+use crate::ir::{Atom, Block, Expr, Lit, Loc, LoopKind, Prim, Scalar, Size, Stmt, Type, VarId, walk};
 use crate::opt::rule::{Ctx, Rule};
 
 pub const RULES: &[Rule] = &[
@@ -219,7 +219,7 @@ fn offset(e: VarId, k: i64, stmts: &mut Vec<Stmt>, ctx: &mut Ctx) -> Atom {
         return Atom::Var(e);
     }
     let t = ctx.fresh("src");
-    stmts.push(bind(t, Type::scalar(crate::ir::Scalar::I64), Expr::Prim(Prim::Add, vec![Atom::Var(e), Atom::Lit(crate::ir::Lit::I64(k))])));
+    stmts.push(bind(t, Type::scalar(Scalar::I64), Expr::Prim(Prim::Add, vec![Atom::Var(e), Atom::Lit(Lit::I64(k))])));
     Atom::Var(t)
 }
 
@@ -237,16 +237,21 @@ fn scatter_shift(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
         return None;
     }
     let elem = Type::scalar(y.ty.elem);
-    let boolt = Type::scalar(crate::ir::Scalar::Bool);
+    let boolt = Type::scalar(Scalar::Bool);
     let e = ctx.fresh("e");
-    let last = |stmts: &mut Vec<Stmt>, ctx: &mut Ctx| {
-        let t = ctx.fresh("last");
-        stmts.push(bind(t, Type::scalar(crate::ir::Scalar::I64), Expr::Prim(Prim::Sub, vec![n_atom, Atom::Lit(crate::ir::Lit::I64(1))])));
-        Atom::Var(t)
+    // `n - 1`, computed once before the loop when a boundary is the last element
+    let mut out = vec![];
+    let last = match g.boundary {
+        Some((End::Last, _) | (_, End::Last)) => {
+            let t = ctx.fresh("last");
+            out.push(bind(t, Type::scalar(Scalar::I64), Expr::Prim(Prim::Sub, vec![n_atom, Atom::Lit(Lit::I64(1))])));
+            Atom::Var(t)
+        }
+        _ => n_atom,
     };
-    let at = |end: End, stmts: &mut Vec<Stmt>, ctx: &mut Ctx| match end {
-        End::First => Atom::Lit(crate::ir::Lit::I64(0)),
-        End::Last => last(stmts, ctx),
+    let at = |end: End| match end {
+        End::First => Atom::Lit(Lit::I64(0)),
+        End::Last => last,
     };
     let d0 = ctx.fresh("at");
     let mut stmts = vec![bind(d0, elem.clone(), Expr::Index { arr: *dest, idx: vec![Atom::Var(e)], checks: vec![None] })];
@@ -281,35 +286,29 @@ fn scatter_shift(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let boundary_first = matches!(g.boundary, Some((End::First, _)));
     let boundary = |stmts: &mut Vec<Stmt>, cur: &mut Atom, ctx: &mut Ctx| {
         if let Some((c, t)) = g.boundary {
-            let (ca, ta) = (at(c, stmts, ctx), at(t, stmts, ctx));
-            let hit = prim(Prim::Eq, Atom::Var(e), ta, stmts, ctx);
-            add_if(Some(hit), ca, stmts, cur, ctx);
+            let hit = prim(Prim::Eq, Atom::Var(e), at(t), stmts, ctx);
+            add_if(Some(hit), at(c), stmts, cur, ctx);
         }
     };
     if boundary_first {
         boundary(&mut stmts, &mut cur, ctx);
     }
     let src = offset(e, -g.shift, &mut stmts, ctx);
-    let mut conds = vec![];
-    if g.shift > 0 {
-        conds.push(prim(Prim::Ge, src, Atom::Lit(crate::ir::Lit::I64(0)), &mut stmts, ctx));
-    }
-    if g.shift < 0 {
-        conds.push(prim(Prim::Lt, src, n_atom, &mut stmts, ctx));
-    }
-    if let Some((c, _)) = g.boundary
-        && g.shift == 0
-    {
-        // i = e itself is the boundary's, not the shift's
-        let ca = at(c, &mut stmts, ctx);
-        conds.push(prim(Prim::Ne, src, ca, &mut stmts, ctx));
-    }
-    add_if(conds.first().copied(), src, &mut stmts, &mut cur, ctx);
+    // where the shifted pair exists: `src` in range, and (with no shift)
+    // not the boundary's own i, whose pair is the boundary's
+    let cond = match (g.shift, g.boundary) {
+        (k, _) if k > 0 => Some(prim(Prim::Ge, src, Atom::Lit(Lit::I64(0)), &mut stmts, ctx)),
+        (k, _) if k < 0 => Some(prim(Prim::Lt, src, n_atom, &mut stmts, ctx)),
+        (_, Some((c, _))) => Some(prim(Prim::Ne, src, at(c), &mut stmts, ctx)),
+        _ => None,
+    };
+    add_if(cond, src, &mut stmts, &mut cur, ctx);
     if !boundary_first {
         boundary(&mut stmts, &mut cur, ctx);
     }
     let body = Block { stmts, result: vec![cur] };
-    Some(vec![Stmt { binds: vec![y.clone()], expr: Expr::For { ivar: e, size: n, body }, loc: None }])
+    out.push(Stmt { binds: vec![y.clone()], expr: Expr::For { ivar: e, size: n, body }, loc: None });
+    Some(out)
 }
 
 /// The size and index function of `is` when it is a stacked result of a
@@ -344,7 +343,7 @@ fn index_function(ctx: &Ctx, is: VarId) -> Option<(Size, Shift)> {
     };
     let end_of = |block: &Block, a: &Atom| -> Option<End> {
         match a {
-            Atom::Lit(crate::ir::Lit::I64(0)) => Some(End::First),
+            Atom::Lit(Lit::I64(0)) => Some(End::First),
             Atom::Var(v) if is_last(block, body, ctx, *v, &n_atom) => Some(End::Last),
             _ => None,
         }
@@ -360,7 +359,7 @@ fn index_function(ctx: &Ctx, is: VarId) -> Option<(Size, Shift)> {
 /// Whether `v` is `n - 1`, bound in `block`, the body around it or in scope.
 fn is_last(block: &Block, body: &Block, ctx: &Ctx, v: VarId, n: &Atom) -> bool {
     let def = local_def(block, v).or_else(|| local_def(body, v)).or_else(|| ctx.def(v));
-    matches!(def.map(|d| &d.expr), Some(Expr::Prim(Prim::Sub, xs)) if xs[0] == *n && xs[1] == Atom::Lit(crate::ir::Lit::I64(1)))
+    matches!(def.map(|d| &d.expr), Some(Expr::Prim(Prim::Sub, xs)) if xs[0] == *n && xs[1] == Atom::Lit(Lit::I64(1)))
 }
 
 /// `k` when `a` is `i + k` (`i`, `i + k`, `k + i` or `i - k`, bound in `block`).
@@ -370,7 +369,7 @@ fn shifted(block: &Block, a: &Atom, i: VarId) -> Option<i64> {
     }
     let Atom::Var(v) = a else { return None };
     let lit = |x: &Atom| match x {
-        Atom::Lit(crate::ir::Lit::I64(k)) => Some(*k),
+        Atom::Lit(Lit::I64(k)) => Some(*k),
         _ => None,
     };
     match &local_def(block, *v)?.expr {
