@@ -93,8 +93,7 @@ impl Rev {
                     return;
                 }
                 let nb = parts.iter().filter(|p| matches!(p, Part::All(_))).count();
-                let parts = if rec.conditional { clamp_fixed(b, &aty.shape, parts) } else { parts.clone() };
-                (positions(b, &aty.shape, &parts, rec.ct), parts.len(), nb)
+                (positions_guarded(b, &aty.shape, parts, rec.ct, rec.conditional), parts.len(), nb)
             }
             Kind::Pairs { flat, axes, bulk } => (*flat, *axes, *bulk),
         };
@@ -360,8 +359,7 @@ impl Rev {
                         }
                         _ => {
                             let nb = parts.iter().filter(|p| matches!(p, Part::All(_))).count();
-                            let parts = if r.conditional { clamp_fixed(b, &aty.shape, &parts) } else { parts };
-                            results.push(positions(b, &aty.shape, &parts, r.ct));
+                            results.push(positions_guarded(b, &aty.shape, &parts, r.ct, r.conditional));
                             results.push(r.ct);
                             uses.push(Use::Pairs { arr: r.arr, axes: parts.len(), bulk: nb, conditional: r.conditional });
                         }
@@ -539,8 +537,7 @@ pub(super) fn as_pairs(b: &mut Builder, r: Record) -> Record {
     let aty = b.type_of(&Atom::Var(r.arr));
     let nb = parts.iter().filter(|p| matches!(p, Part::All(_))).count();
     // from a branch nested in this one: its index may be out of range here
-    let parts = if r.nested { clamp_fixed(b, &aty.shape, parts) } else { parts.clone() };
-    let flat = positions(b, &aty.shape, &parts, r.ct);
+    let flat = positions_guarded(b, &aty.shape, parts, r.ct, r.nested);
     Record { kind: Kind::Pairs { flat, axes: parts.len(), bulk: nb }, ..r }
 }
 
@@ -577,6 +574,18 @@ fn clamp_fixed(b: &mut Builder, shape: &[Size], parts: &[Part]) -> Vec<Part> {
             other => *other,
         })
         .collect()
+}
+
+/// `positions`, after `clamp_fixed` when the record's fixed indices may
+/// be out of range (`clamp`).
+fn positions_guarded(b: &mut Builder, shape: &[Size], parts: &[Part], ct: Atom, clamp: bool) -> Atom {
+    match clamp {
+        true => {
+            let parts = clamp_fixed(b, shape, parts);
+            positions(b, shape, &parts, ct)
+        }
+        false => positions(b, shape, parts, ct),
+    }
 }
 
 /// The row-major positions over `shape` of a structured record's cells:
