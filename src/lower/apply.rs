@@ -172,6 +172,25 @@ impl Lowerer<'_> {
         self.budget_error(d)
     }
 
+    /// `t` if it has at most [`super::MAX_TUPLE_PARTS`] parts; otherwise a
+    /// located budget error. Tuples are compile-time values copied where
+    /// they are used, so a tuple built from two copies of the previous one,
+    /// line after line (`let t2 = (t1, t1) in`), doubles per line; without
+    /// this budget 24 such lines took 5.7 GB before any use of the value.
+    pub(super) fn within_tuple_budget(&mut self, t: Val, span: &Span) -> Val {
+        let max = super::MAX_TUPLE_PARTS;
+        if t.fits_in(&mut max.clone()) {
+            return t;
+        }
+        let d = Diagnostic::new(format!("this tuple has more than {max} parts counted with repetition"), self.at(span))
+            .label("built here")
+            .hint(
+                "tuples are copied at compile time, so a tuple made of copies of itself doubles at every step: \
+                 keep many values of one type in an array (`replicate`, `for`) instead",
+            );
+        self.budget_error(d)
+    }
+
     fn depth_exceeded(&mut self, link: ChainLink) -> Val {
         let max = self.opts.max_inline_depth;
         let repeats = self.chain.iter().filter(|l| l.key == link.key).count();

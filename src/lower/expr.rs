@@ -37,7 +37,10 @@ impl Lowerer<'_> {
             }
             ExprKind::Bool(b) => Val::data(Ty::Scalar(Scalar::Bool), Atom::Lit(Lit::Bool(*b))),
             ExprKind::Var(name) => self.lookup(name, span, env),
-            ExprKind::Tuple(es) => Val::Tuple(es.iter().map(|x| self.expr(x, env)).collect()),
+            ExprKind::Tuple(es) => {
+                let t = Val::Tuple(es.iter().map(|x| self.expr(x, env)).collect());
+                self.within_tuple_budget(t, span)
+            }
             ExprKind::Array(es) => self.array_literal(es, span, env),
             ExprKind::Index(a, args) => {
                 let arr = self.expr(a, env);

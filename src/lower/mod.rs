@@ -45,6 +45,12 @@ pub struct LowerOptions {
 /// of the corpus and examples produce about 500 statements.
 pub const DEFAULT_MAX_INLINE_STATEMENTS: usize = 1_000_000;
 
+/// Most parts (tuples, data, functions, counted with repetition) one
+/// compile-time tuple value may have; see `Lowerer::within_tuple_budget`.
+/// Real programs' tuples have a handful of parts; every data part becomes
+/// IR variables of its own.
+pub const MAX_TUPLE_PARTS: usize = 100_000;
+
 /// Default of [`LowerOptions::max_inline_depth`].
 pub const DEFAULT_MAX_INLINE_DEPTH: usize = 150;
 

@@ -44,6 +44,22 @@ impl Val {
         }
     }
 
+    /// Whether this value, counted with repetition (a tuple that holds
+    /// the same component twice counts it twice: tuples are copied at
+    /// compile time), has at most `budget` parts (tuples, data, functions).
+    /// Stops counting as soon as the budget is spent, so the cost is at
+    /// most `budget` steps however large the value is.
+    pub fn fits_in(&self, budget: &mut usize) -> bool {
+        if *budget == 0 {
+            return false;
+        }
+        *budget -= 1;
+        match self {
+            Val::Tuple(vs) => vs.iter().all(|v| v.fits_in(budget)),
+            _ => true,
+        }
+    }
+
     pub fn contains_error(&self) -> bool {
         match self {
             Val::Error => true,

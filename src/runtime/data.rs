@@ -501,6 +501,12 @@ pub fn read_input_file(path: &Path) -> Result<Vec<u8>, String> {
 /// the temporary file is removed and an existing file at `path` is left as
 /// it was.
 pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    write_file_atomic_with(path, |f| f.write_all(bytes))
+}
+
+/// [`write_file_atomic`] with the contents streamed by `write` (through a
+/// buffer), for results too large to hold as one string.
+pub fn write_file_atomic_with(path: &Path, write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>) -> Result<(), String> {
     use std::io::Write;
     let name = path.display();
     let fail = |e: &dyn std::fmt::Display| format!("cannot write {name}: {e}");
@@ -512,7 +518,11 @@ pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
             return std::fs::OpenOptions::new()
                 .write(true)
                 .open(path)
-                .and_then(|mut f| f.write_all(bytes).and_then(|_| f.flush()))
+                .and_then(|f| {
+                    let mut f = std::io::BufWriter::new(f);
+                    write(&mut f)?;
+                    f.flush()
+                })
                 .map_err(|e| fail(&e));
         }
         _ => {}
@@ -537,13 +547,13 @@ pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
     tmp_name.push(format!(".arden-tmp-{}", std::process::id()));
     let tmp = dir.join(tmp_name);
     let result = (|| -> std::io::Result<()> {
-        let mut f = std::fs::OpenOptions::new()
+        let f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        drop(f);
+        let mut f = std::io::BufWriter::new(f);
+        write(&mut f)?;
+        f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
         std::fs::rename(&tmp, path)
     })();
     result.map_err(|e| {

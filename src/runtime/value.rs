@@ -163,70 +163,72 @@ impl Value {
     /// Render as JSON: nested lists for arrays and tuples, `NaN`,
     /// `Infinity` and `-Infinity` for non-finite floats (as Python's json does).
     pub fn to_json(&self) -> String {
-        let mut out = String::new();
-        write_json(self, &mut out);
-        out
+        let mut out = Vec::new();
+        self.write_json(&mut out).expect("writing to memory cannot fail");
+        String::from_utf8(out).expect("the JSON writer writes ASCII")
+    }
+
+    /// [`Value::to_json`], streamed to `out` (give it a buffered writer):
+    /// the text of a large result, such as 3·10^9 empty rows (12 GB of
+    /// `[], `), is never held in memory.
+    pub fn write_json(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        write_json(self, out)
     }
 }
 
-fn write_float(x: f64, out: &mut String) {
+fn write_float(x: f64, out: &mut impl std::io::Write) -> std::io::Result<()> {
     if x.is_nan() {
-        out.push_str("NaN");
+        out.write_all(b"NaN")
     } else if x.is_infinite() {
-        out.push_str(if x > 0.0 { "Infinity" } else { "-Infinity" });
+        out.write_all(if x > 0.0 { b"Infinity" } else { b"-Infinity" })
     } else {
         // Debug prints the shortest representation that round-trips, with a `.0` on integers.
-        out.push_str(&format!("{x:?}"));
+        write!(out, "{x:?}")
     }
 }
 
-fn write_scalar(v: &Value, out: &mut String) {
+fn write_scalar(v: &Value, out: &mut impl std::io::Write) -> std::io::Result<()> {
     match v {
         Value::F64(x) => write_float(*x, out),
         // Print f32 through its shortest f32 form so 0.1f32 prints as 0.1.
-        Value::F32(x) => {
-            if x.is_finite() {
-                out.push_str(&format!("{x:?}"))
-            } else {
-                write_float(*x as f64, out)
-            }
-        }
-        Value::I64(x) => out.push_str(&x.to_string()),
-        Value::I32(x) => out.push_str(&x.to_string()),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::F32(x) if x.is_finite() => write!(out, "{x:?}"),
+        Value::F32(x) => write_float(*x as f64, out),
+        Value::I64(x) => write!(out, "{x}"),
+        Value::I32(x) => write!(out, "{x}"),
+        Value::Bool(b) => out.write_all(if *b { b"true" } else { b"false" }),
         _ => unreachable!("write_scalar on a non-scalar"),
     }
 }
 
-fn write_array(shape: &[usize], data: &ArrayData, offset: usize, out: &mut String) {
-    out.push('[');
+fn write_array(shape: &[usize], data: &ArrayData, offset: usize, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    out.write_all(b"[")?;
     let stride: usize = shape[1..].iter().product();
     for i in 0..shape[0] {
         if i > 0 {
-            out.push_str(", ");
+            out.write_all(b", ")?;
         }
         if shape.len() == 1 {
-            write_scalar(&data.get(offset + i), out);
+            write_scalar(&data.get(offset + i), out)?;
         } else {
-            write_array(&shape[1..], data, offset + i * stride, out);
+            write_array(&shape[1..], data, offset + i * stride, out)?;
         }
     }
-    out.push(']');
+    out.write_all(b"]")
 }
 
-fn write_json(v: &Value, out: &mut String) {
+fn write_json(v: &Value, out: &mut impl std::io::Write) -> std::io::Result<()> {
     match v {
         Value::Array(a) if a.shape.is_empty() => write_scalar(&a.data.get(0), out),
         Value::Array(a) => write_array(&a.shape, &a.data, 0, out),
         Value::Tuple(vs) => {
-            out.push('[');
+            out.write_all(b"[")?;
             for (i, x) in vs.iter().enumerate() {
                 if i > 0 {
-                    out.push_str(", ");
+                    out.write_all(b", ")?;
                 }
-                write_json(x, out);
+                write_json(x, out)?;
             }
-            out.push(']');
+            out.write_all(b"]")
         }
         s => write_scalar(s, out),
     }

@@ -130,3 +130,117 @@ fn size_overflow_is_a_compile_error() {
     let o = check("ovf.ard", "entry main (a: [2][4611686018427387904]f64) : f64 = sum (flatten a)\n", DEFAULT);
     assert_user_error(&o, "size arithmetic overflows i64", true);
 }
+
+/// 24 lines of `let t{i} = (t{i-1}, t{i-1}) in` (never used) took 5.7 GB
+/// and aborted: tuples are copied at compile time, so the value doubled per
+/// line. The tuple budget stops it at the line where it passes 100,000
+/// parts (issue 23, item 2).
+#[test]
+fn doubling_tuple_lets_hit_the_tuple_budget() {
+    let o = check("tuples.ard", &doubling_program(Doubling::TupleLet, 26), Limits { memory_mb: 512, seconds: 10 });
+    assert_user_error(&o, "this tuple has more than 100000 parts", true);
+    assert!(o.stderr.contains("let t16 = (t15, t15)"), "{}", o.stderr);
+}
+
+/// `def dup x = (x, x)` applied 40 times inside itself: the same blow-up
+/// through a function.
+#[test]
+fn nested_dup_calls_hit_the_tuple_budget() {
+    let o = check("dup.ard", &doubling_program(Doubling::DupCall, 40), Limits { memory_mb: 512, seconds: 10 });
+    assert_user_error(&o, "this tuple has more than 100000 parts", true);
+}
+
+/// Something that doubles per source line.
+#[derive(Clone, Copy, Debug)]
+enum Doubling {
+    /// `let t{i} = (t{i-1}, t{i-1}) in`
+    TupleLet,
+    /// `dup (dup (… x))` with `def dup x = (x, x)`
+    DupCall,
+    /// `let f{i} = \y -> f{i-1} (f{i-1} y) in`: the inlined code doubles
+    LambdaTwice,
+    /// `def f{i} x = f{i-1} x + f{i-1} x`
+    DefTwice,
+    /// `let a{i} = concat a{i-1} a{i-1} in`: the size doubles (a coefficient)
+    ConcatSelf,
+    /// `let k{i} = k{i-1} * k{i-1} + 1 in` used as a size: the size's degree doubles
+    SquareSize,
+    /// `let p{i} = (p{i-1}.0 + p{i-1}.1, p{i-1}.0 * p{i-1}.1) in`: shared, linear
+    TuplePair,
+}
+
+const DOUBLINGS: [Doubling; 7] = [
+    Doubling::TupleLet,
+    Doubling::DupCall,
+    Doubling::LambdaTwice,
+    Doubling::DefTwice,
+    Doubling::ConcatSelf,
+    Doubling::SquareSize,
+    Doubling::TuplePair,
+];
+
+/// A program of `n` lines, each doubling something of the line before.
+fn doubling_program(kind: Doubling, n: usize) -> String {
+    let mut s = String::new();
+    match kind {
+        Doubling::TupleLet => {
+            s.push_str("entry main (x: f64) : f64 =\n  let t0 = x in\n");
+            (1..=n).for_each(|i| s.push_str(&format!("  let t{i} = (t{0}, t{0}) in\n", i - 1)));
+            s.push_str("  x\n");
+        }
+        Doubling::DupCall => {
+            s.push_str("def dup x = (x, x)\nentry main (x: f64) : f64 =\n  let y = ");
+            s.push_str(&"dup (".repeat(n));
+            s.push('x');
+            s.push_str(&")".repeat(n));
+            s.push_str(" in x\n");
+        }
+        Doubling::LambdaTwice => {
+            s.push_str("entry main (x: f64) : f64 =\n  let f0 = \\(y: f64) -> sin y in\n");
+            (1..=n).for_each(|i| s.push_str(&format!("  let f{i} = \\(y: f64) -> f{0} (f{0} y) in\n", i - 1)));
+            s.push_str(&format!("  f{n} x\n"));
+        }
+        Doubling::DefTwice => {
+            s.push_str("def f0 (x: f64) : f64 = sin x\n");
+            (1..=n).for_each(|i| s.push_str(&format!("def f{i} (x: f64) : f64 = f{0} x + f{0} x\n", i - 1)));
+            s.push_str(&format!("entry main (x: f64) : f64 = f{n} x\n"));
+        }
+        Doubling::ConcatSelf => {
+            s.push_str("entry main [n] (a: [n]f64) : f64 =\n  let a0 = a in\n");
+            (1..=n).for_each(|i| s.push_str(&format!("  let a{i} = concat a{0} a{0} in\n", i - 1)));
+            s.push_str(&format!("  sum a{n}\n"));
+        }
+        Doubling::SquareSize => {
+            s.push_str("entry main (k: i64) : f64 =\n  let k0 = k in\n");
+            (1..=n).for_each(|i| s.push_str(&format!("  let k{i} = k{0} * k{0} + 1 in\n", i - 1)));
+            s.push_str(&format!("  sum (map f64 (iota k{n}))\n"));
+        }
+        Doubling::TuplePair => {
+            s.push_str("entry main (x: f64) : f64 =\n  let p0 = (x, x) in\n");
+            (1..=n).for_each(|i| s.push_str(&format!("  let p{i} = (p{0}.0 + p{0}.1, p{0}.0 * p{0}.1) in\n", i - 1)));
+            s.push_str(&format!("  p{n}.0\n"));
+        }
+    }
+    s
+}
+
+/// The resource net (issue 23): every program that doubles something per
+/// line, at 10, 20 and 40 lines, either checks or ends with a located
+/// error, within a fixed memory and time bound (so compile cost does not
+/// grow with the doubled quantity).
+#[test]
+fn programs_that_double_per_line_stay_bounded() {
+    for kind in DOUBLINGS {
+        for n in [10, 20, 40] {
+            let src = doubling_program(kind, n);
+            let o = check(&format!("doubling-{kind:?}-{n}.ard"), &src, Limits { memory_mb: 768, seconds: 20 });
+            assert!(!o.timed_out, "{kind:?} n={n} timed out; stderr: {}", o.stderr);
+            assert!(o.code == Some(0) || o.code == Some(1), "{kind:?} n={n}: exit {:?}; stderr: {}", o.code, o.stderr);
+            assert!(!o.stderr.contains("panicked"), "{kind:?} n={n}: {}", o.stderr);
+            if o.code == Some(1) {
+                assert!(has_location(&o.stderr), "{kind:?} n={n}: error without a location: {}", o.stderr);
+            }
+            assert!(o.elapsed.as_secs() < 10, "{kind:?} n={n} took {:?}", o.elapsed);
+        }
+    }
+}

@@ -303,3 +303,73 @@ fn large_json_argument_memory_is_bounded() {
     assert_ok(&o);
     assert_eq!(o.stdout.trim(), "15000000.0");
 }
+
+/// A `.npy` header for an empty f64 array of `shape`.
+fn empty_npy(shape: &[u64]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
+    let hdr = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': ({},), }}\n", dims.join(", "));
+    npy(&hdr, b"")
+}
+
+const BACKENDS: [&str; 2] = ["interp", "c"];
+
+/// Issue 23, item 7: an empty array whose inner dimensions multiply past
+/// i64 (shape (0, 2^62, 4) and (0, 3037000500, 3037000500)) flattened row
+/// by row. The interpreter said "size arithmetic overflows i64"; C printed
+/// `[]` for the first and a negative dimension for the second. One rule
+/// now: size arithmetic is checked on both backends, also for empty arrays.
+#[test]
+fn overflowing_sizes_of_empty_arrays_fail_alike_on_both_backends() {
+    let p = prog("rt_flatten_rows.ard", "entry f [a][b][c] (x: [a][b][c]f64) : [a][b*c]f64 = for i. flatten x[i]\n");
+    for (k, shape) in [[0u64, 1 << 62, 4], [0, 3037000500, 3037000500]].iter().enumerate() {
+        let f = scratch(&format!("rt_overflow_{k}.npy"), &empty_npy(shape));
+        let arg = format!("@{}", f.display());
+        for be in BACKENDS {
+            let o = run_limited(&["run", &p, "--arg", &arg, "--backend", be], b"", QUICK);
+            assert_user_error(&o, "size arithmetic overflows i64", false);
+        }
+    }
+}
+
+/// Issue 23, item 6: 10^18 empty rows is "too large", located, on both
+/// backends (the interpreter aborted trying to print them).
+#[test]
+fn too_many_empty_rows_are_a_located_error_on_both_backends() {
+    let p = prog("rt_empty_rows.ard", "entry e (n: i64) : [n][0]f64 = replicate n (replicate 0 0.0)\n");
+    for be in BACKENDS {
+        let o = run_limited(&["run", &p, "--arg", "1000000000000000000", "--backend", be], b"", QUICK);
+        assert_user_error(&o, "array of shape [1000000000000000000][0] is too large", true);
+    }
+}
+
+/// Issue 23, item 6: a result is printed as it is written, never held as
+/// one string (3·10^9 empty rows aborted the printer asking for 8 GB).
+/// 10^8 empty rows are 400 MB of text; the interpreter (which needs about
+/// 300 MB of address space to start) stays under a 450 MB limit only if
+/// the text is streamed, to stdout and to `--output`.
+#[test]
+fn results_are_streamed_to_stdout_and_files() {
+    let p = prog("rt_stream_rows.ard", "entry e (n: i64) : [n][0]f64 = replicate n (replicate 0 0.0)\n");
+    let rows = 100_000_000u64;
+    let dir = std::env::temp_dir().join(format!("arden-stream-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (stdout_file, output_file) = (dir.join("stdout.json"), dir.join("output.json"));
+    let run = |extra: &str| {
+        let script = format!(
+            "ulimit -v {}; exec \"$0\" run '{p}' --arg {rows} --backend interp {extra} > '{}'",
+            450 * 1024,
+            stdout_file.display()
+        );
+        let o = Command::new("sh").arg("-c").arg(script).arg(env!("CARGO_BIN_EXE_arden")).output().expect("run arden");
+        assert!(o.status.success(), "{extra}: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    run("");
+    let text_len = 4 * rows + 1; // `[]` and `, ` per row, the brackets and a newline
+    assert_eq!(std::fs::metadata(&stdout_file).unwrap().len(), text_len);
+    let mut head = [0u8; 8];
+    std::io::Read::read_exact(&mut std::fs::File::open(&stdout_file).unwrap(), &mut head).unwrap();
+    assert_eq!(&head, b"[[], [],");
+    run(&format!("--output '{}'", output_file.display()));
+    assert_eq!(std::fs::metadata(&output_file).unwrap().len(), text_len);
+    let _ = std::fs::remove_dir_all(&dir);
+}
