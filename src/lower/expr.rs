@@ -599,11 +599,18 @@ impl Lowerer<'_> {
     /// An index of the form `i + c` (`c` not depending on loop indexes) is
     /// a weaker hint, used only when `i` is never an index by itself
     /// (`for i. if i == 0 then 0.0 else s[i - 1]`).
+    /// Only axes whose size is known outside the loop count: an array built
+    /// inside the body while probing (`(map sin y)[i]`, whose size there is
+    /// a stand-in) says nothing, so a later `y[i]` still gives the size
+    /// (placeholders are numbered after every variable bound outside).
     fn record_probe(&mut self, ity: &Ty, idx: Atom, axis: &Size) {
+        let known_outside = |p: crate::ir::VarId| axis.vars().iter().all(|v| v.0 < p.0);
         if let Ty::Idx(n) = ity {
             if let Some(p) = n.as_var() {
                 if let Some(slot @ None) = self.probes.get_mut(&p) {
-                    *slot = Some(axis.clone());
+                    if known_outside(p) {
+                        *slot = Some(axis.clone());
+                    }
                 }
             }
         }
@@ -613,7 +620,7 @@ impl Lowerer<'_> {
             let rest = value.sub(&Size::var(p));
             let offset_only = value.vars().contains(&p)
                 && rest.vars().iter().all(|v| !self.idx_range.contains_key(v) && !self.probes.contains_key(v));
-            if offset_only {
+            if offset_only && known_outside(p) {
                 self.probe_offsets.entry(p).or_insert_with(|| axis.clone());
             }
         }

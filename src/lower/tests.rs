@@ -314,3 +314,29 @@ fn suggestions_and_scopes_scale() {
     let e = errors("def count (x: f64) : f64 = x\nentry main (x: f64) : f64 = cuont x");
     assert!(e.contains("did you mean `count`?"), "{e}");
 }
+
+/// Issue 24, item 3: `for i. (map sin y)[i] * y[i]` was refused ("`i` is
+/// never used directly as an index into an array known outside the loop")
+/// because the first array `i` indexed, built inside the body while
+/// probing, had a stand-in size; `y[i]` first worked. Every operand order,
+/// and arrays derived in other ways, now infer `n` from `y`.
+#[test]
+fn for_size_is_inferred_past_arrays_built_in_the_body() {
+    let y = [0.5, 1.0, 2.0];
+    let want: Vec<f64> = y.iter().map(|v: &f64| v.sin() * v).collect();
+    for body in ["(map sin y)[i] * y[i]", "y[i] * (map sin y)[i]", "(map sin y)[i] * (map sin y)[i] / sin y[i] * y[i]"] {
+        let src = format!("entry f [n] (y: [n]f64) : [n]f64 = for i. {body}");
+        let out = compile(&src).entry("f").unwrap().call(&[vec_f64(&y)]).unwrap();
+        let Value::Array(a) = out else { panic!("{body}: not an array") };
+        let got: Vec<f64> = (0..3).map(|k| match a.data.get(k) { Value::F64(x) => x, v => panic!("{v:?}") }).collect();
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() < 1e-12, "{body}: {got:?} vs {want:?}");
+        }
+    }
+    for body in ["(reverse y)[i] + y[i]", "y[i] + (reverse y)[i]", "(for j. y[j] * 2.0)[i] + y[i]", "y[i] + (concat y y)[i]"] {
+        compile(&format!("entry f [n] (y: [n]f64) : [n]f64 = for i. {body}"));
+    }
+    // Only arrays built in the body: still an error, and it still says why.
+    let e = errors("entry f [n] (y: [n]f64) : f64 = sum (for i. (map sin y)[i])");
+    assert!(e.contains("cannot infer how many values `i` ranges over"), "{e}");
+}
