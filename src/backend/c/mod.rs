@@ -46,7 +46,7 @@
 mod cc;
 pub mod emit;
 
-pub use cc::{Compiler, FAST_MATH_FLAGS, FLAGS, cache_dir, find_compiler, valid_cached};
+pub use cc::{Compiler, FAST_MATH_FLAGS, FLAGS, MAX_LIBRARY_BYTES, cache_dir, find_compiler, valid_cached};
 
 use crate::backend::limits;
 use crate::ir::{Function, Module, Scalar, Type};
@@ -163,6 +163,8 @@ pub struct Library {
     entries: Vec<Result<EntryFn, String>>,
     /// the generated C
     pub source: Arc<String>,
+    /// the library's file (already removed when the cache directory was
+    /// refused and it was compiled into a private scratch directory)
     pub path: PathBuf,
     /// whether the C compiler ran (false: loaded from the cache)
     pub compiled: bool,
@@ -195,17 +197,8 @@ pub fn compile(m: &Module, opts: &COptions) -> Result<Library, CError> {
     let t0 = Instant::now();
     let g = emit::emit_module(m);
     let cc = find_compiler().ok_or_else(|| CError("no C compiler found (set $CC or install `cc`)".into()))?;
-    let built = cc::build(&cc, &g.source, &opts.extra_flags).map_err(CError)?;
-    // SAFETY: the library is ours (generated and compiled above, verified
-    // by its trailer); its initialisers are the C runtime's only.
-    // Loaded with RTLD_NODELETE: OpenMP's idle worker threads live in
-    // libgomp, which the library pulls in; unloading it under them would
-    // crash the process. A library therefore stays mapped until exit.
-    let lib: libloading::Library = unsafe {
-        libloading::os::unix::Library::open(Some(&built.path), libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL | RTLD_NODELETE)
-    }
-    .map_err(|e| CError(format!("cannot load {}: {e}", built.path.display())))?
-    .into();
+    // `built` lives to the end: its scratch directory, if any, must outlast the loading
+    let (lib, built) = build_and_load(&cc, &g.source, &opts.extra_flags)?;
     // SAFETY: the symbols are defined by rt.h / emit.rs with these types.
     unsafe {
         let ctx_new = *lib.get::<CtxNew>(b"ard_ctx_new\0").map_err(|e| CError(e.to_string()))?;
@@ -238,11 +231,44 @@ pub fn compile(m: &Module, opts: &COptions) -> Result<Library, CError> {
             release,
             entries,
             source: Arc::new(g.source),
-            path: built.path,
+            path: built.path.clone(),
             compiled: built.compiled,
             build_time: t0.elapsed(),
         })
     }
+}
+
+/// The library for `source`, built or found in the cache, and loaded. A
+/// cached library that passes its checks but does not load (garbage with a
+/// valid trailer) is rebuilt once instead of failing every later run.
+fn build_and_load(cc: &Compiler, source: &str, extra: &[String]) -> Result<(libloading::Library, cc::Built), CError> {
+    let built = cc::build(cc, source, extra, false).map_err(CError)?;
+    match load(&built.path) {
+        Ok(lib) => Ok((lib, built)),
+        Err(e) if !built.compiled => {
+            eprintln!("warning: the cached library {} does not load ({e}); rebuilding it", built.path.display());
+            let rebuilt = cc::build(cc, source, extra, true).map_err(CError)?;
+            let lib = load(&rebuilt.path).map_err(|e| CError(format!("cannot load {}: {e}", rebuilt.path.display())))?;
+            Ok((lib, rebuilt))
+        }
+        Err(e) => Err(CError(format!("cannot load {}: {e}", built.path.display()))),
+    }
+}
+
+/// `dlopen`s a library that `cc::build` compiled or checked. Loaded by
+/// path, not through the descriptor that was checked: glibc recognises an
+/// already loaded library by its name, and `/proc/self/fd/N` names are
+/// reused. That the file loaded is the file checked rests on the
+/// directory check instead: only we can write there (cc.rs, *Trust*).
+fn load(path: &std::path::Path) -> Result<libloading::Library, libloading::Error> {
+    // SAFETY: the library is ours (compiled by us into a directory only we
+    // can write, its trailer verified); its initialisers are the C
+    // runtime's only. Loaded with RTLD_NODELETE: OpenMP's idle worker
+    // threads live in libgomp, which the library pulls in; unloading it
+    // under them would crash the process. A library therefore stays mapped
+    // until exit.
+    let lib = unsafe { libloading::os::unix::Library::open(Some(path), libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL | RTLD_NODELETE) }?;
+    Ok(lib.into())
 }
 
 /// Frees the call context however the call ends.
