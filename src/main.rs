@@ -63,9 +63,11 @@ enum Command {
     long_about = "Compile a program to C and write FILE_STEM.c and FILE_STEM.h into a directory: one \
 function `arden_ENTRY` per entry point (inputs as pointers plus sizes, array results allocated \
 by the library, an error code and message). The header's first comment gives the one-line \
-command that compiles it into a C program.\n\n\
+command that compiles it into a C program. `--prefix P` puts P instead of `arden_` before the entry names; an entry \
+name with a prime is encoded one-to-one (`f'` becomes `arden_0f_p`, `_` in it `_u`).\n\n\
 Examples:\n  \
 arden build dot.ard -o out/\n  \
+arden build dot.ard -o out/ --prefix dot_\n  \
 arden build dot.ard --emit-c > dot.c"
 )]
 struct BuildArgs {
@@ -80,6 +82,13 @@ struct BuildArgs {
     /// Print the C library to stdout instead of writing files.
     #[arg(long)]
     emit_c: bool,
+
+    /// The prefix of the exported C names (default `arden_`): entry `dot`
+    /// becomes `PREFIXdot` and the library's free function `PREFIXfree`.
+    /// A C identifier starting with a letter (not `ard_`). An entry name
+    /// with a prime is encoded one-to-one (`f'` becomes `PREFIX0f_p`).
+    #[arg(long, value_name = "PREFIX", default_value = arden::backend::c::emit::DEFAULT_PREFIX)]
+    prefix: String,
 
     #[command(flatten)]
     opt: OptArgs,
@@ -785,7 +794,7 @@ fn emit_result(a: &RunArgs, value: &Value) -> Outcome {
 fn build_cmd(a: &BuildArgs) -> Outcome {
     let prog = a.opt.load(&a.file)?;
     let stem = a.file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "arden".into());
-    let (c, h) = arden::backend::c::emit::emit_library(prog.module(), &a.file.display().to_string(), &stem).map_err(Failure::User)?;
+    let (c, h) = arden::backend::c::emit::emit_library(prog.module(), &a.file.display().to_string(), &stem, &a.prefix).map_err(Failure::User)?;
     if a.emit_c {
         return print_out(&c);
     }
