@@ -345,6 +345,8 @@ fn generator_covers_every_construct() {
     for needle in [
         "loop", "while", "for (", "if ", "map (", "map2", "reduce (\\a b", "scan (", "scatter_add", "[1:n]", "concat", "reverse", "rotate", "matvec", "outer",
         "stop_gradient", "grad (", "jvp (", "vjp (", "jacrev", "jacfwd", "hessian", "let g", "% n", "i64 (abs", "prod", "maximum", "logsumexp", "unflatten",
+        // reads of derived arrays at a loop index, scans with other operators (issue 24)
+        ")[1:n][q_", "[0][q_", "(map sin ", "+ n]", "(sum (scan (*)", "(a1, b1) (a2, b2)",
     ] {
         assert!(text.contains(needle), "no generated program uses `{needle}`");
     }

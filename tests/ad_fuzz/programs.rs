@@ -264,7 +264,7 @@ impl Gen {
     fn scalar(&mut self, env: &Env, depth: usize) -> E {
         let d = depth - 1;
         let f = Ty::F;
-        match self.rng.below(33) {
+        match self.rng.below(37) {
             0 | 1 => {
                 let (a, b) = (self.expr(f, env, d), self.expr(f, env, d));
                 let op = self.pick(&[" + ", " - ", " * "]);
@@ -440,12 +440,62 @@ impl Gen {
                 ];
                 node(f, names.to_vec(), pieces)
             }
+            32 | 33 => self.derived_read(env, d),
+            34 => {
+                // a scan with an operator other than `+`, summed whole
+                let a = self.expr(Ty::VN, env, d);
+                let (op, ne) = *[("(*)", "1.0"), ("(\\a b -> max a b)", "(-100.0)"), ("(\\a b -> a * b + 0.5 * a)", "1.0"), ("(\\a b -> min a b)", "100.0")]
+                    .get(self.rng.below(4))
+                    .expect("in range");
+                node(f, vec![], vec![O(format!("(sum (scan {op} {ne} ")), K(a), S("))")])
+            }
+            35 => {
+                // a scan over pairs with a user operator, its second half summed
+                let (a, b) = (self.expr(Ty::VN, env, d), self.expr(Ty::VN, env, d));
+                let (z, j, q) = (self.name("z"), self.name("j"), self.name("q"));
+                let pieces = vec![
+                    O(format!("(let {z} = scan (\\(a1, b1) (a2, b2) -> (a1 * a2, b1 * a2 + b2)) (1.0, 0.0) (for ({j} < n). (")),
+                    K(a),
+                    O(format!("[{j}], ")),
+                    K(b),
+                    O(format!("[{j}])) in sum (for ({q} < n). {z}[{q}].1))")),
+                ];
+                node(f, vec![z.clone(), j.clone(), q.clone()], pieces)
+            }
             _ => {
                 let a = self.expr(Ty::VN, env, d);
                 let b = self.expr(Ty::VK, env, d);
                 node(f, vec![], vec![S("(dot (matvec m "), K(a), S(") "), K(b), S(")")])
             }
         }
+    }
+
+    /// A read of a derived array (a slice, `reverse`, `rotate`, `concat`,
+    /// `map`, a `for`, a matrix row) at the index of a `for` or of a
+    /// sequential `loop` over its size: reverse mode must treat it as a
+    /// read of the source, one element per iteration, not a whole adjoint
+    /// per iteration (issue 24).
+    fn derived_read(&mut self, env: &Env, d: usize) -> E {
+        let (a, b) = (self.expr(Ty::VN, env, d), self.expr(Ty::VN, env, d));
+        let (q, r, z) = (self.name("q"), self.name("r"), self.name("z"));
+        let (count, read): (&str, Vec<P>) = match self.rng.below(8) {
+            0 => ("n", vec![S("(reverse "), K(a), O(format!(")[{q}]"))]),
+            1 => ("n", vec![S("(rotate 3 "), K(a), O(format!(")[{q}]"))]),
+            2 => ("n", vec![S("(concat "), K(a), S(" "), K(self.expr(Ty::VN, env, d)), O(format!(")[{q} + n]"))]),
+            3 => ("n", vec![S("(map sin "), K(a), O(format!(")[{q}]"))]),
+            4 => ("n", vec![O(format!("(for ({r} < n). 2.0 * ")), K(a), O(format!("[{r}])[{q}]"))]),
+            5 => ("n - 1", vec![S("("), K(a), O(format!(")[1:n][{q}]"))]),
+            6 => ("n", vec![K(var("m", Ty::M)), O(format!("[0][{q}] * ")), K(a), O(format!("[{q}]"))]),
+            _ => ("n", vec![K(var("m", Ty::M)), O(format!("[(k - 1)][{q}]"))]),
+        };
+        let (mut pieces, close) = if self.chance(50) {
+            (vec![O(format!("(sum (for ({q} < {count}). "))], "))")
+        } else {
+            (vec![O(format!("(loop {z} = 0.0 for {q} < {count} do {z} + "))], ")")
+        };
+        pieces.extend(read);
+        pieces.extend([S(" * "), K(b), O(format!("[{q}]{close}"))]);
+        node(Ty::F, vec![q.clone(), r.clone(), z.clone()], pieces)
     }
 
     fn vec_ty(&mut self) -> Ty {
