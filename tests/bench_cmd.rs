@@ -1,6 +1,8 @@
 //! `arden bench`, run as a process: the JSON report on both backends, the
 //! compile cache seen from it, run-time errors and the help text.
 
+mod common;
+use common::c_compiler_or_skip;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -30,10 +32,6 @@ fn arden(cache: &TempDir, args: &[&str]) -> Output {
         .env_remove("ARDEN_CFLAGS")
         .output()
         .expect("the arden binary runs")
-}
-
-fn has_cc() -> bool {
-    arden::backend::c::find_compiler().is_some()
 }
 
 #[track_caller]
@@ -86,8 +84,7 @@ fn json_report_on_the_interpreter() {
 
 #[test]
 fn json_report_on_the_c_backend_compiled_then_cached() {
-    if !has_cc() {
-        eprintln!("skipped: no C compiler");
+    if !c_compiler_or_skip("json_report_on_the_c_backend_compiled_then_cached") {
         return;
     }
     let cache = TempDir::new("c");
@@ -146,7 +143,7 @@ fn runtime_error_exits_1_with_the_message() {
     std::fs::write(&prog, "entry pick [n] (a: [n]f64) (i: i64) : f64 = a[i]\n").unwrap();
     let prog = prog.display().to_string();
     let mut backends = vec!["interp"];
-    if has_cc() {
+    if c_compiler_or_skip("runtime_error_exits_1_with_the_message (the C half)") {
         backends.push("c");
     }
     for b in backends {

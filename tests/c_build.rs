@@ -2,6 +2,9 @@
 //! `main` (using the header's one-line command) and give the interpreter's
 //! results and errors.
 
+mod common;
+use common::c_compiler_or_skip;
+
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::Command;
@@ -9,8 +12,7 @@ use std::process::Command;
 #[test]
 fn c_program_calls_the_library() {
     let cc = std::env::var("CC").ok().filter(|s| !s.trim().is_empty()).unwrap_or_else(|| "cc".into());
-    if arden::backend::c::find_compiler().is_none() {
-        eprintln!("note: no C compiler: skipped");
+    if !c_compiler_or_skip("c_program_calls_the_library") {
         return;
     }
     let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
@@ -80,14 +82,6 @@ int main(void) {
 #[path = "c_build/gen.rs"]
 mod hostile_gen;
 
-fn have_cc() -> bool {
-    if arden::backend::c::find_compiler().is_none() {
-        eprintln!("note: no C compiler: skipped");
-        return false;
-    }
-    true
-}
-
 fn tmp_dir(tag: &str) -> PathBuf {
     let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{tag}-{}-{t}", std::process::id()));
@@ -116,7 +110,7 @@ fn arden_build(args: &[&std::ffi::OsStr]) -> std::process::Output {
 /// and give the interpreter's results.
 #[test]
 fn hostile_names_give_a_library_that_compiles() {
-    if !have_cc() {
+    if !c_compiler_or_skip("hostile_names_give_a_library_that_compiles") {
         return;
     }
     let dir = tmp_dir("hostile-names");
@@ -206,7 +200,7 @@ int main(void) {{
 /// on), and the path comes back unchanged in the library's error messages.
 #[test]
 fn hostile_paths_stay_in_comments_and_strings() {
-    if !have_cc() {
+    if !c_compiler_or_skip("hostile_paths_stay_in_comments_and_strings") {
         return;
     }
     let dir = tmp_dir("hostile-paths");
@@ -242,7 +236,7 @@ fn hostile_paths_stay_in_comments_and_strings() {
 /// library with its own `--prefix`.
 #[test]
 fn corpus_libraries_compile_with_wall_werror() {
-    if !have_cc() {
+    if !c_compiler_or_skip("corpus_libraries_compile_with_wall_werror") {
         return;
     }
     let dir = tmp_dir("corpus-wall");
@@ -297,7 +291,7 @@ fn corpus_libraries_compile_with_wall_werror() {
 /// `ARDEN_C_EMITTER_CASES` (default 40), `ARDEN_FUZZ_SEED` (default 1).
 #[test]
 fn random_programs_with_hostile_names_compile() {
-    if !have_cc() {
+    if !c_compiler_or_skip("random_programs_with_hostile_names_compile") {
         return;
     }
     let cases: u64 = std::env::var("ARDEN_C_EMITTER_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(40);

@@ -10,6 +10,9 @@
 //! concurrent writers. Every such scenario runs as this user and, when the
 //! tests run as root, again as the unprivileged uid 65534.
 
+mod common;
+use common::c_compiler_or_skip;
+
 use arden::api::Backend;
 use arden::{Program, Value};
 use sha2::{Digest, Sha256};
@@ -32,8 +35,7 @@ fn fresh_dir(tag: &str) -> PathBuf {
 
 #[test]
 fn concurrent_processes_share_the_cache() {
-    if arden::backend::c::find_compiler().is_none() {
-        eprintln!("note: no C compiler found: C backend test skipped");
+    if !c_compiler_or_skip("concurrent_processes_share_the_cache") {
         return;
     }
     let dir = fresh_dir("conc");
@@ -69,8 +71,7 @@ fn concurrent_processes_share_the_cache() {
 
 #[test]
 fn corrupt_library_is_rebuilt() {
-    if arden::backend::c::find_compiler().is_none() {
-        eprintln!("note: no C compiler found: C backend test skipped");
+    if !c_compiler_or_skip("corrupt_library_is_rebuilt") {
         return;
     }
     let dir = fresh_dir("corrupt");
@@ -122,14 +123,6 @@ fn chmod(p: &Path, mode: u32) {
 
 fn chown(p: &Path, uid: u32) {
     std::os::unix::fs::lchown(p, Some(uid), Some(uid)).unwrap();
-}
-
-fn has_cc() -> bool {
-    let ok = arden::backend::c::find_compiler().is_some();
-    if !ok {
-        eprintln!("note: no C compiler found: C backend test skipped");
-    }
-    ok
 }
 
 /// `bytes` followed by a trailer arden accepts: a valid checksum of them.
@@ -393,7 +386,7 @@ fn assert_rebuilt(lab: &Lab, so: &Path) {
 
 #[test]
 fn a_cache_directory_others_can_write_is_not_used() {
-    if !has_cc() {
+    if !c_compiler_or_skip("a_cache_directory_others_can_write_is_not_used") {
         return;
     }
     for lab in labs("writable") {
@@ -416,7 +409,7 @@ fn a_cache_directory_others_can_write_is_not_used() {
 
 #[test]
 fn a_cache_directory_inside_a_directory_others_can_write_needs_the_sticky_bit() {
-    if !has_cc() {
+    if !c_compiler_or_skip("a_cache_directory_inside_a_directory_others_can_write_needs_the_sticky_bit") {
         return;
     }
     for lab in labs("ancestor") {
@@ -451,7 +444,7 @@ fn a_cache_directory_inside_a_directory_others_can_write_needs_the_sticky_bit() 
 
 #[test]
 fn a_cache_directory_of_another_user_is_not_used() {
-    if !has_cc() {
+    if !c_compiler_or_skip("a_cache_directory_of_another_user_is_not_used") {
         return;
     }
     if euid() != 0 {
@@ -491,7 +484,7 @@ fn a_cache_directory_of_another_user_is_not_used() {
 
 #[test]
 fn a_cached_file_others_can_write_or_own_is_rebuilt() {
-    if !has_cc() {
+    if !c_compiler_or_skip("a_cached_file_others_can_write_or_own_is_rebuilt") {
         return;
     }
     for lab in labs("file") {
@@ -520,7 +513,7 @@ fn a_cached_file_others_can_write_or_own_is_rebuilt() {
 
 #[test]
 fn a_cached_symbolic_link_to_dev_zero_is_not_read() {
-    if !has_cc() {
+    if !c_compiler_or_skip("a_cached_symbolic_link_to_dev_zero_is_not_read") {
         return;
     }
     for lab in labs("symlink") {
@@ -537,7 +530,7 @@ fn a_cached_symbolic_link_to_dev_zero_is_not_read() {
 
 #[test]
 fn a_cached_fifo_does_not_block() {
-    if !has_cc() {
+    if !c_compiler_or_skip("a_cached_fifo_does_not_block") {
         return;
     }
     for lab in labs("fifo") {
@@ -558,7 +551,7 @@ fn a_cached_fifo_does_not_block() {
 
 #[test]
 fn garbage_with_a_valid_trailer_is_rebuilt_by_concurrent_runs() {
-    if !has_cc() {
+    if !c_compiler_or_skip("garbage_with_a_valid_trailer_is_rebuilt_by_concurrent_runs") {
         return;
     }
     for lab in labs("garbage") {
@@ -583,7 +576,7 @@ fn garbage_with_a_valid_trailer_is_rebuilt_by_concurrent_runs() {
 
 #[test]
 fn a_cache_directory_arden_creates_is_private() {
-    if !has_cc() {
+    if !c_compiler_or_skip("a_cache_directory_arden_creates_is_private") {
         return;
     }
     for lab in labs("create") {

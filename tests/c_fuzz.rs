@@ -19,7 +19,7 @@ use arden::backend::c::COptions;
 use arden::runtime::ArrayData;
 use arden::runtime::data::value_from_json;
 use arden::{Program, Value};
-use common::with_big_stack;
+use common::{c_compiler_or_skip, with_big_stack};
 use programs::Ty;
 
 const PARAMS: &str = "[n][k] (x: f64) (y: f64) (v: [n]f64) (w: [k]f64) (m: [k][n]f64) (p: i64)";
@@ -120,8 +120,7 @@ fn run(cases: u64, seed0: u64, lane: u64, lanes: u64) -> (u64, Vec<String>) {
 
 #[test]
 fn random_programs_agree_on_both_backends() {
-    if arden::backend::c::find_compiler().is_none() {
-        eprintln!("note: no C compiler found: C backend test skipped");
+    if !c_compiler_or_skip("random_programs_agree_on_both_backends") {
         return;
     }
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("arden-cache");

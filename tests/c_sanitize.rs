@@ -72,15 +72,18 @@ fn corpus_under_sanitizers() {
         with_big_stack(run_everything);
         return;
     }
+    if !c_compiler_or_skip("corpus_under_sanitizers") {
+        return;
+    }
     let cc = std::env::var("CC").ok().filter(|s| !s.trim().is_empty()).unwrap_or_else(|| "cc".into());
     let cc: Vec<&str> = cc.split_whitespace().collect();
     let Ok(out) = Command::new(cc[0]).args(&cc[1..]).arg("-print-file-name=libasan.so").output() else {
-        eprintln!("note: no C compiler: sanitizer test skipped");
+        skip_unless_ci("corpus_under_sanitizers", "the C compiler does not run");
         return;
     };
     let asan = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if !std::path::Path::new(&asan).is_absolute() || !std::path::Path::new(&asan).exists() {
-        eprintln!("note: the C compiler has no ASan runtime: sanitizer test skipped");
+        skip_unless_ci("corpus_under_sanitizers", "the C compiler has no ASan runtime");
         return;
     }
     let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("arden-cache");

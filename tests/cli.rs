@@ -1,6 +1,8 @@
 //! The `arden` command line, run as a process: help texts, exit codes
 //! (0 success, 1 user error, 2 usage error), data in and out.
 
+mod common;
+use common::c_compiler_or_skip;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -512,7 +514,7 @@ entry pair (x: f64) : (f64, i64) = (x, 3)
 #[test]
 fn default_backend_is_c_with_a_fallback() {
     let dot = ["run", "examples/dot.ard", "--entry", "dot", "--arg", "[1]", "--arg", "[2]", "--stats"];
-    if arden::backend::c::find_compiler().is_some() {
+    if c_compiler_or_skip("default_backend_is_c_with_a_fallback (the C half)") {
         let o = arden(&dot);
         assert_exit(&o, 0);
         assert!(stderr(&o).contains("backend=c"), "{}", stderr(&o));
@@ -534,14 +536,11 @@ fn default_backend_is_c_with_a_fallback() {
 /// same message naming the loop or the statement.
 #[test]
 fn limits_hold_on_both_backends() {
-    if arden::backend::c::find_compiler().is_none() {
-        eprintln!("note: no C compiler found: only the interpreter is tested");
-    }
     let dir = TempDir::new("limits");
     let spin = dir.write("spin.ard", "entry spin (x: f64) : f64 =\n  loop y = x while y > 0.0 do y + 1.0\n");
     // (`minimum a + maximum a` reads `a` twice: it is built, not fused away)
     let big = dir.write("big.ard", "entry big (n: i64) : f64 =\n  let a = for (i < n). f64 i in\n  minimum a + maximum a\n");
-    let backends: &[&str] = if arden::backend::c::find_compiler().is_some() { &["c", "interp"] } else { &["interp"] };
+    let backends: &[&str] = if c_compiler_or_skip("limits_hold_on_both_backends (the C half)") { &["c", "interp"] } else { &["interp"] };
     for b in backends {
         let t0 = std::time::Instant::now();
         let o = arden(&["run", &spin, "--arg", "1", "--timeout", "0.3", "--backend", b]);

@@ -1,5 +1,7 @@
 //! Shared helpers of the integration tests: the `-- test:` line format of
-//! `tests/programs/*.ard` and `examples/*.ard`, and comparing results.
+//! `tests/programs/*.ard` and `examples/*.ard`, comparing results, and
+//! [`c_compiler_or_skip`], the one way a test skips for want of a C
+//! compiler.
 #![allow(dead_code)]
 
 use arden::runtime::data::value_from_json;
@@ -42,6 +44,34 @@ pub fn ard_files(dir: &str) -> Vec<PathBuf> {
         .collect();
     files.sort();
     files
+}
+
+/// Is the environment variable `CI` set (to anything but empty, `0` or
+/// `false`)? `.ci/run` sets `CI=true`.
+pub fn in_ci() -> bool {
+    std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "0" && v != "false")
+}
+
+/// A test that cannot check anything here: prints `skipped: WHY (TEST)`
+/// outside CI; under CI it panics, so that no test passes there without
+/// checking anything.
+pub fn skip_unless_ci(test: &str, why: &str) {
+    if in_ci() {
+        panic!("{test}: {why}, and CI is set: the test would pass without checking anything");
+    }
+    eprintln!("skipped: {why} ({test})");
+}
+
+/// Is there a C compiler for the native backend? Without one, a test that
+/// needs it prints `skipped: no C compiler (TEST)` and returns early, so a
+/// plain `cargo test` passes on a machine without gcc; under CI a missing
+/// compiler is a failure ([`skip_unless_ci`]).
+pub fn c_compiler_or_skip(test: &str) -> bool {
+    if arden::backend::c::find_compiler().is_some() {
+        return true;
+    }
+    skip_unless_ci(test, "no C compiler found (install gcc, or set CC)");
+    false
 }
 
 /// Convert JSON arguments to values using the entry's parameter shapes.

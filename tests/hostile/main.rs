@@ -8,6 +8,8 @@ mod frontend;
 mod lower;
 mod runtime;
 mod interp;
+#[path = "../common/mod.rs"]
+mod common;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
