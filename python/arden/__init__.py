@@ -266,7 +266,12 @@ def _from_python(value: Any, target: np.dtype, elem: str, pname: str) -> np.ndar
     if kind == "b":
         raise TypeError(f"parameter `{pname}` expects {elem} values, but was given bool values")
     if kind == "O":
-        # integers too large for int64 end up as Python objects
+        # integers too large for int64 end up as Python objects; anything
+        # else there (None, strings among numbers...) is of the wrong type
+        bad = [v for v in arr.ravel().tolist() if isinstance(v, bool) or not isinstance(v, (int, float))]
+        if bad:
+            what = "None" if bad[0] is None else f"a value of type {type(bad[0]).__name__}"
+            raise TypeError(f"parameter `{pname}` expects {elem} values, but was given {what}")
         raise OverflowError(f"parameter `{pname}`: an integer does not fit {elem}")
     if target.kind == "i":
         if kind not in "iu":

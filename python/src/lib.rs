@@ -20,11 +20,16 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyTuple};
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Stack of the thread that compiles (compilation recurses over the
 /// program; the command line uses the same size).
 const COMPILE_STACK: usize = 256 << 20;
+
+/// How often a call in progress checks for Python signals (Ctrl-C).
+const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
 /// The exception classes live in Python (`arden/_errors.py`) so that they
 /// can inherit from both `arden.ArdenError` and the matching built-in.
@@ -268,19 +273,20 @@ impl Prepared {
         Ok(Prepared { compiled, interp })
     }
 
-    /// Call entry `k`: GIL released, panics turned into errors.
-    fn call(&self, py: Python<'_>, k: usize, args: &[ArgRef], options: &CallOptions, count: bool) -> Result<(Output, Option<OpCounts>), Error> {
+    /// Call entry `k`: GIL released, panics turned into errors; the outer
+    /// error is Ctrl-C (see [`interruptible`]).
+    fn call(&self, py: Python<'_>, k: usize, args: &[ArgRef], options: &CallOptions, count: bool) -> PyResult<Result<(Output, Option<OpCounts>), Error>> {
         let refused = self.compiled.entry_at(k).and_then(|e| e.refused().map(str::to_string));
         let compiled = match (&self.interp, refused) {
             (Some(i), Some(_)) => i,
             // backend="c" asked for: the entry the C backend refused is an error
             (None, Some(why)) if !count => {
                 let name = self.compiled.entry_at(k).map(|e| e.function().name.clone()).unwrap_or_default();
-                return Err(Error::Backend(format!("the C backend cannot compile `{name}`: {why}")));
+                return Ok(Err(Error::Backend(format!("the C backend cannot compile `{name}`: {why}"))));
             }
             _ => &self.compiled,
         };
-        py.detach(|| {
+        interruptible(py, || {
             catch_unwind(AssertUnwindSafe(|| {
                 let entry = compiled.entry_at(k).ok_or_else(|| Error::Runtime(format!("internal: no entry {k}")))?;
                 let mut counts = OpCounts::default();
@@ -292,6 +298,84 @@ impl Prepared {
                 Err(Error::Runtime(format!("internal error (a bug in arden, please report it): {what}")))
             })
         })
+    }
+}
+
+/// Work for a calling thread: it computes, and returns how to hand the
+/// result over (run after the thread is back in [`IDLE`]).
+type Job = Box<dyn FnOnce() -> Box<dyn FnOnce() + Send> + Send>;
+
+/// The calling threads waiting for work (one is started when none waits:
+/// as many as calls ever ran at once). A thread per call cost more than
+/// the rest of a small call.
+static IDLE: Mutex<Vec<mpsc::Sender<Job>>> = Mutex::new(Vec::new());
+
+fn idle() -> std::sync::MutexGuard<'static, Vec<mpsc::Sender<Job>>> {
+    IDLE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Run `job` on a waiting calling thread, or a new one (with a large stack,
+/// as the command line's); the job is dropped unrun when none can start.
+fn submit(job: Job) -> std::io::Result<()> {
+    let mut job = job;
+    loop {
+        let Some(tx) = idle().pop() else { break };
+        match tx.send(job) {
+            Ok(()) => return Ok(()),
+            // that thread has ended (it cannot, but then try another)
+            Err(mpsc::SendError(j)) => job = j,
+        }
+    }
+    let (tx, rx) = mpsc::channel::<Job>();
+    let me = tx.clone();
+    std::thread::Builder::new().name("arden-call".into()).stack_size(COMPILE_STACK).spawn(move || {
+        while let Ok(job) = rx.recv() {
+            let deliver = job();
+            idle().push(me.clone());
+            deliver();
+        }
+    })?;
+    tx.send(job).map_err(|_| std::io::Error::other("the calling thread ended"))
+}
+
+/// Run `f` (a call of an entry) on a calling thread with a large stack, as
+/// the command line does, while this thread waits for it without the GIL
+/// and checks Python's signals every [`SIGNAL_POLL`]: when a signal
+/// handler raises (Ctrl-C: `KeyboardInterrupt`), the run is asked to stop
+/// (the flag both backends poll in their loops, as for Ctrl-C on the
+/// command line), its end is awaited, the flag is cleared for the next
+/// call and the handler's exception is raised.
+fn interruptible<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> PyResult<T> {
+    use arden::backend::limits;
+    let (tx, mut rx) = mpsc::channel::<T>();
+    let job: Box<dyn FnOnce() -> Box<dyn FnOnce() + Send> + Send + '_> = Box::new(move || {
+        let v = f();
+        Box::new(move || {
+            let _ = tx.send(v);
+        }) as Box<dyn FnOnce() + Send>
+    });
+    // SAFETY: only the lifetime is changed. The job borrows from this
+    // frame (the arguments, the compiled entry); this function returns
+    // only once the job has sent its result or has been dropped (the
+    // channel then reports it disconnected), so the borrows outlive every
+    // use. The delivery closure owns what it holds (`T` and the sender).
+    let job: Job = unsafe { std::mem::transmute::<Box<dyn FnOnce() -> Box<dyn FnOnce() + Send> + Send + '_>, Job>(job) };
+    submit(job).map_err(|e| PyOSError::new_err(format!("cannot start the calling thread: {e}")))?;
+    loop {
+        // the receiver moves in and out: waiting without the GIL needs it `Send`
+        let got;
+        (got, rx) = py.detach(move || (rx.recv_timeout(SIGNAL_POLL), rx));
+        match got {
+            Ok(v) => return Ok(v),
+            Err(RecvTimeoutError::Disconnected) => return Err(pyo3::exceptions::PyRuntimeError::new_err("internal error: the calling thread ended without a result (a bug in arden, please report it)")),
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+        if let Err(e) = py.check_signals() {
+            limits::interrupt();
+            let _ = py.detach(move || rx.recv());
+            limits::clear_stop();
+            return Err(e);
+        }
     }
 }
 
@@ -362,17 +446,40 @@ impl NativeProgram {
             return Err(PyValueError::new_err("threads must be at least 1"));
         }
         let src2 = source.clone();
-        let path2 = path.clone();
+        let path2 = path;
         let result = on_big_stack(py, move || {
             let opt = arden::opt::OptOptions::level(opt_level);
-            let program = match (&src2, &path2) {
-                (Some(text), _) => Program::from_source_with(&name, text, &opt),
-                (None, Some(p)) => Program::from_file_with(p, &opt),
-                (None, None) => unreachable!("the Python layer passes source or path"),
-            }?;
-            let mut notes = vec![];
-            let prepared = Prepared::new(program.module().functions.clone(), backend, explicit, fast_math, &mut notes)?;
-            Ok::<_, Error>((program, prepared, notes))
+            // a file is read once, at most MAX_SOURCE_BYTES + 1 bytes of it
+            // (as the command line reads it), and kept for the line and
+            // column of a compile error
+            let mut read = None;
+            let built = (|| {
+                let program = match (&src2, &path2) {
+                    (Some(text), _) => Program::from_source_with(&name, text, &opt),
+                    (None, Some(p)) => {
+                        let path = std::path::Path::new(p);
+                        let name = path.display().to_string();
+                        match arden::diag::read_source(path, &name) {
+                            Err(e) => Err(Error::Io { path: name, message: e.to_string() }),
+                            Ok(Err((shown, d))) => {
+                                let rendered = arden::diag::render(&shown, std::slice::from_ref(&d));
+                                read = Some(shown);
+                                Err(Error::Compile { rendered, diagnostics: vec![d] })
+                            }
+                            Ok(Ok(source)) => {
+                                let r = Program::from_source_with(&name, &source.text, &opt);
+                                read = Some(source);
+                                r
+                            }
+                        }
+                    }
+                    (None, None) => unreachable!("the Python layer passes source or path"),
+                }?;
+                let mut notes = vec![];
+                let prepared = Prepared::new(program.module().functions.clone(), backend, explicit, fast_math, &mut notes)?;
+                Ok::<_, Error>((program, prepared, notes))
+            })();
+            built.map_err(|e| (e, read))
         })?;
         match result {
             Ok((program, prepared, more)) => {
@@ -391,9 +498,8 @@ impl NativeProgram {
                     derived: Mutex::new(HashMap::new()),
                 })
             }
-            Err(e) => {
-                let text = source.or_else(|| path.as_ref().and_then(|p| std::fs::read_to_string(p).ok()));
-                let src = text.map(|t| Source::new("", t));
+            Err((e, read)) => {
+                let src = source.map(|t| Source::new("", t)).or(read);
                 Err(to_py(py, e, src.as_ref()))
             }
         }
@@ -481,7 +587,7 @@ impl NativeProgram {
             }
             other => return Err(PyValueError::new_err(format!("internal: unknown call kind {other:?}"))),
         };
-        let (out, counts) = prepared.call(py, k, &refs, &options, count_ops).map_err(|e| to_py(py, e, None))?;
+        let (out, counts) = prepared.call(py, k, &refs, &options, count_ops)?.map_err(|e| to_py(py, e, None))?;
         drop(keep);
         let value = output_to_py(py, out)?;
         match counts {

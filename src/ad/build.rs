@@ -23,6 +23,8 @@ pub struct Builder<'a> {
     /// Cotangent arrays whose zeros are structural (one-hot by
     /// construction), recorded in `Function::onehot` for the optimiser.
     pub onehot: Vec<VarId>,
+    /// `i64` variables known to be `>= 0`: the size parameters.
+    pub nonneg: rustc_hash::FxHashSet<VarId>,
 }
 
 impl<'a> Builder<'a> {
@@ -36,7 +38,8 @@ impl<'a> Builder<'a> {
             types.insert(p.var, p.ty.clone());
         }
         crate::ir::walk::binder_types(body, &mut types);
-        Builder { names, types, blocks: vec![vec![]], replicas: FxHashMap::default(), residuals: vec![], onehot: vec![] }
+        let nonneg = sizes.iter().map(|(_, v)| *v).collect();
+        Builder { names, types, blocks: vec![vec![]], replicas: FxHashMap::default(), residuals: vec![], onehot: vec![], nonneg }
     }
 
     pub fn fresh(&mut self, hint: &str) -> VarId {

@@ -13,6 +13,7 @@
 
 mod build;
 mod jvp;
+mod reads;
 pub mod rules;
 mod transpose;
 mod vjp;
@@ -129,6 +130,8 @@ fn expand_block(b: &mut Builder, block: Block) -> Result<Block, AdError> {
                     _ => unreachable!("matched above"),
                 };
                 lam.body = expand_block(b, lam.body)?;
+                // reads of derived arrays become reads of their sources
+                lam.body = reads::normalize(b, lam.body);
                 b.begin();
                 let r = if reverse {
                     vjp::expand_vjp(b, &lam, &primals, &others, &s.binds, s.loc.as_ref())

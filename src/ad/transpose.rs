@@ -66,14 +66,17 @@ pub(super) fn transpose(b: &mut Builder, c: &mut dyn Cotangents, s: &Stmt, ct: A
             c.add_rows(b, arr, idxs, ct);
         }
         Expr::Update { arr, idx, val, loc } => {
+            // the row is read before it is zeroed: the zeroing is then the
+            // last use of `ct` and writes in place (zeroing first made every
+            // step of a transposed scan copy the whole cotangent)
+            if c.linear(val) {
+                let r = b.index(ct, vec![*idx]);
+                c.add(b, val, r);
+            }
             if c.linear(arr) {
                 let row = b.zeros(&ty.row());
                 let r = b.emit(Expr::Update { arr: ct, idx: *idx, val: row, loc: loc.clone() }, ty.clone(), "rest");
                 c.add(b, arr, r);
-            }
-            if c.linear(val) {
-                let r = b.index(ct, vec![*idx]);
-                c.add(b, val, r);
             }
         }
         Expr::ScatterAdd { dest, idxs, vals, .. } => {

@@ -16,8 +16,9 @@
 //! - **Compiled code** (the C backend) honours both: each call receives
 //!   the limit, the bytes live when it starts and the address of the stop
 //!   flag ([`stop_flag`]); its allocations are checked against the limit
-//!   and its loops poll the flag (all but the innermost `for` loops, which
-//!   stay free of checks so that they vectorise).
+//!   and its loops poll the flag (innermost `for` loops and built-in
+//!   reductions between chunks of 2^16 iterations, so that each chunk stays
+//!   free of checks and vectorises).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};

@@ -448,6 +448,63 @@ impl Em {
         self.line(&format!("if ({when}ARD_STOPPING(ctx)) {{ ard_stopped(ctx, ard_it, {at}); goto {fail}; }}"));
     }
 
+    /// Open `for (int64_t {i} = {lo}; {i} < {hi}; {i}++) {` strip-mined
+    /// into chunks of `ARD_CHUNK` (2^16) iterations with a poll of the stop
+    /// flag before every chunk but the first, so that a loop free of
+    /// checks (it vectorises) still stops within a bounded time. `lo` and
+    /// `hi` are read more than once (names, not expressions with effects).
+    /// A stop leaves the loop; [`Em::close_chunked`] (given what this
+    /// returns) then reports it for iteration `it` (where `CHUNK` in it
+    /// names the first iteration not run) and jumps to the failure label.
+    /// The report is after the loop, not in it, so that no call in the
+    /// loop makes the C compiler keep its accumulators in memory. With
+    /// `flag` (inside an OpenMP region, which no jump may leave) a stop
+    /// sets that `int` instead, for [`Em::poll_flag`] after the region.
+    fn open_chunked(&mut self, i: &str, lo: &str, hi: &str, it: &str, flag: Option<&str>) -> Option<(String, String)> {
+        let (after, c, e) = self.open_chunks(lo, hi, it, flag);
+        self.open(&format!("for (int64_t {i} = {c}; {i} < {e}; {i}++) {{"));
+        after
+    }
+
+    /// The loop over chunks of [`Em::open_chunked`], without the loop over
+    /// a chunk's iterations: also returns the names of the chunk's first
+    /// iteration and the end of its range. Close with [`Em::close_chunks`].
+    fn open_chunks(&mut self, lo: &str, hi: &str, it: &str, flag: Option<&str>) -> (Option<(String, String)>, String, String) {
+        let k = self.fresh();
+        let (c, e, s) = (format!("ard_c{k}"), format!("ard_ce{k}"), format!("ard_s{k}"));
+        let (stop, after) = match flag {
+            Some(f) => (format!("{{ __atomic_store_n(&{f}, 1, __ATOMIC_RELAXED); break; }}"), None),
+            None => {
+                self.line(&format!("int64_t {s} = -1;"));
+                (format!("{{ {s} = {c}; break; }}"), Some((s.clone(), it.replace("CHUNK", &s))))
+            }
+        };
+        self.open(&format!("for (int64_t {c} = {lo}; {c} < {hi}; {c} += ARD_CHUNK) {{"));
+        self.line(&format!("if ({c} != {lo} && ARD_STOPPING(ctx)) {stop}"));
+        self.line(&format!("const int64_t {e} = {hi} - {c} > ARD_CHUNK ? {c} + ARD_CHUNK : {hi};"));
+        (after, c, e)
+    }
+
+    fn close_chunked(&mut self, after: Option<(String, String)>) {
+        self.close("}");
+        self.close_chunks(after);
+    }
+
+    fn close_chunks(&mut self, after: Option<(String, String)>) {
+        self.close("}");
+        if let Some((s, it)) = after {
+            let (fail, at) = (self.fail.clone(), self.at.clone());
+            self.line(&format!("if ({s} >= 0) {{ ard_stopped(ctx, {it}, {at}); goto {fail}; }}"));
+        }
+    }
+
+    /// After an OpenMP region whose chunked loops set `flag` on a stop:
+    /// report it for the statement being emitted.
+    fn poll_flag(&mut self, flag: &str) {
+        let (fail, at) = (self.fail.clone(), self.at.clone());
+        self.line(&format!("if ({flag}) {{ ard_stopped(ctx, ard_it, {at}); goto {fail}; }}"));
+    }
+
     /// Record an error and jump to the current failure label.
     fn fail(&mut self, fmt: &str, args: &[String]) {
         let mut a = String::new();
@@ -1273,11 +1330,20 @@ impl Em {
             self.line(&format!("int64_t {rl} = {r}; (void){rl};"));
             rows.push(Row::Stacked { out: o, len: rl, ty: b.ty.clone() });
         }
+        // a body that runs no loop is not polled: the loop is strip-mined
+        // (polled between chunks) unless its trip count is a small constant
+        let chunked = !has_loop(body) && size.as_const().is_none_or(|c| c > 1 << 16);
         if self.par || self.seq_only {
             // inside a parallel loop's body: sequential, inline
-            self.open(&format!("for (int64_t ard_i = 0; ard_i < {n}; ard_i++) {{"));
-            self.for_body(ivar, body, &rows)?;
-            self.close("}");
+            if chunked {
+                let ch = self.open_chunked("ard_i", "0", &n, "ard_it", None);
+                self.for_body(ivar, body, &rows)?;
+                self.close_chunked(ch);
+            } else {
+                self.open(&format!("for (int64_t ard_i = 0; ard_i < {n}; ard_i++) {{"));
+                self.for_body(ivar, body, &rows)?;
+                self.close("}");
+            }
             return Ok(());
         }
         // An outermost `for`: its body becomes one function over a range of
@@ -1285,7 +1351,7 @@ impl Em {
         // static chunk. One copy of the body for both forms keeps the C
         // small: OpenMP regions cost the C compiler far more than plain code.
         let w = self.work(body);
-        let (fname, caps) = self.outline(k, ivar, body, &rows)?;
+        let (fname, caps) = self.outline(k, ivar, body, &rows, chunked)?;
         let caps = if caps.is_empty() { String::new() } else { format!(", {}", caps.join(", ")) };
         let fail = self.fail.clone();
         self.open(&format!("if (ctx->nthreads > 1 && ard_wmul({n}, {w}) >= ctx->par_min) {{"));
@@ -1317,7 +1383,7 @@ impl Em {
     /// results are added through pointers (the accumulator, or the calling
     /// thread's partial sum). With `par`, errors are recorded for their
     /// iteration and a lower failed iteration stops the range.
-    fn outline(&mut self, k: usize, ivar: VarId, body: &Block, rows: &[Row]) -> R<(String, Vec<String>)> {
+    fn outline(&mut self, k: usize, ivar: VarId, body: &Block, rows: &[Row], chunked: bool) -> R<(String, Vec<String>)> {
         let name = format!("ard_e{}_for{k}", self.entry);
         let saved_out = std::mem::take(&mut self.out);
         let saved_ind = std::mem::replace(&mut self.ind, 1);
@@ -1339,11 +1405,21 @@ impl Em {
                 }
             }
         }
-        self.open("for (int64_t ard_i = ard_lo; ard_i < ard_hi; ard_i++) {");
+        // each thread polls between its chunks
+        let ch = if chunked {
+            self.open_chunked("ard_i", "ard_lo", "ard_hi", "(ard_par ? CHUNK : ard_it0)", None)
+        } else {
+            self.open("for (int64_t ard_i = ard_lo; ard_i < ard_hi; ard_i++) {");
+            None
+        };
         self.line("if (ard_par && ard_failed_before(ctx, ard_i)) return 0;");
         self.line("const int64_t ard_it = ard_par ? ard_i : ard_it0; (void)ard_it;");
         let res = self.for_body(ivar, body, &inner);
-        self.close("}");
+        if chunked {
+            self.close_chunked(ch);
+        } else {
+            self.close("}");
+        }
         self.line("return 0;");
         let text = std::mem::replace(&mut self.out, saved_out);
         self.ind = saved_ind;
@@ -1558,40 +1634,55 @@ impl Em {
                 let step = Self::op_expr(op, t.elem, "ard_prev", "ard_x[ard_i * ard_m + ard_j]")?;
                 self.open("{");
                 self.line(&format!("const {ct} *restrict ard_x = {px}; {ct} *restrict ard_o = {po}; int64_t ard_n = {x}.d[0], ard_m = {m};"));
-                self.open("for (int64_t ard_i = 0; ard_i < ard_n; ard_i++)");
+                let ch = self.open_chunked("ard_i", "0", "ard_n", "ard_it", None);
                 self.open("for (int64_t ard_j = 0; ard_j < ard_m; ard_j++) {");
                 self.line(&format!("{ct} ard_prev = ard_i == 0 ? {z} : ard_o[(ard_i - 1) * ard_m + ard_j];"));
                 self.line(&format!("ard_o[ard_i * ard_m + ard_j] = {step};"));
                 self.close("}");
-                self.ind -= 1;
+                self.close_chunked(ch);
                 self.close("}");
             } else if t.rank() == 1 {
+                // the loop over a chunk is a function of its own: in the
+                // entry's large function gcc kept the accumulator of the
+                // chunked loop in memory (a store and a load per element)
+                let kf = self.fresh();
+                let fold = format!("ard_e{}_fold{kf}", self.entry);
+                let _ = write!(
+                    self.helpers,
+                    "ARD_SLOW static {ct} {fold}(const {ct} *restrict ard_x, int64_t ard_lo, int64_t ard_hi, {ct} ard_acc) {{\n    for (int64_t ard_i = ard_lo; ard_i < ard_hi; ard_i++) ard_acc = {opx};\n    return ard_acc;\n}}\n\n"
+                );
                 self.open("{");
                 self.line(&format!("const {ct} *restrict ard_x = {px}; int64_t ard_n = {x}.d[0]; {ct} ard_acc = {z};"));
                 if !self.par && !self.seq_only {
                     let comb = Self::op_expr(op, t.elem, "ard_acc", "ard_part[ard_t]")?;
-                    let opl = Self::op_expr(op, t.elem, "ard_a", "ard_x[ard_i]")?;
                     self.open("if (ctx->nthreads > 1 && ard_n >= ctx->par_min && ard_n > 1) {");
-                    self.line(&format!("{ct} ard_part[ARD_MAX_THREADS]; int ard_has[ARD_MAX_THREADS]; int ard_nt = 1;"));
+                    self.line(&format!("{ct} ard_part[ARD_MAX_THREADS]; int ard_has[ARD_MAX_THREADS]; int ard_nt = 1, ard_stop = 0;"));
                     self.line("#pragma omp parallel num_threads(ctx->nthreads)");
                     self.open("{");
                     self.line("int ard_t = omp_get_thread_num(), ard_T = omp_get_num_threads();");
                     self.line("if (ard_t == 0) ard_nt = ard_T;");
-                    self.line("int64_t ard_lo = ard_n * ard_t / ard_T, ard_hi = ard_n * (ard_t + 1) / ard_T;");
+                    self.line("int64_t ard_lo = ard_n * ard_t / ard_T, ard_hi = ard_n * (ard_t + 1) / ard_T, ard_lo1 = ard_lo + 1;");
                     self.line("ard_has[ard_t] = ard_lo < ard_hi;");
                     self.open("if (ard_lo < ard_hi) {");
                     self.line(&format!("{ct} ard_a = ard_x[ard_lo];"));
-                    self.line(&format!("for (int64_t ard_i = ard_lo + 1; ard_i < ard_hi; ard_i++) ard_a = {opl};"));
+                    let (ch, c, e) = self.open_chunks("ard_lo1", "ard_hi", "ard_it", Some("ard_stop"));
+                    self.line(&format!("ard_a = {fold}(ard_x, {c}, {e}, ard_a);"));
+                    self.close_chunks(ch);
                     self.line("ard_part[ard_t] = ard_a;");
                     self.close("}");
                     self.close("}");
+                    self.poll_flag("ard_stop");
                     self.line(&format!("for (int ard_t = 0; ard_t < ard_nt; ard_t++) if (ard_has[ard_t]) ard_acc = {comb};"));
                     self.close("} else {");
                     self.ind += 1;
-                    self.line(&format!("for (int64_t ard_i = 0; ard_i < ard_n; ard_i++) ard_acc = {opx};"));
+                    let (ch, c, e) = self.open_chunks("0", "ard_n", "ard_it", None);
+                    self.line(&format!("ard_acc = {fold}(ard_x, {c}, {e}, ard_acc);"));
+                    self.close_chunks(ch);
                     self.close("}");
                 } else {
-                    self.line(&format!("for (int64_t ard_i = 0; ard_i < ard_n; ard_i++) ard_acc = {opx};"));
+                    let (ch, c, e) = self.open_chunks("0", "ard_n", "ard_it", None);
+                    self.line(&format!("ard_acc = {fold}(ard_x, {c}, {e}, ard_acc);"));
+                    self.close_chunks(ch);
                 }
                 self.line(&format!("{o} = ard_acc;"));
                 self.close("}");
@@ -1603,7 +1694,9 @@ impl Em {
                 self.open("{");
                 self.line(&format!("const {ct} *restrict ard_x = {px}; {ct} *restrict ard_o = {po}; int64_t ard_n = {x}.d[0], ard_m = {m};"));
                 self.line(&format!("for (int64_t ard_j = 0; ard_j < ard_m; ard_j++) ard_o[ard_j] = {z};"));
-                self.line(&format!("for (int64_t ard_i = 0; ard_i < ard_n; ard_i++) for (int64_t ard_j = 0; ard_j < ard_m; ard_j++) ard_o[ard_j] = {step};"));
+                let ch = self.open_chunked("ard_i", "0", "ard_n", "ard_it", None);
+                self.line(&format!("for (int64_t ard_j = 0; ard_j < ard_m; ard_j++) ard_o[ard_j] = {step};"));
+                self.close_chunked(ch);
                 self.close("}");
             }
         }

@@ -159,10 +159,13 @@ ARD_COLD static void ard_fail(ard_ctx *c, int64_t iter, const char *fmt, ...) {
     ard_unlock(c);
 }
 
-/* Polled at every iteration of sequential loops, user reductions and the
- * `for` loops that contain loops (innermost loops stay check-free so that
- * they vectorise): one relaxed load. */
+/* Polled at every iteration of `while` loops and of the `for` loops that
+ * contain loops, every 1024 iterations of the other sequential loops and
+ * user reductions, and between chunks of ARD_CHUNK iterations of innermost
+ * `for` loops and built-in reductions and scans (the chunk itself stays
+ * check-free so that it vectorises): one relaxed load. */
 #define ARD_STOPPING(c) ((c)->stop && __atomic_load_n((c)->stop, __ATOMIC_RELAXED))
+#define ARD_CHUNK 65536
 
 /* The interpreter's messages for a run stopped by the time limit or Ctrl-C. */
 ARD_COLD static void ard_stopped(ard_ctx *c, int64_t iter, const char *at) {
@@ -400,7 +403,7 @@ ARD_SLOW static int ard_alloc(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize,
     if (n < 0 || n > ARD_MAX_ELEMS) {
         char s[256];
         ard_shape_str(s, sizeof s, rank, d);
-        ard_fail(c, it, "array of shape %s is too large", s);
+        ard_fail(c, it, "array of shape %s is too large%s", s, at);
         return 1;
     }
     size_t bytes = (size_t)n * (size_t)esize;

@@ -251,7 +251,8 @@ const MAX_ELEMS: usize = 1 << 33;
 fn count(shape: &[usize]) -> R<usize> {
     match shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) {
         Some(n) if n <= MAX_ELEMS => Ok(n),
-        _ => fail(format!("array of shape {} is too large", shape_str(shape))),
+        // located by the statement that asked for it, as out-of-memory errors are
+        _ => fail(format!("array of shape {} is too large{HERE}", shape_str(shape))),
     }
 }
 

@@ -738,7 +738,7 @@ fn building_arrays() {
     let mut g = Prog::default();
     let n = g.size("n", 1 << 40);
     let io = g.let_at("io", f64v(&[sz(n)]), Expr::Replicate { n: v(n), val: f(1.0) });
-    assert_eq!(g.err(vec![v(io)]), "array of shape [1099511627776] is too large");
+    assert_eq!(g.err(vec![v(io)]), "array of shape [1099511627776] is too large at t.ard:1:1");
 }
 
 #[test]

@@ -1,0 +1,475 @@
+//! Reads of derived arrays, normalised before differentiation.
+//!
+//! A read of an array that a cheap construct derives from another one is a
+//! read of the source at a transformed index:
+//!
+//! | read                                 | becomes                                        |
+//! |--------------------------------------|------------------------------------------------|
+//! | `(reverse a)[i]`                     | `a[n-1-i]`                                     |
+//! | `a[lo:hi][i]`                        | `a[lo+i]`                                      |
+//! | `(rotate k a)[i]`                    | `a[(i + k mod n) mod n]` (`k` taken modulo `n`, as `rotate` does) |
+//! | `(concat a b)[i]`                    | `if i < na then a[i] else b[i-na]`             |
+//! | `a[r][j]` (a row, then an element)   | `a[r, j]`                                      |
+//! | `(transpose a)[i, j]`                | `a[j, i]`                                      |
+//! | `(flatten a)[i]`, `(unflatten n m a)[i, j]` | `a[i / m, i mod m]`, `a[i*m + j]`       |
+//! | `(replicate n x)[i]`, `(iota n)[i]`  | `x`, `i`                                       |
+//! | `(for j < m. body)[i]`               | `body` with `j := i` (a `map`)                 |
+//!
+//! Why: reverse mode transposes a read `d[i]` of a derived array `d` into a
+//! cotangent of the whole of `d` (a one-hot array of `d`'s size), which the
+//! transposed construct then maps back to the source. Inside a loop that is
+//! one array of size n per iteration: gradients quadratic where their
+//! functions are linear (`for i. (reverse y)[i] * y[i]`, issue 24). A read of
+//! the source is transposed into one (position, value) pair instead, all of
+//! them added by one `scatter_add`. The primal gains too: `(map sin y)[i]` in
+//! a loop no longer computes the whole map at every iteration.
+//!
+//! Bounds: only positions whose index `lower` proved in range (no `Check`)
+//! are transformed, and each transformed index is in range exactly when the
+//! original one was, so the no-out-of-bounds guarantee carries over;
+//! checked positions keep their check. A `for` is inlined only when its
+//! body cannot fail, it lies in the same loop as the read (so the read runs
+//! at most as often as the `for` did), its size is not a constant (a `for`
+//! of a constant size costs a constant), it is read at most
+//! `INLINE_READS` times, and its body is small or read once.
+//! Derived arrays left unread are removed when they cannot fail.
+
+use super::build::{lit, Builder};
+use crate::ir::walk::{self, Copier};
+use crate::ir::{Atom, Binder, Block, Expr, LoopKind, Prim, ReduceOp, Scalar, Size, Stmt, Type, VarId};
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::collections::VecDeque;
+
+/// A `for` body of at most this many statements (nested ones included) is
+/// inlined at every read; a larger one only at its single read.
+const INLINE_BODY: usize = 64;
+/// A `for` read more often than this (in the code) is not inlined: each
+/// read would compute its body once more.
+const INLINE_READS: usize = 4;
+
+/// Normalise the reads of derived arrays in `body` (a lambda about to be
+/// differentiated).
+pub(super) fn normalize(b: &mut Builder, body: Block) -> Block {
+    let mut uses = FxHashMap::default();
+    count_uses(&body, &mut uses);
+    let nonneg = b.nonneg.clone();
+    let mut r = Reads { b, defs: FxHashMap::default(), nonneg, depth: 0, redirected: FxHashSet::default(), uses, ints: FxHashMap::default(), bounds: FxHashMap::default() };
+    let mut out = r.block(body);
+    if !r.redirected.is_empty() {
+        let nonneg = r.nonneg;
+        remove_unread(&mut out, &r.redirected, &nonneg);
+    }
+    out
+}
+
+struct Def {
+    expr: std::rc::Rc<Expr>,
+    /// which result of the statement (for a `for` with several)
+    k: usize,
+    /// loops around the definition
+    depth: usize,
+}
+
+struct Reads<'x, 'a> {
+    b: &'x mut Builder<'a>,
+    defs: FxHashMap<VarId, Def>,
+    /// `i64` variables known to be `>= 0` (size parameters, loop counters)
+    nonneg: FxHashSet<VarId>,
+    depth: usize,
+    /// derived arrays some read no longer goes through
+    redirected: FxHashSet<VarId>,
+    /// reads of each variable in the original body
+    uses: FxHashMap<VarId, usize>,
+    /// definitions of `i64` scalars by `+`, `-`, `*`
+    ints: FxHashMap<VarId, Expr>,
+    /// loop counters and their trip counts
+    bounds: FxHashMap<VarId, Size>,
+}
+
+fn count_uses(b: &Block, uses: &mut FxHashMap<VarId, usize>) {
+    walk::visit_block(b, &mut |v| *uses.entry(v).or_default() += 1, &mut |_| {});
+}
+
+fn stmt_count(b: &Block) -> usize {
+    let mut n = 0;
+    for s in &b.stmts {
+        n += 1;
+        walk::sub_blocks(&s.expr, &mut |blk| n += stmt_count(blk));
+    }
+    n
+}
+
+fn var(a: &Atom) -> Option<VarId> {
+    match a {
+        Atom::Var(v) => Some(*v),
+        Atom::Lit(_) => None,
+    }
+}
+
+impl Reads<'_, '_> {
+    fn block(&mut self, blk: Block) -> Block {
+        let mut out = Vec::with_capacity(blk.stmts.len());
+        let mut queue: VecDeque<Stmt> = blk.stmts.into();
+        while let Some(mut s) = queue.pop_front() {
+            if let Some(new) = self.rewrite(&s) {
+                for n in new.into_iter().rev() {
+                    queue.push_front(n);
+                }
+                continue;
+            }
+            self.nested(&mut s);
+            self.record(&s);
+            out.push(s);
+        }
+        Block { stmts: out, result: blk.result }
+    }
+
+    fn nested(&mut self, s: &mut Stmt) {
+        match &mut s.expr {
+            Expr::For { ivar, body, size } | Expr::ForAcc { ivar, body, size, .. } => {
+                self.nonneg.insert(*ivar);
+                self.bounds.insert(*ivar, size.clone());
+                self.inner(body);
+            }
+            Expr::Loop { body, kind, .. } => {
+                match kind {
+                    LoopKind::Count { ivar, n, .. } => {
+                        self.nonneg.insert(*ivar);
+                        if let Some(n) = Size::of_atom(n) {
+                            self.bounds.insert(*ivar, n);
+                        }
+                    }
+                    LoopKind::While { cond } => self.inner(cond),
+                }
+                self.inner(body);
+            }
+            Expr::If { then_b, else_b, .. } => {
+                *then_b = self.block(std::mem::take(then_b));
+                *else_b = self.block(std::mem::take(else_b));
+            }
+            Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => self.inner(&mut l.body),
+            _ => {}
+        }
+    }
+
+    /// A block inside a loop (or an operator run once per element).
+    fn inner(&mut self, body: &mut Block) {
+        self.depth += 1;
+        *body = self.block(std::mem::take(body));
+        self.depth -= 1;
+    }
+
+    fn record(&mut self, s: &Stmt) {
+        if let (Expr::Prim(Prim::Add | Prim::Sub | Prim::Mul, _), [x]) = (&s.expr, s.binds.as_slice()) {
+            if x.ty == Type::scalar(Scalar::I64) {
+                self.ints.insert(x.var, s.expr.clone());
+            }
+        }
+        let keep = matches!(
+            s.expr,
+            Expr::Atom(Atom::Var(_))
+                | Expr::Reverse(_)
+                | Expr::Slice { .. }
+                | Expr::Rotate { .. }
+                | Expr::Concat(..)
+                | Expr::Index { .. }
+                | Expr::Transpose(_)
+                | Expr::Flatten(_)
+                | Expr::Unflatten { .. }
+                | Expr::Replicate { .. }
+                | Expr::Iota { .. }
+                | Expr::For { .. }
+        );
+        if !keep || s.binds.iter().all(|x| x.ty.rank() == 0) {
+            return;
+        }
+        let expr = std::rc::Rc::new(s.expr.clone());
+        for (k, x) in s.binds.iter().enumerate() {
+            self.defs.insert(x.var, Def { expr: expr.clone(), k, depth: self.depth });
+        }
+    }
+
+    /// The definition of array `a`, looking through copies: the variable
+    /// that holds it and its definition.
+    fn def_of(&self, a: &Atom) -> Option<(VarId, &Def)> {
+        let mut v = var(a)?;
+        for _ in 0..64 {
+            let d = self.defs.get(&v)?;
+            match &*d.expr {
+                Expr::Atom(Atom::Var(w)) => v = *w,
+                _ => return Some((v, d)),
+            }
+        }
+        None
+    }
+
+    fn ty(&self, a: &Atom) -> Type {
+        self.b.type_of(a)
+    }
+
+    fn is_i64(&self, a: &Atom) -> bool {
+        self.ty(a).elem == Scalar::I64 && self.ty(a).rank() == 0
+    }
+
+    /// Emit `op(args)` (an `i64`) into `pre`.
+    fn prim(&mut self, pre: &mut Vec<Stmt>, op: Prim, args: Vec<Atom>) -> Atom {
+        let v = self.b.fresh("t");
+        let s = Stmt { binds: vec![Binder { var: v, ty: Type::scalar(Scalar::I64) }], expr: Expr::Prim(op, args), loc: None };
+        self.b.declare(&s);
+        pre.push(s);
+        Atom::Var(v)
+    }
+
+    fn size(&mut self, pre: &mut Vec<Stmt>, s: &Size) -> Atom {
+        self.b.begin();
+        let a = self.b.size(s);
+        pre.extend(self.b.end());
+        a
+    }
+
+    fn read(&mut self, s: &Stmt, arr: Atom, idx: Vec<Atom>, checks: Vec<crate::ir::Check>) -> Stmt {
+        Stmt { binds: s.binds.clone(), expr: Expr::Index { arr, idx, checks }, loc: s.loc.clone() }
+    }
+
+    /// The statements that replace the read `s`, if its array is derived.
+    fn rewrite(&mut self, s: &Stmt) -> Option<Vec<Stmt>> {
+        let Expr::Index { arr, idx, checks } = &s.expr else { return None };
+        if idx.is_empty() || s.binds.len() != 1 {
+            return None;
+        }
+        let (src_var, def) = self.def_of(arr)?;
+        let first_proven = checks[0].is_none() && self.is_i64(&idx[0]);
+        let i = idx[0];
+        let mut pre = vec![];
+        let expr = (*def.expr).clone();
+        let (k, depth) = (def.k, def.depth);
+        // Only a derived array computed in the loop body that reads it (or
+        // outside every loop, read outside every loop): its cotangent would
+        // be as large as itself at every iteration. One computed outside
+        // the loop that reads it is fine as it is: its reads leave the loop
+        // as structured records (rows written at the loop's index, sums)
+        // and its cotangent is transposed once per execution.
+        if depth != self.depth {
+            return None;
+        }
+        let done = |r: &mut Self, mut pre: Vec<Stmt>, last: Stmt| {
+            r.redirected.insert(src_var);
+            r.b.declare(&last);
+            pre.push(last);
+            Some(pre)
+        };
+        match expr {
+            Expr::Reverse(a) if first_proven => {
+                let n = self.ty(&a).shape[0].clone();
+                let j = n.sub(&Size::constant(1)).sub(&self.value(&i));
+                let j = self.size(&mut pre, &j);
+                let last = self.read(s, a, [vec![j], idx[1..].to_vec()].concat(), checks.clone());
+                done(self, pre, last)
+            }
+            Expr::Slice { arr: a, lo, .. } if first_proven && self.is_i64(&lo) => {
+                let j = self.value(&lo).add(&self.value(&i));
+                let j = self.size(&mut pre, &j);
+                let last = self.read(s, a, [vec![j], idx[1..].to_vec()].concat(), checks.clone());
+                done(self, pre, last)
+            }
+            Expr::Rotate { k: rk, arr: a } if first_proven => {
+                // out[i] = a[(i + k') mod n], k' = k mod n in [0, n); n >= 1 here (i < n)
+                let n = self.ty(&a).shape[0].clone();
+                let n = self.size(&mut pre, &n);
+                let n1 = self.prim(&mut pre, Prim::Max, vec![n, lit(Scalar::I64, 1.0)]);
+                let r = self.prim(&mut pre, Prim::Rem, vec![rk, n1]);
+                let neg = self.bool_prim(&mut pre, Prim::Lt, vec![r, lit(Scalar::I64, 0.0)]);
+                let rn = self.prim(&mut pre, Prim::Add, vec![r, n1]);
+                let kk = self.prim(&mut pre, Prim::Select, vec![neg, rn, r]);
+                let j = self.prim(&mut pre, Prim::Add, vec![i, kk]);
+                let over = self.bool_prim(&mut pre, Prim::Ge, vec![j, n1]);
+                let jn = self.prim(&mut pre, Prim::Sub, vec![j, n1]);
+                let j = self.prim(&mut pre, Prim::Select, vec![over, jn, j]);
+                let last = self.read(s, a, [vec![j], idx[1..].to_vec()].concat(), checks.clone());
+                done(self, pre, last)
+            }
+            Expr::Concat(x, y) if first_proven => {
+                let nx_size = self.ty(&x).shape[0].clone();
+                // which part the index falls in, when its value says so
+                let at = self.value(&i);
+                if at.sub(&nx_size).provably_nonneg(&|v| self.nonneg.contains(&v)) {
+                    let j = self.size(&mut pre, &at.sub(&nx_size));
+                    let last = self.read(s, y, [vec![j], idx[1..].to_vec()].concat(), checks.clone());
+                    return done(self, pre, last);
+                }
+                if self.below(&at, &nx_size) {
+                    let last = self.read(s, x, idx.clone(), checks.clone());
+                    return done(self, pre, last);
+                }
+                let nx = self.size(&mut pre, &nx_size);
+                let c = self.bool_prim(&mut pre, Prim::Lt, vec![i, nx]);
+                let then_read = self.fresh_read(s, x, [vec![i], idx[1..].to_vec()].concat(), checks.clone(), vec![]);
+                let mut else_pre = vec![];
+                let j = self.prim(&mut else_pre, Prim::Sub, vec![i, nx]);
+                let else_read = self.fresh_read(s, y, [vec![j], idx[1..].to_vec()].concat(), checks.clone(), else_pre);
+                let last = Stmt { binds: s.binds.clone(), expr: Expr::If { cond: c, then_b: then_read, else_b: else_read }, loc: s.loc.clone() };
+                done(self, pre, last)
+            }
+            Expr::Index { arr: a, idx: outer, checks: outer_checks } => {
+                // a row, then an element of it: one read
+                let last = self.read(s, a, [outer, idx.clone()].concat(), [outer_checks, checks.clone()].concat());
+                done(self, pre, last)
+            }
+            Expr::Transpose(a) if idx.len() >= 2 && checks[0].is_none() && checks[1].is_none() => {
+                let swapped = [vec![idx[1], idx[0]], idx[2..].to_vec()].concat();
+                let last = self.read(s, a, swapped, checks.clone());
+                done(self, pre, last)
+            }
+            Expr::Flatten(a) if first_proven => {
+                let m = self.ty(&a).shape[1].clone();
+                let m = self.size(&mut pre, &m);
+                let m1 = self.prim(&mut pre, Prim::Max, vec![m, lit(Scalar::I64, 1.0)]);
+                let q = self.prim(&mut pre, Prim::Div, vec![i, m1]);
+                let r = self.prim(&mut pre, Prim::Rem, vec![i, m1]);
+                let last = self.read(s, a, [vec![q, r], idx[1..].to_vec()].concat(), [vec![None], checks.clone()].concat());
+                done(self, pre, last)
+            }
+            Expr::Unflatten { arr: a, m, .. } if idx.len() >= 2 && first_proven && checks[1].is_none() && self.is_i64(&idx[1]) => {
+                let q = self.prim(&mut pre, Prim::Mul, vec![i, m]);
+                let j = self.prim(&mut pre, Prim::Add, vec![q, idx[1]]);
+                let last = self.read(s, a, [vec![j], idx[2..].to_vec()].concat(), checks[1..].to_vec());
+                done(self, pre, last)
+            }
+            Expr::Replicate { val, .. } if first_proven => {
+                let last = if idx.len() == 1 {
+                    Stmt { binds: s.binds.clone(), expr: Expr::Atom(val), loc: s.loc.clone() }
+                } else {
+                    self.read(s, val, idx[1..].to_vec(), checks[1..].to_vec())
+                };
+                done(self, pre, last)
+            }
+            Expr::Iota { .. } if first_proven => {
+                let last = Stmt { binds: s.binds.clone(), expr: Expr::Atom(i), loc: s.loc.clone() };
+                done(self, pre, last)
+            }
+            Expr::For { ivar, body, size } if first_proven && size.as_const().is_none() => {
+                // a `for` of a size known at compile time costs a constant:
+                // it stays (its reads are one-hot cotangents of that size)
+                let reads = self.uses.get(&src_var).copied().unwrap_or(0);
+                if body.stmts.iter().any(walk::can_fail) || reads > INLINE_READS || (reads > 1 && stmt_count(&body) > INLINE_BODY) {
+                    return None;
+                }
+                let mut map = FxHashMap::default();
+                map.insert(ivar, i);
+                let b = &mut *self.b;
+                let mut fresh = |v: VarId| {
+                    let n = b.name(v);
+                    b.fresh(&n)
+                };
+                let copy = Copier { map, fresh: Some(&mut fresh) }.block(&body);
+                for st in &copy.stmts {
+                    self.b.declare(st);
+                }
+                pre.extend(copy.stmts);
+                let r = copy.result[k];
+                let last = if idx.len() == 1 {
+                    Stmt { binds: s.binds.clone(), expr: Expr::Atom(r), loc: s.loc.clone() }
+                } else {
+                    self.read(s, r, idx[1..].to_vec(), checks[1..].to_vec())
+                };
+                done(self, pre, last)
+            }
+            _ => None,
+        }
+    }
+
+    /// The value of an `i64` atom as a polynomial of the variables it is
+    /// computed from by `+`, `-` and `*` (looking through a few definitions).
+    fn value(&self, a: &Atom) -> Size {
+        self.value_at(a, 8)
+    }
+
+    fn value_at(&self, a: &Atom, depth: usize) -> Size {
+        match a {
+            Atom::Lit(crate::ir::Lit::I64(c)) => Size::constant(*c),
+            Atom::Var(v) => match self.ints.get(v) {
+                Some(Expr::Prim(p @ (Prim::Add | Prim::Sub | Prim::Mul), xs)) if depth > 0 && xs.len() == 2 => {
+                    let (x, y) = (self.value_at(&xs[0], depth - 1), self.value_at(&xs[1], depth - 1));
+                    match p {
+                        Prim::Add => x.add(&y),
+                        Prim::Sub => x.sub(&y),
+                        _ => x.mul(&y),
+                    }
+                }
+                _ => Size::var(*v),
+            },
+            Atom::Lit(_) => Size::var(VarId(u32::MAX)),
+        }
+    }
+
+    /// Whether `at < n` is known: `at` is the counter of a loop of at most
+    /// `n` iterations.
+    fn below(&self, at: &Size, n: &Size) -> bool {
+        at.as_var().and_then(|v| self.bounds.get(&v)).is_some_and(|m| n.sub(m).provably_nonneg(&|v| self.nonneg.contains(&v)))
+    }
+
+    fn bool_prim(&mut self, pre: &mut Vec<Stmt>, op: Prim, args: Vec<Atom>) -> Atom {
+        let v = self.b.fresh("c");
+        let s = Stmt { binds: vec![Binder { var: v, ty: Type::scalar(Scalar::Bool) }], expr: Expr::Prim(op, args), loc: None };
+        self.b.declare(&s);
+        pre.push(s);
+        Atom::Var(v)
+    }
+
+    /// A branch block `pre; let r = arr[idx]` returning `r` (a fresh copy of
+    /// the read `s`'s binder).
+    fn fresh_read(&mut self, s: &Stmt, arr: Atom, idx: Vec<Atom>, checks: Vec<crate::ir::Check>, mut pre: Vec<Stmt>) -> Block {
+        let x = &s.binds[0];
+        let v = self.b.fresh(&self.b.name(x.var));
+        let st = Stmt { binds: vec![Binder { var: v, ty: x.ty.clone() }], expr: Expr::Index { arr, idx, checks }, loc: s.loc.clone() };
+        self.b.declare(&st);
+        pre.push(st);
+        Block { stmts: pre, result: vec![Atom::Var(v)] }
+    }
+}
+
+/// Remove the statements binding only variables of `candidates` that
+/// nothing reads any more and that cannot fail (a `for` also needs a size
+/// that cannot be negative), until none is left.
+fn remove_unread(body: &mut Block, candidates: &FxHashSet<VarId>, nonneg: &FxHashSet<VarId>) {
+    loop {
+        let mut uses = FxHashMap::default();
+        count_uses(body, &mut uses);
+        let mut removed = false;
+        sweep(body, &mut |s: &Stmt| {
+            let dead = !s.binds.is_empty()
+                && s.binds.iter().all(|x| candidates.contains(&x.var) && uses.get(&x.var).copied().unwrap_or(0) == 0)
+                && !walk::can_fail(s)
+                && match &s.expr {
+                    Expr::For { size, .. } => size.provably_nonneg(&|v| nonneg.contains(&v)),
+                    _ => true,
+                };
+            removed |= dead;
+            dead
+        });
+        if !removed {
+            return;
+        }
+    }
+}
+
+fn sweep(b: &mut Block, dead: &mut dyn FnMut(&Stmt) -> bool) {
+    b.stmts.retain(|s| !dead(s));
+    for s in &mut b.stmts {
+        match &mut s.expr {
+            Expr::For { body, .. } | Expr::ForAcc { body, .. } => sweep(body, dead),
+            Expr::Loop { body, kind, .. } => {
+                sweep(body, dead);
+                if let LoopKind::While { cond } = kind {
+                    sweep(cond, dead);
+                }
+            }
+            Expr::If { then_b, else_b, .. } => {
+                sweep(then_b, dead);
+                sweep(else_b, dead);
+            }
+            Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => sweep(&mut l.body, dead),
+            _ => {}
+        }
+    }
+}
