@@ -519,6 +519,17 @@ fn print_out(text: &str) -> Outcome {
     }
 }
 
+/// A result as JSON on stdout, streamed (a result's text may be far larger
+/// than memory: 3·10^9 empty rows are 12 GB of `[], `).
+fn print_json(value: &Value) -> Outcome {
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    match value.write_json(&mut out).and_then(|_| out.write_all(b"\n")).and_then(|_| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Failure::User(format!("cannot write to stdout: {e}"))),
+    }
+}
+
 fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
@@ -781,11 +792,15 @@ fn run_compiled(a: &RunArgs, compiled: &arden::Compiled, name: &str, args: &[Val
 
 fn emit_result(a: &RunArgs, value: &Value) -> Outcome {
     match &a.output {
-        None => print_out(&format!("{}\n", value.to_json())),
+        None => print_json(value),
         // Both writers replace the file atomically (temporary file, then rename).
         Some(path) if is_json_path(path) => {
-            data::write_file_atomic(path, format!("{}\n", value.to_json()).as_bytes())
-                .map_err(Failure::User)
+            data::write_file_atomic_with(path, |f| {
+                let mut f = f;
+                value.write_json(&mut f)?;
+                f.write_all(b"\n")
+            })
+            .map_err(Failure::User)
         }
         Some(path) => data::write_npy(path, value).map_err(Failure::User),
     }

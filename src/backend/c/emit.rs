@@ -309,6 +309,9 @@ pub fn emit_function(f: &Function, k: usize) -> R<String> {
         targets.push(name);
     }
     em.block(&f.body, &owned, &targets)?;
+    // A size that overflowed without sizing an allocation (a loop's trip
+    // count, a result's empty axis) fails the call as in the interpreter.
+    em.line("if (ard_size_overflowed(ctx)) { ard_fail(ctx, ard_it, ARD_SIZE_OVERFLOW_MSG); goto ard_fail; }");
     for (j, t) in rtys.iter().enumerate() {
         if t.rank() == 0 {
             em.line(&format!("ard_res[{j}].{} = ard_r{j};", io_field(t.elem)));
@@ -516,7 +519,8 @@ impl Em {
         self.line(&format!("{{ ard_fail(ctx, ard_it, {}{a}); goto {target}; }}", cstr(fmt)));
     }
 
-    /// A symbolic size as a C expression (wrapping, as `Size::eval`).
+    /// A symbolic size as a C expression (checked, as `Size::eval`: see
+    /// `ard_size_mul` in rt.h).
     fn size(&self, s: &Size) -> String {
         let mut total: Option<String> = None;
         for (mono, c) in s.terms() {
@@ -528,13 +532,13 @@ impl Em {
                 };
                 e = Some(match e {
                     None => x,
-                    Some(e) => format!("ard_mul64({e}, {x})"),
+                    Some(e) => format!("ard_size_mul(ctx, {e}, {x})"),
                 });
             }
             let e = e.unwrap_or_else(|| "((int64_t)0)".into());
             total = Some(match total {
                 None => e,
-                Some(t) => format!("ard_add64({t}, {e})"),
+                Some(t) => format!("ard_size_add(ctx, {t}, {e})"),
             });
         }
         total.unwrap_or_else(|| "((int64_t)0)".into())

@@ -77,6 +77,8 @@ typedef struct ard_ctx {
     /* live bytes, their peak, live buffers (outside parallel regions;
      * inside, each thread counts in its list) */
     int64_t bytes, peak, nbufs;
+    /* nonzero once size arithmetic overflowed (ard_size_add/mul) */
+    int size_overflow;
     ard_list lists[ARD_MAX_THREADS];
 } ard_ctx;
 
@@ -108,7 +110,6 @@ static inline void ard_spin(unsigned char *l) { while (__atomic_test_and_set(l, 
 static inline void ard_unspin(unsigned char *l) { __atomic_clear(l, __ATOMIC_RELEASE); }
 static inline void ard_lock(ard_ctx *c) { ard_spin(&c->lock); }
 static inline void ard_unlock(ard_ctx *c) { ard_unspin(&c->lock); }
-
 
 ard_ctx *ard_ctx_new(int nthreads, int64_t par_min) {
     ard_ctx *c = (ard_ctx *)calloc(1, sizeof(ard_ctx));
@@ -386,6 +387,25 @@ static void ard_advise_huge(void *p, size_t n) {
 #endif
 }
 
+/* Size arithmetic (the sizes in types) is checked, as the interpreter's
+ * `Size::eval` is: an overflow is remembered in the context and reported,
+ * with the interpreter's message, by the next allocation or when the call
+ * ends, even where the array it sizes is empty (a [0][b*c] result with b*c
+ * past i64). The wrapped value is still returned, so that every loop and
+ * allocation of the call sees the same value until the error is raised. */
+#define ARD_SIZE_OVERFLOW_MSG "size arithmetic overflows i64 (a dimension, or a product of dimensions, is above 9223372036854775807)"
+static inline int64_t ard_size_add(ard_ctx *c, int64_t a, int64_t b) {
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r)) __atomic_store_n(&c->size_overflow, 1, __ATOMIC_RELAXED);
+    return r;
+}
+static inline int64_t ard_size_mul(ard_ctx *c, int64_t a, int64_t b) {
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) __atomic_store_n(&c->size_overflow, 1, __ATOMIC_RELAXED);
+    return r;
+}
+static inline int ard_size_overflowed(ard_ctx *c) { return __atomic_load_n(&c->size_overflow, __ATOMIC_RELAXED); }
+
 /* A new array of the given shape, `at` the statement's location (" at
  * FILE:L:C" or ""); 0 on success, 1 after recording an error. The memory
  * limit counts the bytes the process held before the call (base_bytes)
@@ -395,6 +415,10 @@ static void ard_advise_huge(void *p, size_t n) {
  * writing them: reverse mode's stored residuals start as zeros and are
  * overwritten row by row, so the fill was a whole pass over them. */
 ARD_SLOW static int ard_alloc(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize, int is_float, int rank, const int64_t *d, const char *at, int zero) {
+    if (ard_size_overflowed(c)) {
+        ard_fail(c, it, ARD_SIZE_OVERFLOW_MSG);
+        return 1;
+    }
     int64_t n = 1;
     for (int i = 0; i < rank; i++) {
         if (d[i] < 0 || (d[i] != 0 && n > ARD_MAX_ELEMS / d[i]) ) { n = -1; break; }

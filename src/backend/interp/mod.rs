@@ -246,14 +246,23 @@ fn normalize(v: &Value) -> R<Value> {
 /// process when the allocation fails.
 const MAX_ELEMS: usize = 1 << 33;
 
-/// Product of dimensions, failing instead of overflowing (or exceeding
-/// `MAX_ELEMS`).
+/// Product of dimensions, failing when the dimensions before the first
+/// zero multiply past `MAX_ELEMS` (the C runtime's `ard_alloc` rule): an
+/// empty array of 10^18 empty rows is too large (printing it would never
+/// end), while `[0][2^40]` is an ordinary empty array.
 fn count(shape: &[usize]) -> R<usize> {
-    match shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) {
-        Some(n) if n <= MAX_ELEMS => Ok(n),
-        // located by the statement that asked for it, as out-of-memory errors are
-        _ => fail(format!("array of shape {} is too large{HERE}", shape_str(shape))),
+    let mut n = 1usize;
+    for &d in shape {
+        if d == 0 {
+            return Ok(0);
+        }
+        n = match n.checked_mul(d) {
+            Some(n) if n <= MAX_ELEMS => n,
+            // located by the statement that asked for it, as out-of-memory errors are
+            _ => return fail(format!("array of shape {} is too large{HERE}", shape_str(shape))),
+        };
     }
+    Ok(n)
 }
 
 struct Interp<'a> {
