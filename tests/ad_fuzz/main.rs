@@ -1,6 +1,6 @@
 //! Random programs against the derivative contract (issue 8, item 2).
 //!
-//! Thousands of random well-typed programs (`gen.rs`) built from every
+//! Thousands of random well-typed programs (`programs.rs`) built from every
 //! construct reverse mode treats specially, and on each:
 //! - forward = reverse: ⟨ȳ, J·ẋ⟩ = ⟨Jᵀ·ȳ, ẋ⟩ for random ẋ and ȳ;
 //! - both against central finite differences along ẋ, with a tolerance
