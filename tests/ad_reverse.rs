@@ -273,3 +273,146 @@ fn a_gradient_fails_where_its_function_fails() {
         }
     }
 }
+
+/// Issue 24, item 1: gradients as cheap as their functions. Each pattern
+/// once had a gradient quadratic in `n` while the function is linear: a
+/// read of a derived array (`reverse`, a slice, `rotate`, `concat`, `map`,
+/// a row) inside a loop transposed into a one-hot cotangent of the whole
+/// array per iteration, and the transposed loop of a scan with another
+/// operator than `+` zeroed a cotangent row before reading it, so the
+/// zeroing copied the array at every step.
+const LINEAR_PATTERNS: &str = "
+def scanmul [n] (y: [n]f64) : f64 = sum (scan (*) 1.0 y)
+def scanmax [n] (y: [n]f64) : f64 = sum (scan max (-1.0e300) y)
+def scanuser [n] (y: [n]f64) : f64 = sum (scan (\\a b -> a * b + b) 0.0 y)
+def scantup [n] (y: [n]f64) : f64 =
+  let (a, b) = unzip (scan (\\(p, q) (r, s) -> (p * r, q * s + r)) (1.0, 1.0) (zip y (map cos y))) in sum a + 2.0 * sum b
+def slicefor [n] (y: [n]f64) : f64 = sum (for (i < n - 1). y[1:n][i] * y[i])
+def revfor [n] (y: [n]f64) : f64 = sum (for i. (reverse y)[i] * y[i])
+def rotfor [n] (y: [n]f64) : f64 = sum (for i. (reverse y)[i] * (rotate 3 y)[i])
+def rotneg [n] (y: [n]f64) : f64 = sum (for i. y[i] * (rotate (-5) y)[i])
+def catfor [n] (y: [n]f64) : f64 = sum (for i. (concat y y)[i + n] * y[i])
+def catmid [n] (y: [n]f64) : f64 = sum (for (i < 2 * n). (concat y (map sin y))[i] * 0.5)
+def mapfor [n] (y: [n]f64) : f64 = sum (for i. y[i] * (map sin y)[i])
+def revloop [n] (y: [n]f64) : f64 = loop s = 0.0 for i < n do s + (reverse y)[i] * y[i]
+def rotloop [n] (y: [n]f64) : f64 = loop s = 0.0 for i < n do s * 0.5 + (rotate 3 y)[i] * y[i]
+def catloop [n] (y: [n]f64) : f64 = loop s = 0.0 for i < n do s + (concat y y)[i + n] * y[i]
+def sliceloop [n] (y: [n]f64) : f64 = let m = n - 1 in loop s = 0.0 for i < m do s + y[1:n][i] * y[i]
+def maploop [n] (y: [n]f64) : f64 = loop s = 0.0 for i < n do s + y[i] * (map sin y)[i]
+def rowloop [n] (m: [3][n]f64) : f64 = loop s = 0.0 for j < n do s + m[1][j] * m[0][j]
+def rowfor [n] (m: [3][n]f64) : f64 = sum (for j. m[1][j] * m[2][j])
+def flatfor [n] (m: [3][n]f64) : f64 = sum (for (i < 3 * n). (flatten m)[i] * (flatten m)[i])
+def trfor [n] (m: [3][n]f64) : f64 = sum (for j. (transpose m)[j][2] * m[0][j])
+";
+
+const LINEAR_VECTOR: &[&str] = &[
+    "scanmul", "scanmax", "scanuser", "scantup", "slicefor", "revfor", "rotfor", "rotneg", "catfor", "catmid", "mapfor", "revloop",
+    "rotloop", "catloop", "sliceloop", "maploop",
+];
+const LINEAR_MATRIX: &[&str] = &["rowloop", "rowfor", "flatfor", "trfor"];
+
+fn linear_program(level: u8) -> arden::Program {
+    let mut src = LINEAR_PATTERNS.to_string();
+    for (names, ty) in [(LINEAR_VECTOR, "[n]f64"), (LINEAR_MATRIX, "[3][n]f64")] {
+        for p in names.iter() {
+            src += &format!("entry f_{p} [n] (y: {ty}) : f64 = {p} y\nentry g_{p} [n] (y: {ty}) : {ty} = grad {p} y\n");
+        }
+    }
+    arden::Program::from_source_with("linear.ard", &src, &arden::opt::OptOptions::level(level)).unwrap()
+}
+
+/// Values near 1 (products over hundreds of elements stay finite).
+fn linear_arg(matrix: bool, n: usize, seed: u64) -> Value {
+    let mut rng = Rng(seed | 1);
+    let mut vec = |len: usize| (0..len).map(|_| 0.97 + 0.06 * rng.unit().abs().fract()).collect::<Vec<f64>>();
+    if matrix {
+        Value::array(vec![3, n], ArrayData::F64(vec(3 * n).into()))
+    } else {
+        Value::array(vec![n], ArrayData::F64(vec(n).into()))
+    }
+}
+
+/// Every `update a[i] = v` is the last read of `a` in its block, so that it
+/// writes in place (both backends copy an array read again later).
+fn updates_are_last_uses(b: &arden::ir::Block, bad: &mut Vec<String>, f: &arden::ir::Function) {
+    use arden::ir::{Atom, Expr};
+    for (k, s) in b.stmts.iter().enumerate() {
+        if let Expr::Update { arr: Atom::Var(a), .. } = &s.expr {
+            let later = b.stmts[k + 1..].iter().any(|t| arden::ir::walk::free_vars_stmt(t).contains(a));
+            if later || b.result.contains(&Atom::Var(*a)) {
+                bad.push(format!("{}: `{}` is read after `update` writes it", f.name, f.var_name(*a)));
+            }
+        }
+        arden::ir::walk::sub_blocks(&s.expr, &mut |blk| updates_are_last_uses(blk, bad, f));
+    }
+}
+
+#[test]
+fn reads_of_derived_arrays_and_scans_have_linear_gradients() {
+    with_big_stack(|| {
+        let mut failures = vec![];
+        for level in [0u8, 1] {
+            let prog = linear_program(level);
+            // the IR: no update whose array is read afterwards
+            let stage = if level == 0 { arden::Stage::Ad } else { arden::Stage::Opt };
+            for f in &prog.module_at(stage).functions {
+                if f.name.starts_with("g_") {
+                    updates_are_last_uses(&f.body, &mut failures, f);
+                }
+            }
+            for (names, matrix) in [(LINEAR_VECTOR, false), (LINEAR_MATRIX, true)] {
+                for p in names.iter() {
+                    let (f, g) = (prog.entry(&format!("f_{p}")).unwrap(), prog.entry(&format!("g_{p}")).unwrap());
+                    // the gradient against central differences
+                    let n = 7;
+                    let x = linear_arg(matrix, n, 11);
+                    let grad = g.call(std::slice::from_ref(&x)).unwrap();
+                    let (mut gs, mut xs) = (vec![], vec![]);
+                    floats(&grad, &mut gs);
+                    floats(&x, &mut xs);
+                    let h = 1e-6;
+                    for (k, gk) in gs.iter().enumerate() {
+                        let at = |d: f64| {
+                            let mut e = vec![0.0; xs.len()];
+                            e[k] = d;
+                            let dir = if matrix { Value::array(vec![3, n], ArrayData::F64(e.into())) } else { Value::array(vec![n], ArrayData::F64(e.into())) };
+                            let mut out = vec![];
+                            floats(&f.call(&[shift(&x, &dir, 1.0)]).unwrap(), &mut out);
+                            out[0]
+                        };
+                        let fd = (at(h) - at(-h)) / (2.0 * h);
+                        if (fd - gk).abs() > 1e-5 * (1.0 + gk.abs()) {
+                            failures.push(format!("-O{level} `{p}`: gradient[{k}] = {gk}, central difference {fd}"));
+                        }
+                    }
+                    // operation counts from n to 4n: 4x when linear, 16x when quadratic
+                    let ops = |n: usize| total(g.call_counting(&[linear_arg(matrix, n, 5)]).unwrap().1);
+                    let (fops, small, large) = (total(f.call_counting(&[linear_arg(matrix, 400, 5)]).unwrap().1), ops(100), ops(400));
+                    let growth = large / small;
+                    if growth > 5.0 {
+                        failures.push(format!("-O{level} `{p}`: the gradient's operations grow {growth:.1}x from n = 100 to 400"));
+                    }
+                    if large > 12.0 * fops {
+                        failures.push(format!("-O{level} `{p}`: the gradient costs {:.1}x its function at n = 400", large / fops));
+                    }
+                }
+            }
+        }
+        assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    });
+}
+
+/// The reads are rewritten to reads of the sources, never at a changed
+/// meaning: a failing slice still fails (with its message), on both levels.
+#[test]
+fn rewritten_reads_keep_their_checks() {
+    let src = "entry g [n] (y: [n]f64) (k: i64) : [n]f64 = grad (\\(y: [n]f64) -> sum (for (i < 2). y[i] * y[k:k+2][i])) y\n";
+    for level in [0, 1] {
+        let prog = arden::Program::from_source_with("slice.ard", src, &arden::opt::OptOptions::level(level)).unwrap();
+        let g = prog.entry("g").unwrap();
+        let v = |xs: &[f64]| Value::array(vec![xs.len()], ArrayData::F64(xs.to_vec().into()));
+        let err = g.call(&[v(&[1.0, 2.0]), Value::I64(1)]).unwrap_err();
+        assert!(err.to_string().contains("slice [1:3] out of bounds at slice.ard:1:"), "-O{level}: {err}");
+        assert_eq!(g.call(&[v(&[1.0, 2.0, 3.0]), Value::I64(1)]).unwrap(), v(&[2.0, 4.0, 2.0]));
+    }
+}

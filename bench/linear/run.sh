@@ -27,7 +27,7 @@ PY
 done
 echo "| gradient | time n=$n | time n=$((4 * n)) | growth | peak n=$n | peak n=$((4 * n)) | growth |"
 echo "|---|---|---|---|---|---|---|"
-for e in $(grep -o '^entry [a-z]*' "$here/grads.ard" | cut -d' ' -f2); do
+for e in $(grep -o '^entry [a-z0-9]*' "$here/grads.ard" | cut -d' ' -f2); do
     arg=y
     [[ $e == row* ]] && arg=m
     row="| \`$e\`"

@@ -56,10 +56,67 @@ pub(super) fn normalize(b: &mut Builder, body: Block) -> Block {
     let mut r = Reads { b, defs: FxHashMap::default(), nonneg, depth: 0, redirected: FxHashSet::default(), uses, ints: FxHashMap::default(), bounds: FxHashMap::default() };
     let mut out = r.block(body);
     if !r.redirected.is_empty() {
-        let nonneg = r.nonneg;
-        remove_unread(&mut out, &r.redirected, &nonneg);
+        let (nonneg, redirected) = (r.nonneg, r.redirected);
+        remove_unread(&mut out, &redirected, &nonneg);
+        let mut uses = FxHashMap::default();
+        count_uses(&out, &mut uses);
+        thin_checked_slices(b, &mut out, &redirected, &uses);
     }
     out
+}
+
+/// A checked slice that nothing reads any more stays for its check, which
+/// may fail; it is made a slice of an `[n][0]` array with the same outer
+/// axis (the same check and message, and nothing copied: the interpreter
+/// copies a slice).
+fn thin_checked_slices(b: &mut Builder, body: &mut Block, candidates: &FxHashSet<VarId>, uses: &FxHashMap<VarId, usize>) {
+    let mut stmts = Vec::with_capacity(body.stmts.len());
+    for mut s in std::mem::take(&mut body.stmts) {
+        match &mut s.expr {
+            Expr::Slice { arr, lo, hi, check: Some(loc) }
+                if s.binds.len() == 1 && candidates.contains(&s.binds[0].var) && uses.get(&s.binds[0].var).copied().unwrap_or(0) == 0 =>
+            {
+                let t = b.type_of(arr);
+                if t.elem == Scalar::F64 && t.shape.len() >= 1 {
+                    b.begin();
+                    let n = b.size(&t.shape[0]);
+                    stmts.extend(b.end());
+                    let zero = Size::constant(0);
+                    let e = Binder { var: b.fresh("empty"), ty: Type::array(Scalar::F64, vec![zero.clone()]) };
+                    let z = Binder { var: b.fresh("empty"), ty: Type::array(Scalar::F64, vec![t.shape[0].clone(), zero.clone()]) };
+                    let r = Binder { var: s.binds[0].var, ty: Type::array(Scalar::F64, vec![s.binds[0].ty.shape[0].clone(), zero]) };
+                    let zero_i = lit(Scalar::I64, 0.0);
+                    let new = [
+                        Stmt { binds: vec![e.clone()], expr: Expr::Replicate { n: zero_i, val: lit(Scalar::F64, 0.0) }, loc: None },
+                        Stmt { binds: vec![z.clone()], expr: Expr::Unflatten { arr: Atom::Var(e.var), n, m: zero_i }, loc: None },
+                        Stmt { binds: vec![r], expr: Expr::Slice { arr: Atom::Var(z.var), lo: *lo, hi: *hi, check: Some(loc.clone()) }, loc: s.loc.clone() },
+                    ];
+                    for st in new {
+                        b.declare(&st);
+                        stmts.push(st);
+                    }
+                    continue;
+                }
+            }
+            Expr::For { body, .. } | Expr::ForAcc { body, .. } => thin_checked_slices(b, body, candidates, uses),
+            Expr::Loop { body, kind, .. } => {
+                thin_checked_slices(b, body, candidates, uses);
+                if let LoopKind::While { cond } = kind {
+                    thin_checked_slices(b, cond, candidates, uses);
+                }
+            }
+            Expr::If { then_b, else_b, .. } => {
+                thin_checked_slices(b, then_b, candidates, uses);
+                thin_checked_slices(b, else_b, candidates, uses);
+            }
+            Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => {
+                thin_checked_slices(b, &mut l.body, candidates, uses)
+            }
+            _ => {}
+        }
+        stmts.push(s);
+    }
+    body.stmts = stmts;
 }
 
 struct Def {
