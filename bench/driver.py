@@ -45,6 +45,8 @@ SVG = os.path.join(ROOT, "docs", "performance.svg")
 NOTES = os.path.join(HERE, "notes.md")
 # the GradBench section (measured with bench/gradbench.sh, kept by hand)
 GRADBENCH = os.path.join(HERE, "gradbench.md")
+# gradients whose cost once grew quadratically (bench/linear/run.sh, kept by hand)
+LINEAR = os.path.join(HERE, "linear.md")
 
 JAX_1T_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 ONE_THREAD_ENV = {k: "1" for k in ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
@@ -479,7 +481,7 @@ def report(data):
         for r, k, v in variants:
             w(f"- {r['title']}: literal form {fmt_t(v['min_ns'] / 1e9)} at 1 thread "
               f"(arden / that: {fmt_x(t_of(r['c_1t']) / (v['min_ns'] / 1e9))}).")
-    for extra in (NOTES, GRADBENCH):
+    for extra in (NOTES, GRADBENCH, LINEAR):
         if os.path.exists(extra):
             w("")
             with open(extra) as f:
