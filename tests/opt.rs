@@ -1027,4 +1027,25 @@ entry no3 [n] (c: [n]f64) (w: [n]f64) : [n]f64 = scatter_add c (for (i < n). if 
             assert!(!fired.contains_key("scatter_shift"), "{e}: {fired:?}\n{ir}");
         }
     }
+    // loops shorter than the target (reverse mode of `x[i + 1]` in
+    // `for (i < n - 1)`, issue 24): shifts that stay in range
+    let src = "\
+entry t1 [n] (c: [n]f64) (w: [n]f64) : [n]f64 = let v = w[1:n] in scatter_add c (for (i < n - 1). i + 1) v
+entry t2 [n] (c: [n]f64) (w: [n]f64) : [n]f64 = let v = w[1:n] in scatter_add c (for (i < n - 1). i) v
+entry t3 [n] (c: [n]f64) (w: [n]f64) : [n]f64 = let v = w[2:n] in scatter_add c (for (i < n - 2). i + 2) v
+entry no4 [n] (c: [n]f64) (w: [n]f64) : [n]f64 = let v = w[1:n] in scatter_add c (for (i < n - 1). i + 2) v
+";
+    let args = ["[[1e16, 1e16, 1e16, 1e16], [1.0, -1e16, 1.0, -1e16]]", "[[1e16, -0.0, 1e16], [-1e16, 1.0, 1.0]]", "[[-0.0, -0.0], [-0.0, -0.0]]", "[[-0.0], [-0.0]]", "[[], []]"];
+    for e in ["t1", "t2", "t3"] {
+        let mut fired_any = false;
+        for a in args {
+            let (fired, ir, _, _) = run_both(src, e, a);
+            fired_any |= fired.contains_key("scatter_shift") && !ir.contains("scatter_add");
+        }
+        assert!(fired_any, "{e}: `scatter_shift` never fired");
+    }
+    for a in args {
+        let (fired, ir, _, _) = run_both(src, "no4", a);
+        assert!(!fired.contains_key("scatter_shift"), "no4: {fired:?}\n{ir}");
+    }
 }

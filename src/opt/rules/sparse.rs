@@ -22,7 +22,7 @@ pub const RULES: &[Rule] = &[
     ),
     Rule::on_stmt(
         "scatter_shift",
-        "`scatter_add d is v` where `is = for i < n. g(i)` and g is the identity or a stencil's shift with its boundary (`if i == 0 then 0 else i - 1`, `if i == n - 1 then t else i + 1`, t = 0 or n - 1; reverse mode of `x[i - 1]`, `x[i + 1]`), d of size n → `for e < n. d[e] + v[g⁻¹(e)]`, adding the values that land on e in the scatter's order: bitwise the same, no index array, no pass over pairs; every index is provably in range (the scatter cannot fail)",
+        "`scatter_add d is v` where `is = for i < n. g(i)` and g is the identity or a stencil's shift with its boundary (`if i == 0 then 0 else i - 1`, `if i == n - 1 then t else i + 1`, t = 0 or n - 1; reverse mode of `x[i - 1]`, `x[i + 1]`), d of size n → `for e < n. d[e] + v[g⁻¹(e)]`, adding the values that land on e in the scatter's order: bitwise the same, no index array, no pass over pairs; every index is provably in range (the scatter cannot fail); also a loop shorter than d (`for i < m`, v of size m) with g(i) = i + k, k >= 0, no boundary and size(d) - m - k a constant >= 0: `v[e - k]` where 0 <= e - k < m",
         scatter_shift,
     ),
 ];
@@ -231,16 +231,41 @@ fn scatter_shift(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     }
     let Atom::Var(iv) = idxs else { return None };
     let (n, g) = index_function(ctx, *iv)?;
-    let n_atom = n.as_atom()?;
     let v_len = ctx.type_of(vals)?.shape.first().cloned();
-    if y.ty.shape[0] != n || v_len.as_ref() != Some(&n) || !g.in_range() {
+    if v_len.as_ref() != Some(&n) {
         return None;
     }
+    let mut out = vec![];
+    // a loop shorter than the target (`for (i < n - 1). … x[i + 1] …`):
+    // a shift by k >= 0 with no boundary, n + k <= the target's size, so
+    // every index is in range; the pair landing on e exists where
+    // 0 <= e - k < n
+    let target = y.ty.shape[0].clone();
+    let shorter = if target == n {
+        if !g.in_range() {
+            return None;
+        }
+        None
+    } else {
+        let room = target.sub(&n).sub(&crate::ir::Size::constant(g.shift)).as_const();
+        if g.boundary.is_some() || g.shift < 0 || room.is_none_or(|c| c < 0) {
+            return None;
+        }
+        let mut emit = |p: Prim, xs: Vec<Atom>| {
+            let t = ctx.fresh("len");
+            out.push(bind(t, Type::scalar(Scalar::I64), Expr::Prim(p, xs)));
+            Atom::Var(t)
+        };
+        Some(n.materialize(&mut emit))
+    };
+    let n_atom = match shorter {
+        Some(m) => m,
+        None => n.as_atom()?,
+    };
     let elem = Type::scalar(y.ty.elem);
     let boolt = Type::scalar(Scalar::Bool);
     let e = ctx.fresh("e");
     // `n - 1`, computed once before the loop when a boundary is the last element
-    let mut out = vec![];
     let last = match g.boundary {
         Some((End::Last, _) | (_, End::Last)) => {
             let t = ctx.fresh("last");
@@ -297,6 +322,15 @@ fn scatter_shift(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     // where the shifted pair exists: `src` in range, and (with no shift)
     // not the boundary's own i, whose pair is the boundary's
     let cond = match (g.shift, g.boundary) {
+        (k, _) if shorter.is_some() => {
+            let below = prim(Prim::Lt, src, n_atom, &mut stmts, ctx);
+            if k > 0 {
+                let above = prim(Prim::Ge, src, Atom::Lit(Lit::I64(0)), &mut stmts, ctx);
+                Some(prim(Prim::And, above, below, &mut stmts, ctx))
+            } else {
+                Some(below)
+            }
+        }
         (k, _) if k > 0 => Some(prim(Prim::Ge, src, Atom::Lit(Lit::I64(0)), &mut stmts, ctx)),
         (k, _) if k < 0 => Some(prim(Prim::Lt, src, n_atom, &mut stmts, ctx)),
         (_, Some((c, _))) => Some(prim(Prim::Ne, src, at(c), &mut stmts, ctx)),
@@ -307,7 +341,7 @@ fn scatter_shift(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
         boundary(&mut stmts, &mut cur, ctx);
     }
     let body = Block { stmts, result: vec![cur] };
-    out.push(Stmt { binds: vec![y.clone()], expr: Expr::For { ivar: e, size: n, body }, loc: None });
+    out.push(Stmt { binds: vec![y.clone()], expr: Expr::For { ivar: e, size: target, body }, loc: None });
     Some(out)
 }
 
@@ -325,11 +359,11 @@ fn index_function(ctx: &Ctx, is: VarId) -> Option<(Size, Shift)> {
     if st.binds[k].ty.rank() != 1 {
         return None;
     }
-    let n_atom = n.as_atom()?;
     let r = body.result[k];
     if let Some(shift) = shifted(body, &r, i) {
         return Some((n.clone(), Shift { shift, boundary: None }));
     }
+    let n_atom = n.as_atom()?;
     // `if i == c then t else i + k`
     let Atom::Var(rv) = r else { return None };
     let def = local_def(body, rv)?;
