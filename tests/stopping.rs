@@ -3,6 +3,8 @@
 //! the stop flag between chunks of their iterations, on one thread and on
 //! several (issue 23, item 3).
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -63,14 +65,6 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-fn have_cc() -> bool {
-    let ok = arden::backend::c::find_compiler().is_some();
-    if !ok {
-        eprintln!("note: no C compiler found: the C backend's stopping is not tested");
-    }
-    ok
-}
-
 /// Compile `file` (so that the C compiler's time is not part of what is
 /// timed) by running its entry once on a small argument.
 fn warm(file: &str, entry: &str) {
@@ -80,7 +74,7 @@ fn warm(file: &str, entry: &str) {
 
 #[test]
 fn timeout_stops_innermost_compiled_loops() {
-    if !have_cc() {
+    if !common::c_compiler_or_skip("timeout_stops_innermost_compiled_loops") {
         return;
     }
     let dir = TempDir::new("timeout");
@@ -103,7 +97,7 @@ fn timeout_stops_innermost_compiled_loops() {
 
 #[test]
 fn ctrl_c_stops_a_compiled_run() {
-    if !have_cc() {
+    if !common::c_compiler_or_skip("ctrl_c_stops_a_compiled_run") {
         return;
     }
     let dir = TempDir::new("sigint");
