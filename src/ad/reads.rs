@@ -446,12 +446,15 @@ impl Reads<'_, '_> {
             Atom::Lit(crate::ir::Lit::I64(c)) => Size::constant(*c),
             Atom::Var(v) => match self.ints.get(v) {
                 Some(Expr::Prim(p @ (Prim::Add | Prim::Sub | Prim::Mul), xs)) if depth > 0 && xs.len() == 2 => {
+                    // coefficients wrap as `i64` arithmetic does; a product
+                    // over the size budget stays the variable
                     let (x, y) = (self.value_at(&xs[0], depth - 1), self.value_at(&xs[1], depth - 1));
-                    match p {
+                    let r = match p {
                         Prim::Add => x.add(&y),
                         Prim::Sub => x.sub(&y),
                         _ => x.mul(&y),
-                    }
+                    };
+                    if r.check_budget().is_ok() { r } else { Size::var(*v) }
                 }
                 _ => Size::var(*v),
             },
