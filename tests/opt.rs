@@ -555,6 +555,26 @@ fn run_both(src: &str, entry: &str, args: &str) -> (std::collections::BTreeMap<&
     (fired, arden::ir::print::print_function(e1.function()), o0, o1)
 }
 
+/// A `for` over a range that a `for` before it already ran cannot fail on
+/// its size (`Ctx::size_ran`): reverse mode's dead loop over `n - 1` after
+/// the primal loop over `n - 1` goes (issue 24); without the earlier loop
+/// it stays, and fails at n = 0 on both levels.
+#[test]
+fn a_loop_over_a_range_that_ran_cannot_fail_on_its_size() {
+    let src = "entry f [n] (x: [n]f64) : f64 = let a = for (i < n - 1). x[i] * 2.0 in let b = for (i < n - 1). x[i + 1] in let c = replicate (n - 1) 0.5 in sum a\n\
+               entry g [n] (x: [n]f64) : f64 = let b = for (i < n - 1). x[i + 1] in sum x\n";
+    for a in ["[[]]", "[[1.0]]", "[[1.0, 2.0, 3.0]]"] {
+        let (_, ir, _, _) = run_both(src, "f", a);
+        assert_eq!(ir.matches(" < ").count(), 1, "{ir}");
+        assert!(!ir.contains("replicate"), "{ir}");
+        let (_, ir, _, _) = run_both(src, "g", a);
+        assert!(ir.contains("n - 1"), "{ir}");
+    }
+    let p = Program::from_source("ran.ard", src).unwrap();
+    let err = p.entry("g").unwrap().call(&[value_from_json(&serde_json::json!([]), &p.entry("g").unwrap().params()[0].1).unwrap()]).unwrap_err();
+    assert!(err.to_string().contains("negative size -1"), "{err}");
+}
+
 #[test]
 fn for_zero_empties_zero_trip_loops() {
     let src = "entry z (x: [3]f64) : ([0]f64, f64, [3]f64) = (for (k < 0). x[k] * 2.0, sum (for (k < 0). x[k + 5]), sum (for (k < 0). x))";

@@ -42,6 +42,10 @@ impl Index {
             if want_cse && let Some(key) = cse_key(s) {
                 self.avail.entry(key).or_insert(j);
             }
+            // a `for` that has run had a size >= 0 (`Ctx::size_ran`)
+            if let Expr::For { size, .. } | Expr::ForAcc { size, .. } = &s.expr {
+                self.avail.entry(ran_key(size)).or_insert(j);
+            }
         }
         self.done = self.done.max(k);
     }
@@ -49,6 +53,12 @@ impl Index {
     fn reset(&mut self) {
         *self = Index::default();
     }
+}
+
+/// The key under which `Index` records that a `for` of size `size` ran
+/// before a position (no `cse_key` starts with `#`).
+pub fn ran_key(size: &crate::ir::Size) -> String {
+    format!("#ran {size:?}")
 }
 
 /// The structural key of a statement `cse` compares: the expression and

@@ -277,6 +277,14 @@ impl Ctx<'_, '_> {
         }
     }
 
+    /// Whether a `for` of this size ran before the position (an earlier
+    /// statement of this block or of an enclosing one): the size is then
+    /// not negative (reverse mode's loop over the same range as the primal
+    /// loop before it).
+    pub fn size_ran(&self, size: &crate::ir::Size) -> bool {
+        self.available(&super::engine::ran_key(size)).is_some()
+    }
+
     /// The earlier statement in scope computing the same as `key`.
     pub fn available(&self, key: &str) -> Option<&Stmt> {
         let mut s = Some(self.scope);
@@ -317,7 +325,13 @@ impl Ctx<'_, '_> {
     }
 
     fn nonneg(&self, v: VarId, inner: &[VarId]) -> bool {
-        self.st.nonneg.contains(&v) || inner.contains(&v) || self.index_range(v).is_some() || self.clamped_at_zero(v) || self.an_axis_of_a_parameter(v)
+        self.st.nonneg.contains(&v) || inner.contains(&v) || self.index_range(v).is_some() || self.clamped_at_zero(v) || self.an_axis_of_a_parameter(v) || self.a_size_that_ran(v)
+    }
+
+    /// Whether integer `v` computes the size of a `for` that ran before
+    /// the position ([`Ctx::size_ran`]).
+    fn a_size_that_ran(&self, v: VarId) -> bool {
+        self.int_as_size(&Atom::Var(v), 8).is_some_and(|s| self.size_ran(&s))
     }
 
     /// Whether integer `v` computes (as a polynomial of the size
@@ -368,7 +382,7 @@ impl Ctx<'_, '_> {
         match &s.expr {
             Expr::Iota { n } | Expr::Replicate { n, .. } => !atom_ok(n, inner),
             Expr::For { ivar, size, body } | Expr::ForAcc { ivar, size, body, .. } => {
-                if !size.provably_nonneg(&|v| self.nonneg(v, inner)) && !self.st.nonneg_sizes.contains(size) {
+                if !size.provably_nonneg(&|v| self.nonneg(v, inner)) && !self.st.nonneg_sizes.contains(size) && !self.size_ran(size) {
                     return true;
                 }
                 inner.push(*ivar);
