@@ -24,15 +24,23 @@
 //! them added by one `scatter_add`. The primal gains too: `(map sin y)[i]` in
 //! a loop no longer computes the whole map at every iteration.
 //!
+//! Where: only a derived array computed in the loop body that reads it (the
+//! same loop nesting; `if` branches do not count). One computed outside the
+//! loop that reads it is left alone: its reads leave that loop as
+//! structured records (rows written at the loop's index, sums) and its
+//! cotangent is transposed once; rewriting them would trade those records
+//! for (position, value) pairs.
+//!
 //! Bounds: only positions whose index `lower` proved in range (no `Check`)
 //! are transformed, and each transformed index is in range exactly when the
 //! original one was, so the no-out-of-bounds guarantee carries over;
 //! checked positions keep their check. A `for` is inlined only when its
-//! body cannot fail, it lies in the same loop as the read (so the read runs
-//! at most as often as the `for` did), its size is not a constant (a `for`
-//! of a constant size costs a constant), it is read at most
-//! `INLINE_READS` times, and its body is small or read once.
-//! Derived arrays left unread are removed when they cannot fail.
+//! body cannot fail, its size is not a constant (a `for` of a constant
+//! size costs a constant), it is read at most `INLINE_READS` times, and its
+//! body is small or read once (the read runs at most as often as the `for`
+//! did: they are in the same loop). Derived arrays left unread are removed
+//! when they cannot fail; a checked slice keeps its check, on an `[n][0]`
+//! array.
 
 use super::build::{lit, Builder};
 use crate::ir::walk::{self, Copier};
