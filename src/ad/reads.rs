@@ -183,6 +183,11 @@ impl Reads<'_, '_> {
                 continue;
             }
             self.nested(&mut s);
+            // what the loop body computes the same at every iteration runs
+            // once, before the loop
+            for h in hoist_invariant(&mut s, &self.nonneg) {
+                out.push(h);
+            }
             self.record(&s);
             out.push(s);
         }
@@ -540,4 +545,91 @@ fn sweep(b: &mut Block, dead: &mut dyn FnMut(&Stmt) -> bool) {
             _ => {}
         }
     }
+}
+
+/// Take out of the body of the loop `s` the statements that compute an
+/// array, a reduction or a loop the same at every iteration (they read
+/// neither the loop's index
+/// nor its state nor anything else the body computes), with the invariant
+/// scalars they need, when they cannot fail and contain no `while` loop:
+/// they then run once, before the loop (at most once more than before,
+/// when the loop runs no iteration). Reverse mode gives an array computed
+/// in a loop body a cotangent as large as itself at every iteration; one
+/// computed before the loop gets its cotangent transposed once (issue 24:
+/// `(loop u = v for i < 2 do v)[i]` or `(scan (+) 0.0 v)[q]` in a `for`).
+fn hoist_invariant(s: &mut Stmt, nonneg: &FxHashSet<VarId>) -> Vec<Stmt> {
+    let (body, mut variant): (&mut Block, FxHashSet<VarId>) = match &mut s.expr {
+        Expr::For { ivar, body, .. } => (body, std::iter::once(*ivar).collect()),
+        Expr::Loop { params, kind: LoopKind::Count { ivar, .. }, body, .. } => (body, params.iter().map(|p| p.var).chain(std::iter::once(*ivar)).collect()),
+        Expr::Loop { params, kind: LoopKind::While { .. }, body, .. } => (body, params.iter().map(|p| p.var).collect()),
+        _ => return vec![],
+    };
+    // invariant and safe statements, assuming every one of them leaves
+    let mut cand = vec![false; body.stmts.len()];
+    for (k, st) in body.stmts.iter().enumerate() {
+        let mut reads_variant = false;
+        crate::opt::engine::stmt_uses(st, &mut |v| reads_variant |= variant.contains(&v));
+        if !reads_variant && safe_to_hoist(st, nonneg) {
+            cand[k] = true;
+        } else {
+            walk::visit_expr(&st.expr, &mut |_| {}, &mut |v| {
+                variant.insert(v);
+            });
+            variant.extend(st.binds.iter().map(|b| b.var));
+        }
+    }
+    // the arrays, and the invariant statements they read
+    let mut needed: FxHashSet<VarId> = FxHashSet::default();
+    let mut hoist = vec![false; body.stmts.len()];
+    for k in (0..body.stmts.len()).rev() {
+        let st = &body.stmts[k];
+        let heavy = st.binds.iter().any(|b| b.ty.rank() > 0)
+            || matches!(st.expr, Expr::Reduce { .. } | Expr::Scan { .. } | Expr::ArgExt { .. } | Expr::Loop { .. } | Expr::For { .. } | Expr::If { .. });
+        if cand[k] && (heavy || st.binds.iter().any(|b| needed.contains(&b.var))) {
+            hoist[k] = true;
+            crate::opt::engine::stmt_uses(st, &mut |v| {
+                needed.insert(v);
+            });
+        }
+    }
+    if !hoist.iter().any(|h| *h) {
+        return vec![];
+    }
+    let mut out = vec![];
+    let mut keep = vec![];
+    for (st, h) in std::mem::take(&mut body.stmts).into_iter().zip(hoist) {
+        if h { out.push(st) } else { keep.push(st) }
+    }
+    body.stmts = keep;
+    out
+}
+
+/// Whether running `s` where it did not run before is harmless: it cannot
+/// fail (sizes included) and contains no `while` loop.
+fn safe_to_hoist(s: &Stmt, nonneg: &FxHashSet<VarId>) -> bool {
+    let mut inner: FxHashSet<VarId> = nonneg.clone();
+    fn ok(s: &Stmt, inner: &mut FxHashSet<VarId>) -> bool {
+        if walk::can_fail_with(s, &|v| inner.contains(&v)) {
+            return false;
+        }
+        match &s.expr {
+            Expr::For { ivar, size, body } | Expr::ForAcc { ivar, size, body, .. } => {
+                if !size.provably_nonneg(&|v| inner.contains(&v)) {
+                    return false;
+                }
+                inner.insert(*ivar);
+                body.stmts.iter().all(|t| ok(t, inner))
+            }
+            Expr::Loop { kind: LoopKind::While { .. }, .. } => false,
+            Expr::Loop { kind: LoopKind::Count { ivar, .. }, body, .. } => {
+                inner.insert(*ivar);
+                body.stmts.iter().all(|t| ok(t, inner))
+            }
+            Expr::If { then_b, else_b, .. } => then_b.stmts.iter().chain(&else_b.stmts).all(|t| ok(t, inner)),
+            Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => l.body.stmts.iter().all(|t| ok(t, inner)),
+            Expr::Jvp { .. } | Expr::Vjp { .. } => false,
+            _ => true,
+        }
+    }
+    ok(s, &mut inner)
 }
