@@ -280,7 +280,9 @@ fn a_gradient_fails_where_its_function_fails() {
 /// a row) inside a loop transposed into a one-hot cotangent of the whole
 /// array per iteration, and the transposed loop of a scan with another
 /// operator than `+` zeroed a cotangent row before reading it, so the
-/// zeroing copied the array at every step.
+/// zeroing copied the array at every step. The last three compute an array
+/// or a reduction the same at every iteration of a `for` (moved before the
+/// loop before differentiation).
 const LINEAR_PATTERNS: &str = "
 def scanmul [n] (y: [n]f64) : f64 = sum (scan (*) 1.0 y)
 def scanmax [n] (y: [n]f64) : f64 = sum (scan max (-1.0e300) y)
@@ -303,11 +305,14 @@ def rowloop [n] (m: [3][n]f64) : f64 = loop s = 0.0 for j < n do s + m[1][j] * m
 def rowfor [n] (m: [3][n]f64) : f64 = sum (for j. m[1][j] * m[2][j])
 def flatfor [n] (m: [3][n]f64) : f64 = sum (for (i < 3 * n). (flatten m)[i] * (flatten m)[i])
 def trfor [n] (m: [3][n]f64) : f64 = sum (for j. (transpose m)[j][2] * m[0][j])
+def loopread [n] (y: [n]f64) : f64 = sum (for i. (loop u = y for j < 2 do map (\\v -> v * 0.5 + 1.0) u)[i] * y[i])
+def scanread [n] (y: [n]f64) : f64 = sum (for (q < n). (scan (+) 0.0 y)[q] * y[q])
+def minread [n] (y: [n]f64) : f64 = sum (for i. y[i] * minimum (map sin y))
 ";
 
 const LINEAR_VECTOR: &[&str] = &[
     "scanmul", "scanmax", "scanuser", "scantup", "slicefor", "revfor", "rotfor", "rotneg", "catfor", "catmid", "mapfor", "revloop",
-    "rotloop", "catloop", "sliceloop", "maploop",
+    "rotloop", "catloop", "sliceloop", "maploop", "loopread", "scanread", "minread",
 ];
 const LINEAR_MATRIX: &[&str] = &["rowloop", "rowfor", "flatfor", "trfor"];
 
