@@ -131,7 +131,7 @@ fn expand_block(b: &mut Builder, block: Block) -> Result<Block, AdError> {
                 };
                 lam.body = expand_block(b, lam.body)?;
                 // reads of derived arrays become reads of their sources
-                lam.body = reads::normalize(b, lam.body);
+                lam.body = reads::normalize(b, lam.body, reverse);
                 b.begin();
                 let r = if reverse {
                     vjp::expand_vjp(b, &lam, &primals, &others, &s.binds, s.loc.as_ref())

@@ -57,11 +57,11 @@ const INLINE_READS: usize = 4;
 
 /// Normalise the reads of derived arrays in `body` (a lambda about to be
 /// differentiated).
-pub(super) fn normalize(b: &mut Builder, body: Block) -> Block {
+pub(super) fn normalize(b: &mut Builder, body: Block, hoist: bool) -> Block {
     let mut uses = FxHashMap::default();
     count_uses(&body, &mut uses);
     let nonneg = b.nonneg.clone();
-    let mut r = Reads { b, defs: FxHashMap::default(), nonneg, depth: 0, redirected: FxHashSet::default(), uses, ints: FxHashMap::default(), bounds: FxHashMap::default() };
+    let mut r = Reads { b, defs: FxHashMap::default(), nonneg, depth: 0, redirected: FxHashSet::default(), uses, ints: FxHashMap::default(), bounds: FxHashMap::default(), hoist };
     let mut out = r.block(body);
     if !r.redirected.is_empty() {
         let (nonneg, redirected) = (r.nonneg, r.redirected);
@@ -149,6 +149,9 @@ struct Reads<'x, 'a> {
     ints: FxHashMap<VarId, Expr>,
     /// loop counters and their trip counts
     bounds: FxHashMap<VarId, Size>,
+    /// whether loop-invariant statements move before their loop (reverse
+    /// mode: forward mode's tangents cost what the primal costs anyway)
+    hoist: bool,
 }
 
 fn count_uses(b: &Block, uses: &mut FxHashMap<VarId, usize>) {
@@ -185,7 +188,8 @@ impl Reads<'_, '_> {
             self.nested(&mut s);
             // what the loop body computes the same at every iteration runs
             // once, before the loop
-            for h in hoist_invariant(&mut s, &self.nonneg) {
+            let hoisted = if self.hoist { hoist_invariant(&mut s, &self.nonneg) } else { vec![] };
+            for h in hoisted {
                 out.push(h);
             }
             self.record(&s);
@@ -548,8 +552,8 @@ fn sweep(b: &mut Block, dead: &mut dyn FnMut(&Stmt) -> bool) {
 }
 
 /// Take out of the body of the loop `s` the statements that compute an
-/// array, a reduction or a loop the same at every iteration (they read
-/// neither the loop's index
+/// array read element by element, or a scalar by a reduction or a loop,
+/// the same at every iteration (they read neither the loop's index
 /// nor its state nor anything else the body computes), with the invariant
 /// scalars they need, when they cannot fail and contain no `while` loop:
 /// they then run once, before the loop (at most once more than before,
@@ -579,12 +583,17 @@ fn hoist_invariant(s: &mut Stmt, nonneg: &FxHashSet<VarId>) -> Vec<Stmt> {
         }
     }
     // the arrays, and the invariant statements they read
+    let mut indexed: FxHashSet<VarId> = FxHashSet::default();
+    index_reads(body, &mut indexed);
     let mut needed: FxHashSet<VarId> = FxHashSet::default();
     let mut hoist = vec![false; body.stmts.len()];
     for k in (0..body.stmts.len()).rev() {
         let st = &body.stmts[k];
-        let heavy = st.binds.iter().any(|b| b.ty.rank() > 0)
-            || matches!(st.expr, Expr::Reduce { .. } | Expr::Scan { .. } | Expr::ArgExt { .. } | Expr::Loop { .. } | Expr::For { .. } | Expr::If { .. });
+        // an array read element by element (its cotangent would be a
+        // one-hot array per read), or a scalar made by a loop or reduction
+        let heavy = st.binds.iter().any(|b| indexed.contains(&b.var))
+            || (st.binds.iter().all(|b| b.ty.rank() == 0)
+                && matches!(st.expr, Expr::Reduce { .. } | Expr::Scan { .. } | Expr::ArgExt { .. } | Expr::Loop { .. } | Expr::For { .. } | Expr::If { .. }));
         if cand[k] && (heavy || st.binds.iter().any(|b| needed.contains(&b.var))) {
             hoist[k] = true;
             crate::opt::engine::stmt_uses(st, &mut |v| {
@@ -632,4 +641,14 @@ fn safe_to_hoist(s: &Stmt, nonneg: &FxHashSet<VarId>) -> bool {
         }
     }
     ok(s, &mut inner)
+}
+
+/// The arrays `b` reads with `index` (nested blocks included).
+fn index_reads(b: &Block, out: &mut FxHashSet<VarId>) {
+    for st in &b.stmts {
+        if let Expr::Index { arr: Atom::Var(a), .. } = &st.expr {
+            out.insert(*a);
+        }
+        walk::sub_blocks(&st.expr, &mut |blk| index_reads(blk, out));
+    }
 }
