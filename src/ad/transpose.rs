@@ -25,7 +25,7 @@
 //! | `rotate k`                  | `rotate (-k)`                             |
 //! | size coercion               | coercion back                             |
 //!
-//! `for`, `loop` and `if` are transposed structurally by `vjp.rs` (their
+//! `for`, `loop` and `if` are transposed structurally by `ad/vjp/` (their
 //! bodies through this table); see docs/ARCHITECTURE.md.
 
 use super::build::{lit, Builder};

@@ -2,7 +2,7 @@
 //!
 //! A rule looks at one statement (or at the result atoms of one block) and
 //! either returns its replacement or fails (`None`). Contract, checked by
-//! `tests/opt_rules.rs` and the verifier after every rewrite in tests: the
+//! `tests/opt.rs` and the verifier after every rewrite in tests: the
 //! replacement binds every variable of the original statement that is still
 //! used, with the same types, and computes the same values (bit for bit,
 //! unless the rule's doc says otherwise); it never turns a program that
