@@ -2,27 +2,8 @@
 //! compile cache seen from it, run-time errors and the help text.
 
 mod common;
-use common::c_compiler_or_skip;
-use std::path::PathBuf;
+use common::{TempDir, c_compiler_or_skip};
 use std::process::{Command, Output};
-
-/// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("arden-bench-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// `arden ARGS` with its own C cache directory.
 fn arden(cache: &TempDir, args: &[&str]) -> Output {

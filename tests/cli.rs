@@ -2,8 +2,7 @@
 //! (0 success, 1 user error, 2 usage error), data in and out.
 
 mod common;
-use common::c_compiler_or_skip;
-use std::path::PathBuf;
+use common::{TempDir, c_compiler_or_skip};
 use std::process::{Command, Output};
 
 fn arden(args: &[&str]) -> Output {
@@ -36,32 +35,6 @@ fn assert_exit(o: &Output, code: i32) {
         stderr(o)
     );
     assert!(!stderr(o).contains("panicked"), "{}", stderr(o));
-}
-
-/// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("arden-cli-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    fn write(&self, name: &str, text: &str) -> String {
-        let p = self.0.join(name);
-        std::fs::write(&p, text).unwrap();
-        p.display().to_string()
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 #[test]

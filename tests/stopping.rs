@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::path::PathBuf;
+use common::TempDir;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -18,28 +18,6 @@ const SPIN_NESTED: &str = "entry spin (n: i64) : f64 = sum (for (j < 1). sum (fo
 /// Longest a stopped run may take (generous: a loaded machine compiles the
 /// C first, and this counts the start of the process too).
 const PROMPT: Duration = Duration::from_secs(30);
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("arden-stopping-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    fn write(&self, name: &str, text: &str) -> String {
-        let p = self.0.join(name);
-        std::fs::write(&p, text).unwrap();
-        p.display().to_string()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn spawn(args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_arden")).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("the arden binary runs")
