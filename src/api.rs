@@ -146,11 +146,7 @@ impl Program {
             Some(func) => Ok(Entry { func, expanded: self.expanded.functions.iter().find(|f| f.name == name), opt: &self.opt }),
             None => Err(Error::NoEntry {
                 name: name.to_string(),
-                available: if self.module.functions.is_empty() {
-                    "(none)".to_string()
-                } else {
-                    self.entry_names().join(", ")
-                },
+                available: if self.module.functions.is_empty() { "(none)".to_string() } else { self.entry_names().join(", ") },
             }),
         }
     }
@@ -358,14 +354,7 @@ fn bind_arguments<A: ArgLike>(func: &Function, args: &[A]) -> Result<(Vec<i64>, 
 
 type Leaf<'a, A> = (String, &'a ir::Type, A);
 
-fn flatten_arg<'a, A: ArgLike>(
-    func: &Function,
-    name: &str,
-    shape: &'a Shape,
-    arg: &A,
-    flat: &mut Vec<A>,
-    leaves: &mut Vec<Leaf<'a, A>>,
-) -> Result<(), Error> {
+fn flatten_arg<'a, A: ArgLike>(func: &Function, name: &str, shape: &'a Shape, arg: &A, flat: &mut Vec<A>, leaves: &mut Vec<Leaf<'a, A>>) -> Result<(), Error> {
     match (shape, arg.tuple()) {
         (Shape::Tuple(shapes), Some(vals)) if shapes.len() == vals.len() => {
             for (i, (s, v)) in shapes.iter().zip(vals).enumerate() {
@@ -378,20 +367,12 @@ fn flatten_arg<'a, A: ArgLike>(
             leaves.push((name.to_string(), ty, arg.clone()));
             Ok(())
         }
-        _ => Err(Error::Arguments(format!(
-            "parameter `{name}` expects {}, but was given {}",
-            shape_str(func, shape),
-            describe_value(arg)
-        ))),
+        _ => Err(Error::Arguments(format!("parameter `{name}` expects {}, but was given {}", shape_str(func, shape), describe_value(arg)))),
     }
 }
 
 fn shape_mismatch(func: &Function, name: &str, ty: &ir::Type, given: &[usize], known: &HashMap<VarId, i64>) -> Error {
-    let bound: Vec<String> = func
-        .size_params
-        .iter()
-        .filter_map(|(n, v)| known.get(v).map(|k| format!("{n} = {k}")))
-        .collect();
+    let bound: Vec<String> = func.size_params.iter().filter_map(|(n, v)| known.get(v).map(|k| format!("{n} = {k}"))).collect();
     Error::Arguments(format!(
         "parameter `{name}` expects shape {} but was given shape {}{}",
         type_str(func, ty),
@@ -436,8 +417,8 @@ fn rebuild(shape: &Shape, it: &mut impl Iterator<Item = Value>) -> Value {
 
 // ---- choosing a backend -------------------------------------------------
 
-pub use crate::backend::c::{CallOptions, CallStats};
 use crate::backend::c;
+pub use crate::backend::c::{CallOptions, CallStats};
 use std::sync::Arc;
 
 /// Which backend runs a program's entries.

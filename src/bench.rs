@@ -5,7 +5,7 @@
 //! the cache, loaded), called once to warm up, then timed call by call
 //! until both the number of runs and the minimum time are reached.
 
-use super::{bind_args, check_program_file, choose_entry, print_out, Outcome};
+use super::{Outcome, bind_args, check_program_file, choose_entry, print_out};
 use clap::ValueEnum;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -278,11 +278,7 @@ pub fn bench(a: &BenchArgs) -> Outcome {
         times,
         peak_bytes: peak,
     };
-    if a.json {
-        print_out(&format!("{}\n", report.to_json()))
-    } else {
-        print_out(&report.to_table(&a.file.display().to_string()))
-    }
+    if a.json { print_out(&format!("{}\n", report.to_json())) } else { print_out(&report.to_table(&a.file.display().to_string())) }
 }
 
 #[cfg(test)]

@@ -176,10 +176,7 @@ pub fn render(source: &Source, diags: &[Diagnostic]) -> String {
     }
     if diags.len() > MAX_RENDERED_DIAGNOSTICS {
         let more = diags.len() - MAX_RENDERED_DIAGNOSTICS;
-        out.push_str(&format!(
-            "error: and {more} more error{} (only the first {MAX_RENDERED_DIAGNOSTICS} are shown)\n",
-            if more == 1 { "" } else { "s" }
-        ));
+        out.push_str(&format!("error: and {more} more error{} (only the first {MAX_RENDERED_DIAGNOSTICS} are shown)\n", if more == 1 { "" } else { "s" }));
     }
     out
 }
@@ -251,8 +248,7 @@ fn render_clipped(source: &Source, d: &Diagnostic, config: &term::Config, out: &
         lead: lead.len(),
     };
     let shift = |s: &Span| -> Option<Span> {
-        (s.start >= win_start && s.start <= win_end)
-            .then(|| s.start - win_start + lead.len()..s.end.clamp(s.start, win_end) - win_start + lead.len())
+        (s.start >= win_start && s.start <= win_end).then(|| s.start - win_start + lead.len()..s.end.clamp(s.start, win_end) - win_start + lead.len())
     };
     let mut labels = vec![Label::primary((), shift(&span).unwrap_or(lead.len()..lead.len())).with_message(d.label.clone())];
     let mut notes = vec![];

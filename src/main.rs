@@ -208,12 +208,7 @@ struct RunArgs {
     /// the environment variable ARDEN_MAX_INPUT_BYTES changes the limit.
     /// Integers must fit their type and f32 values must not overflow.
     /// Example: `--arg '[1, 2, 3]' --arg @b.npy`.
-    #[arg(
-        long = "arg",
-        short = 'a',
-        value_name = "VALUE",
-        allow_hyphen_values = true
-    )]
+    #[arg(long = "arg", short = 'a', value_name = "VALUE", allow_hyphen_values = true)]
     args: Vec<String>,
 
     #[command(flatten)]
@@ -302,7 +297,6 @@ fn parse_seconds(text: &str) -> Result<f64, String> {
         _ => Err(format!("`{text}` is not a positive number of seconds (e.g. 10 or 0.5)")),
     }
 }
-
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 enum BackendArg {
@@ -431,27 +425,19 @@ type Outcome = Result<(), Failure>;
 fn main() -> ExitCode {
     // Help and version exit 0; clap's usage errors exit 2.
     let cli = Cli::parse();
-    let worker = std::thread::Builder::new()
-        .name("arden".into())
-        .stack_size(STACK_SIZE)
-        .spawn(move || {
-            let prev = std::panic::take_hook();
-            std::panic::set_hook(Box::new(|info| {
-                let msg = panic_message(info.payload());
-                let at = info
-                    .location()
-                    .map(|l| format!(" at {}:{}", l.file(), l.line()))
-                    .unwrap_or_default();
-                eprintln!("internal compiler error: {msg}{at} (please report)");
-            }));
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| execute(cli)));
-            std::panic::set_hook(prev);
-            result
-        });
+    let worker = std::thread::Builder::new().name("arden".into()).stack_size(STACK_SIZE).spawn(move || {
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|info| {
+            let msg = panic_message(info.payload());
+            let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+            eprintln!("internal compiler error: {msg}{at} (please report)");
+        }));
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| execute(cli)));
+        std::panic::set_hook(prev);
+        result
+    });
     let result = match worker {
-        Ok(handle) => handle
-            .join()
-            .unwrap_or(Err(Box::new("worker thread failed"))),
+        Ok(handle) => handle.join().unwrap_or(Err(Box::new("worker thread failed"))),
         Err(e) => {
             eprintln!("error: cannot start the compiler thread: {e}");
             return ExitCode::from(1);
@@ -545,43 +531,23 @@ fn check(a: &CheckArgs) -> Outcome {
                 text.push_str(&format!("{loc}: {desc}\n"));
             }
             eprint!("{text}");
-            return Err(Failure::User(format!(
-                "{} could not be proven",
-                plural(checks.len(), "bounds check", "bounds checks")
-            )));
+            return Err(Failure::User(format!("{} could not be proven", plural(checks.len(), "bounds check", "bounds checks"))));
         }
     }
     let n = prog.entry_names().len();
-    print_out(&format!(
-        "{}: ok ({})\n",
-        a.file.display(),
-        plural(n, "entry point", "entry points")
-    ))
+    print_out(&format!("{}: ok ({})\n", a.file.display(), plural(n, "entry point", "entry points")))
 }
 
 /// The entry to use: the one named, or the only one.
-fn choose_entry(
-    file: &Path,
-    names: &[&str],
-    requested: Option<&str>,
-    command: &'static str,
-) -> Result<String, Failure> {
+fn choose_entry(file: &Path, names: &[&str], requested: Option<&str>, command: &'static str) -> Result<String, Failure> {
     if let Some(name) = requested {
         return Ok(name.to_string());
     }
     match names {
         [one] => Ok(one.to_string()),
-        [] => Err(Failure::User(format!(
-            "{} has no entry points (declare one with `entry`)",
-            file.display()
-        ))),
+        [] => Err(Failure::User(format!("{} has no entry points (declare one with `entry`)", file.display()))),
         many => Err(Failure::Usage {
-            msg: format!(
-                "{} has {} entry points ({}); choose one with --entry NAME",
-                file.display(),
-                many.len(),
-                many.join(", ")
-            ),
+            msg: format!("{} has {} entry points ({}); choose one with --entry NAME", file.display(), many.len(), many.join(", ")),
             command,
         }),
     }
@@ -591,11 +557,7 @@ fn choose_entry(
 fn bind_args(func: &Function, specs: &[String]) -> Result<Vec<Value>, Failure> {
     let params = &func.param_shapes;
     if specs.len() != params.len() {
-        let list = params
-            .iter()
-            .map(|(n, s)| format!("{n}: {}", api::shape_str(func, s)))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let list = params.iter().map(|(n, s)| format!("{n}: {}", api::shape_str(func, s))).collect::<Vec<_>>().join(", ");
         let takes = match params.len() {
             0 => "no arguments".to_string(),
             n => format!("{} ({list})", plural(n, "argument", "arguments")),
@@ -613,16 +575,12 @@ fn bind_args(func: &Function, specs: &[String]) -> Result<Vec<Value>, Failure> {
         .iter()
         .zip(specs)
         .enumerate()
-        .map(|(k, ((name, shape), spec))| {
-            data::parse_arg(spec, shape)
-                .map_err(|e| Failure::User(format!("argument {} (`{name}`): {e}", k + 1)))
-        })
+        .map(|(k, ((name, shape), spec))| data::parse_arg(spec, shape).map_err(|e| Failure::User(format!("argument {} (`{name}`): {e}", k + 1))))
         .collect()
 }
 
 fn is_json_path(p: &Path) -> bool {
-    p.extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+    p.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"))
 }
 
 /// Refuse a program FILE that is not a regular file (`/dev/zero`, a FIFO, a
@@ -630,10 +588,9 @@ fn is_json_path(p: &Path) -> bool {
 fn check_program_file(file: &Path) -> Outcome {
     match std::fs::metadata(file) {
         Ok(m) if m.is_dir() => Err(Failure::User(format!("cannot read {}: it is a directory", file.display()))),
-        Ok(m) if !m.is_file() => Err(Failure::User(format!(
-            "cannot read {}: it is not a regular file (a device, pipe or socket); pass a regular file",
-            file.display()
-        ))),
+        Ok(m) if !m.is_file() => {
+            Err(Failure::User(format!("cannot read {}: it is not a regular file (a device, pipe or socket); pass a regular file", file.display())))
+        }
         // Missing files and the like are reported by the reader.
         _ => Ok(()),
     }
@@ -657,10 +614,7 @@ fn run(a: &RunArgs) -> Outcome {
     }
     let args = bind_args(func, &a.args)?;
     if a.count_ops && a.backend == Some(BackendArg::C) {
-        return Err(Failure::Usage {
-            msg: "--count-ops counts the interpreter's operations; it cannot be combined with --backend c".into(),
-            command: "run",
-        });
+        return Err(Failure::Usage { msg: "--count-ops counts the interpreter's operations; it cannot be combined with --backend c".into(), command: "run" });
     }
     start_limits(a);
     let backend = choose_backend(a);
@@ -794,14 +748,12 @@ fn emit_result(a: &RunArgs, value: &Value) -> Outcome {
     match &a.output {
         None => print_json(value),
         // Both writers replace the file atomically (temporary file, then rename).
-        Some(path) if is_json_path(path) => {
-            data::write_file_atomic_with(path, |f| {
-                let mut f = f;
-                value.write_json(&mut f)?;
-                f.write_all(b"\n")
-            })
-            .map_err(Failure::User)
-        }
+        Some(path) if is_json_path(path) => data::write_file_atomic_with(path, |f| {
+            let mut f = f;
+            value.write_json(&mut f)?;
+            f.write_all(b"\n")
+        })
+        .map_err(Failure::User),
         Some(path) => data::write_npy(path, value).map_err(Failure::User),
     }
 }
@@ -964,41 +916,22 @@ mod tests {
     #[test]
     fn arg_count_errors() {
         let f = dot_fn();
-        assert_eq!(
-            user(bind_args(&f, &["[1]".into()])),
-            "entry `dot` takes 2 arguments (a: [n]f64, b: [n]f64) but 1 was given"
-        );
-        assert_eq!(
-            user(bind_args(&f, &[])),
-            "entry `dot` takes 2 arguments (a: [n]f64, b: [n]f64) but 0 were given"
-        );
+        assert_eq!(user(bind_args(&f, &["[1]".into()])), "entry `dot` takes 2 arguments (a: [n]f64, b: [n]f64) but 1 was given");
+        assert_eq!(user(bind_args(&f, &[])), "entry `dot` takes 2 arguments (a: [n]f64, b: [n]f64) but 0 were given");
         let mut g = dot_fn();
         g.param_shapes.clear();
-        assert_eq!(
-            user(bind_args(&g, &["1".into()])),
-            "entry `dot` takes no arguments but 1 was given"
-        );
-        g.param_shapes
-            .push(("x".into(), Shape::Leaf(Type::scalar(Scalar::I64))));
-        assert_eq!(
-            user(bind_args(&g, &[])),
-            "entry `dot` takes 1 argument (x: i64) but 0 were given"
-        );
+        assert_eq!(user(bind_args(&g, &["1".into()])), "entry `dot` takes no arguments but 1 was given");
+        g.param_shapes.push(("x".into(), Shape::Leaf(Type::scalar(Scalar::I64))));
+        assert_eq!(user(bind_args(&g, &[])), "entry `dot` takes 1 argument (x: i64) but 0 were given");
     }
 
     #[test]
     fn arg_value_errors_name_the_parameter() {
         let f = dot_fn();
         let e = user(bind_args(&f, &["[1, 2]".into(), "[[1]]".into()]));
-        assert_eq!(
-            e,
-            "argument 2 (`b`): expected a 1-d array of f64, got a 2-d array"
-        );
+        assert_eq!(e, "argument 2 (`b`): expected a 1-d array of f64, got a 2-d array");
         let e = user(bind_args(&f, &["[1, 2".into(), "[1]".into()]));
-        assert!(
-            e.starts_with("argument 1 (`a`): cannot parse argument as JSON"),
-            "{e}"
-        );
+        assert!(e.starts_with("argument 1 (`a`): cannot parse argument as JSON"), "{e}");
         let vals = bind_args(&f, &["[1, 2]".into(), "[-Infinity, 4]".into()]).unwrap();
         assert_eq!(vals[1].to_json(), "[-Infinity, 4.0]");
     }
@@ -1007,45 +940,19 @@ mod tests {
     fn entry_choice() {
         let p = Path::new("f.ard");
         assert_eq!(choose_entry(p, &["a"], None, "run"), Ok("a".into()));
-        assert_eq!(
-            choose_entry(p, &["a", "b"], Some("b"), "run"),
-            Ok("b".into())
-        );
-        assert_eq!(
-            choose_entry(p, &["a", "b"], Some("zz"), "run"),
-            Ok("zz".into())
-        );
+        assert_eq!(choose_entry(p, &["a", "b"], Some("b"), "run"), Ok("b".into()));
+        assert_eq!(choose_entry(p, &["a", "b"], Some("zz"), "run"), Ok("zz".into()));
         match choose_entry(p, &["a", "b"], None, "run") {
-            Err(Failure::Usage { msg, .. }) => assert_eq!(
-                msg,
-                "f.ard has 2 entry points (a, b); choose one with --entry NAME"
-            ),
+            Err(Failure::Usage { msg, .. }) => assert_eq!(msg, "f.ard has 2 entry points (a, b); choose one with --entry NAME"),
             other => panic!("{other:?}"),
         }
-        assert!(matches!(
-            choose_entry(p, &[], None, "run"),
-            Err(Failure::User(_))
-        ));
+        assert!(matches!(choose_entry(p, &[], None, "run"), Err(Failure::User(_))));
     }
 
     #[test]
     fn parses_flags() {
-        let cli = Cli::try_parse_from([
-            "arden",
-            "run",
-            "f.ard",
-            "--arg",
-            "-1",
-            "-a",
-            "[1]",
-            "-e",
-            "x",
-            "--count-ops",
-        ])
-        .unwrap();
-        let Command::Run(r) = cli.command else {
-            panic!()
-        };
+        let cli = Cli::try_parse_from(["arden", "run", "f.ard", "--arg", "-1", "-a", "[1]", "-e", "x", "--count-ops"]).unwrap();
+        let Command::Run(r) = cli.command else { panic!() };
         assert_eq!(r.args, vec!["-1", "[1]"]);
         assert_eq!(r.entry.as_deref(), Some("x"));
         assert!(r.count_ops);
@@ -1059,15 +966,8 @@ mod tests {
     #[test]
     fn user_errors_keep_api_messages() {
         let f: Failure = Error::Runtime("index 5 out of bounds".into()).into();
-        assert_eq!(
-            f,
-            Failure::User("runtime error: index 5 out of bounds".into())
-        );
-        let f: Failure = Error::Compile {
-            rendered: "error: x\n".into(),
-            diagnostics: vec![],
-        }
-        .into();
+        assert_eq!(f, Failure::User("runtime error: index 5 out of bounds".into()));
+        let f: Failure = Error::Compile { rendered: "error: x\n".into(), diagnostics: vec![] }.into();
         assert_eq!(f, Failure::Rendered("error: x\n".into()));
     }
 }

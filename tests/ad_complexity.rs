@@ -50,10 +50,7 @@ fn env_u64(name: &str, default: u64) -> u64 {
 /// The function `f` and its gradient `g` with respect to `v`.
 fn source(body: &programs::E) -> String {
     let (rt, loss) = if body.ty == Ty::VN { ("[n]f64", "sum (body x y u w m p)") } else { ("f64", "body x y u w m p") };
-    format!(
-        "def body {PARAMS} : {rt} =\n  {}\n\nentry f {PARAMS} : {rt} = body x y v w m p\nentry g {PARAMS} : [n]f64 = grad (\\u -> {loss}) v\n",
-        body.text()
-    )
+    format!("def body {PARAMS} : {rt} =\n  {}\n\nentry f {PARAMS} : {rt} = body x y v w m p\nentry g {PARAMS} : [n]f64 = grad (\\u -> {loss}) v\n", body.text())
 }
 
 /// Arguments at size `n`: values near 1, so that products over thousands

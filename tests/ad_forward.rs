@@ -46,7 +46,17 @@ fn jvp_matches_finite_differences_on_every_program() {
                         }
                     };
                     let Ok((y0, counts)) = entry.call_counting(&args) else { continue };
-                    assert!(matches(&y0, &serde_json::from_str(&y.to_json().replace("NaN", "\"NaN\"").replace("-Infinity", "\"-Infinity\"").replace("Infinity", "\"Infinity\"")).unwrap_or(serde_json::Value::Null)) || y0.to_json() == y.to_json(), "{}: primal differs under jvp", path.display());
+                    assert!(
+                        matches(
+                            &y0,
+                            &serde_json::from_str(
+                                &y.to_json().replace("NaN", "\"NaN\"").replace("-Infinity", "\"-Infinity\"").replace("Infinity", "\"Infinity\"")
+                            )
+                            .unwrap_or(serde_json::Value::Null)
+                        ) || y0.to_json() == y.to_json(),
+                        "{}: primal differs under jvp",
+                        path.display()
+                    );
                     let total = |c: arden::OpCounts| (c.arith + c.reads + c.writes).max(1) as f64;
                     table.push((format!("{}:{}", path.file_name().unwrap().to_string_lossy(), case.entry), total(jcounts) / total(counts)));
                     let mut tangent = vec![];

@@ -63,14 +63,14 @@ fn vjp_is_the_transpose_of_jvp_on_every_program() {
                     if (lhs - rhs).abs() > tol * (1.0 + lm.max(rm)) {
                         failures.push(format!("{where_}: <ybar, jvp> = {lhs} but <vjp, xdot> = {rhs}"));
                     }
-                    if matches!(y, Value::F64(_)) {
-                        if let Ok((_, counts)) = entry.call_counting(&args) {
-                            // a gradient writes one value per float input even
-                            // where the function reads only a few of them
-                            let mut inputs = vec![];
-                            args.iter().for_each(|a| floats(a, &mut inputs));
-                            table.push((where_.clone(), total(vcounts) / total(counts).max(inputs.len() as f64)));
-                        }
+                    if matches!(y, Value::F64(_))
+                        && let Ok((_, counts)) = entry.call_counting(&args)
+                    {
+                        // a gradient writes one value per float input even
+                        // where the function reads only a few of them
+                        let mut inputs = vec![];
+                        args.iter().for_each(|a| floats(a, &mut inputs));
+                        table.push((where_.clone(), total(vcounts) / total(counts).max(inputs.len() as f64)));
                     }
                 }
             }
@@ -136,13 +136,26 @@ fn gradients_cost_at_most_four_times_their_function() {
                 "GMM d=4 k=5 n=60",
                 &gmm,
                 "gmm_objective",
-                vec![vec(k), mat(vec(k * d), k, d), mat(vec(k * d), k, d), mat(vec(k * d * (d - 1) / 2), k, d * (d - 1) / 2), mat(vec(n * d), n, d), Value::F64(1.0), Value::I64(0)],
+                vec![
+                    vec(k),
+                    mat(vec(k * d), k, d),
+                    mat(vec(k * d), k, d),
+                    mat(vec(k * d * (d - 1) / 2), k, d * (d - 1) / 2),
+                    mat(vec(n * d), n, d),
+                    Value::F64(1.0),
+                    Value::I64(0),
+                ],
             ),
             (
                 "RK4 Lotka-Volterra 100 steps",
                 &rk4,
                 "lv_loss",
-                vec![Value::array(vec![4], ArrayData::F64(vec![1.1, 0.4, 0.1, 0.4].into())), Value::array(vec![2], ArrayData::F64(vec![10.0, 10.0].into())), Value::F64(0.01), Value::I64(100)],
+                vec![
+                    Value::array(vec![4], ArrayData::F64(vec![1.1, 0.4, 0.1, 0.4].into())),
+                    Value::array(vec![2], ArrayData::F64(vec![10.0, 10.0].into())),
+                    Value::F64(0.01),
+                    Value::I64(100),
+                ],
             ),
             ("k-means n=200 k=5 d=3", &kmeans, "cost", vec![mat(vec(600), 200, 3), mat(vec(15), 5, 3)]),
         ];
@@ -311,8 +324,25 @@ def minread [n] (y: [n]f64) : f64 = sum (for i. y[i] * minimum (map sin y))
 ";
 
 const LINEAR_VECTOR: &[&str] = &[
-    "scanmul", "scanmax", "scanuser", "scantup", "slicefor", "revfor", "rotfor", "rotneg", "catfor", "catmid", "mapfor", "revloop",
-    "rotloop", "catloop", "sliceloop", "maploop", "loopread", "scanread", "minread",
+    "scanmul",
+    "scanmax",
+    "scanuser",
+    "scantup",
+    "slicefor",
+    "revfor",
+    "rotfor",
+    "rotneg",
+    "catfor",
+    "catmid",
+    "mapfor",
+    "revloop",
+    "rotloop",
+    "catloop",
+    "sliceloop",
+    "maploop",
+    "loopread",
+    "scanread",
+    "minread",
 ];
 const LINEAR_MATRIX: &[&str] = &["rowloop", "rowfor", "flatfor", "trfor"];
 
@@ -330,11 +360,7 @@ fn linear_program(level: u8) -> arden::Program {
 fn linear_arg(matrix: bool, n: usize, seed: u64) -> Value {
     let mut rng = Rng(seed | 1);
     let mut vec = |len: usize| (0..len).map(|_| 0.97 + 0.06 * rng.unit().abs().fract()).collect::<Vec<f64>>();
-    if matrix {
-        Value::array(vec![3, n], ArrayData::F64(vec(3 * n).into()))
-    } else {
-        Value::array(vec![n], ArrayData::F64(vec(n).into()))
-    }
+    if matrix { Value::array(vec![3, n], ArrayData::F64(vec(3 * n).into())) } else { Value::array(vec![n], ArrayData::F64(vec(n).into())) }
 }
 
 /// Every `update a[i] = v` is the last read of `a` in its block, so that it

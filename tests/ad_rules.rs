@@ -75,10 +75,7 @@ fn check(p: &Program, k: usize, u: f64, v: f64) -> Result<(), TestCaseError> {
         let h = 1e-6;
         let f = |t: f64| call(p, &format!("f_{name}"), x + t * d.0, y + t * d.1);
         let fd = (f(h) - f(-h)) / (2.0 * h);
-        prop_assert!(
-            (got - fd).abs() <= 1e-6 * (1.0 + fd.abs()),
-            "{name}: d/{wrt} at x={x}, y={y}: rule gives {got}, finite differences {fd}"
-        );
+        prop_assert!((got - fd).abs() <= 1e-6 * (1.0 + fd.abs()), "{name}: d/{wrt} at x={x}, y={y}: rule gives {got}, finite differences {fd}");
     }
     Ok(())
 }

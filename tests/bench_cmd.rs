@@ -7,12 +7,7 @@ use std::process::{Command, Output};
 
 /// `arden ARGS` with its own C cache directory.
 fn arden(cache: &TempDir, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_arden"))
-        .args(args)
-        .env("ARDEN_CACHE_DIR", &cache.0)
-        .env_remove("ARDEN_CFLAGS")
-        .output()
-        .expect("the arden binary runs")
+    Command::new(env!("CARGO_BIN_EXE_arden")).args(args).env("ARDEN_CACHE_DIR", &cache.0).env_remove("ARDEN_CFLAGS").output().expect("the arden binary runs")
 }
 
 #[track_caller]

@@ -276,7 +276,7 @@ fn an_update_in_a_branch_writes_in_place() {
     let Some((compiled, interp)) = c_and_interp("branch_update.ard", src) else { return };
     let n = 100_000;
     let x = Value::array(vec![n], ArrayData::F64((0..n).map(|i| ((i * 7919) % 1000) as f64 / 100.0).collect()));
-    let (got, stats) = compiled.entry("g").unwrap().call_with(&[x.clone()], &CallOptions { threads: 1, par_min: 1 << 15 }).unwrap();
+    let (got, stats) = compiled.entry("g").unwrap().call_with(std::slice::from_ref(&x), &CallOptions { threads: 1, par_min: 1 << 15 }).unwrap();
     let (want, _) = interp.entry("g").unwrap().call_with(&[x], &CallOptions::default()).unwrap();
     assert!(same(&got, &want));
     let result_bytes = 8 * n as i64;
@@ -296,11 +296,11 @@ fn parallel_allocation_counts_add_up() {
     let Some((compiled, interp)) = c_and_interp("par_alloc.ard", src) else { return };
     let (n, m) = (64, 1000);
     let x = Value::array(vec![n, m], ArrayData::F64((0..n * m).map(|i| ((i * 7919) % 1009) as f64).collect()));
-    let (want, _) = interp.entry("f").unwrap().call_with(&[x.clone()], &CallOptions::default()).unwrap();
+    let (want, _) = interp.entry("f").unwrap().call_with(std::slice::from_ref(&x), &CallOptions::default()).unwrap();
     let mut peaks = vec![];
     for opts in [CallOptions { threads: 1, par_min: 1 << 15 }, CallOptions { threads: 2, par_min: 0 }] {
         for _ in 0..20 {
-            let (got, stats) = compiled.entry("f").unwrap().call_with(&[x.clone()], &opts).unwrap();
+            let (got, stats) = compiled.entry("f").unwrap().call_with(std::slice::from_ref(&x), &opts).unwrap();
             assert!(same(&got, &want), "{} threads: {}", opts.threads, got.to_json());
             let stats = stats.unwrap();
             // the result array and the argument's wrapper
@@ -368,8 +368,8 @@ fn literal_rows_are_written_in_place() {
     let x = Value::array(vec![5], ArrayData::F64(vec![1.5, -0.0, 2.0, -3.25, 1e300].into()));
     for e in ["f", "g"] {
         for opts in [CallOptions { threads: 1, par_min: 1 << 15 }, CallOptions { threads: 2, par_min: 0 }] {
-            let (got, _) = compiled.entry(e).unwrap().call_with(&[x.clone()], &opts).unwrap();
-            let (want, _) = interp.entry(e).unwrap().call_with(&[x.clone()], &CallOptions::default()).unwrap();
+            let (got, _) = compiled.entry(e).unwrap().call_with(std::slice::from_ref(&x), &opts).unwrap();
+            let (want, _) = interp.entry(e).unwrap().call_with(std::slice::from_ref(&x), &CallOptions::default()).unwrap();
             assert!(same(&got, &want), "{e}: {} vs {}", got.to_json(), want.to_json());
         }
     }

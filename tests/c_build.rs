@@ -134,7 +134,9 @@ fn hostile_names_give_a_library_that_compiles() {
         let header = std::fs::read_to_string(dir.join("names.h")).unwrap();
         for want in [
             format!("int {prefix}0f_p(int64_t s0_memset, const double *a0_malloc, double a1_int64_t, double *out, int nthreads, char *err, size_t errlen);"),
-            format!("int {prefix}f_(int64_t s0_size_t, const double *a0_NULL, double a1_x_0, double a1_x_1, double a2_x_0, double **out_0, int64_t out_0_dims[1], double *out_1, int nthreads, char *err, size_t errlen);"),
+            format!(
+                "int {prefix}f_(int64_t s0_size_t, const double *a0_NULL, double a1_x_0, double a1_x_1, double a2_x_0, double **out_0, int64_t out_0_dims[1], double *out_1, int nthreads, char *err, size_t errlen);"
+            ),
             format!("int {prefix}0free(double a0_INFINITY, double a1_errno,"),
             format!("void {prefix}free(void *p);"),
             format!("int {prefix}int(int64_t s0_int, const double *a0_v1,"),
@@ -243,7 +245,8 @@ fn corpus_libraries_compile_with_wall_werror() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = vec![];
     for sub in ["tests/programs", "tests/ad_programs", "examples"] {
-        let mut fs: Vec<PathBuf> = std::fs::read_dir(root.join(sub)).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "ard")).collect();
+        let mut fs: Vec<PathBuf> =
+            std::fs::read_dir(root.join(sub)).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "ard")).collect();
         fs.sort();
         files.extend(fs);
     }

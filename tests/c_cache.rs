@@ -294,10 +294,10 @@ impl Lab {
             cmd.pre_exec(move || {
                 let limit = libc::rlimit { rlim_cur: 3 << 30, rlim_max: 3 << 30 };
                 libc::setrlimit(libc::RLIMIT_AS, &limit);
-                if let Some(uid) = uid {
-                    if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(uid) != 0 || libc::setuid(uid) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
+                if let Some(uid) = uid
+                    && (libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(uid) != 0 || libc::setuid(uid) != 0)
+                {
+                    return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
             });

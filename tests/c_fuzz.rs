@@ -136,6 +136,11 @@ fn random_programs_agree_on_both_backends() {
         compared += c;
         failures.extend(f);
     }
-    assert!(failures.is_empty(), "{} differences (of {compared} calls); the first:\n{}", failures.len(), failures.iter().take(5).cloned().collect::<Vec<_>>().join("\n---\n"));
+    assert!(
+        failures.is_empty(),
+        "{} differences (of {compared} calls); the first:\n{}",
+        failures.len(),
+        failures.iter().take(5).cloned().collect::<Vec<_>>().join("\n---\n")
+    );
     eprintln!("{compared} calls agree");
 }

@@ -97,6 +97,11 @@ fn corpus_under_sanitizers() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&child.stderr);
-    assert!(child.status.success() && stderr.contains("no report"), "sanitizer run failed ({}):\n{}", child.status, stderr.lines().rev().take(60).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n"));
+    assert!(
+        child.status.success() && stderr.contains("no report"),
+        "sanitizer run failed ({}):\n{}",
+        child.status,
+        stderr.lines().rev().take(60).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+    );
     assert!(!stderr.contains("runtime error:") && !stderr.contains("AddressSanitizer"), "{stderr}");
 }

@@ -6,10 +6,7 @@ use common::{TempDir, c_compiler_or_skip};
 use std::process::{Command, Output};
 
 fn arden(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_arden"))
-        .args(args)
-        .output()
-        .expect("the arden binary runs")
+    Command::new(env!("CARGO_BIN_EXE_arden")).args(args).output().expect("the arden binary runs")
 }
 
 fn stdout(o: &Output) -> String {
@@ -22,18 +19,8 @@ fn stderr(o: &Output) -> String {
 
 #[track_caller]
 fn assert_exit(o: &Output, code: i32) {
-    assert_eq!(
-        o.status.code(),
-        Some(code),
-        "expected exit status {code}\n--- stdout:\n{}\n--- stderr:\n{}",
-        stdout(o),
-        stderr(o)
-    );
-    assert!(
-        !stderr(o).contains("internal compiler error"),
-        "{}",
-        stderr(o)
-    );
+    assert_eq!(o.status.code(), Some(code), "expected exit status {code}\n--- stdout:\n{}\n--- stderr:\n{}", stdout(o), stderr(o));
+    assert!(!stderr(o).contains("internal compiler error"), "{}", stderr(o));
     assert!(!stderr(o).contains("panicked"), "{}", stderr(o));
 }
 
@@ -52,18 +39,7 @@ fn top_level_help_lists_commands() {
 fn subcommand_help_mentions_every_flag() {
     let cases: [(&str, &[&str]); 3] = [
         ("check", &["FILE", "--strict-bounds"]),
-        (
-            "run",
-            &[
-                "FILE",
-                "--entry",
-                "--arg",
-                "--output",
-                "--count-ops",
-                "@",
-                ".npy",
-            ],
-        ),
+        ("run", &["FILE", "--entry", "--arg", "--output", "--count-ops", "@", ".npy"]),
         ("ir", &["FILE", "--entry", "--stage", "lower"]),
     ];
     for (cmd, flags) in cases {
@@ -72,14 +48,8 @@ fn subcommand_help_mentions_every_flag() {
             assert_exit(&o, 0);
             let out = stdout(&o);
             // The short help (`-h`) shows only the flags themselves.
-            for f in flags
-                .iter()
-                .filter(|f| help == "--help" || f.starts_with("--") || **f == "FILE")
-            {
-                assert!(
-                    out.contains(f),
-                    "`arden {cmd} {help}` does not mention {f}:\n{out}"
-                );
+            for f in flags.iter().filter(|f| help == "--help" || f.starts_with("--") || **f == "FILE") {
+                assert!(out.contains(f), "`arden {cmd} {help}` does not mention {f}:\n{out}");
             }
         }
         // `arden help CMD` works too.
@@ -105,29 +75,18 @@ fn usage_errors_exit_2() {
         assert!(!stderr(&o).is_empty(), "{args:?}: no message");
     }
     let o = arden(&["ir", &f, "--stage", "bogus"]);
-    assert!(
-        stderr(&o).contains("lower"),
-        "allowed stages not listed:\n{}",
-        stderr(&o)
-    );
+    assert!(stderr(&o).contains("lower"), "allowed stages not listed:\n{}", stderr(&o));
 }
 
 #[test]
 fn missing_file_exits_1() {
     let dir = TempDir::new("missing");
     let f = dir.path("nope.ard").display().to_string();
-    for args in [
-        vec!["check", f.as_str()],
-        vec!["run", f.as_str()],
-        vec!["ir", f.as_str()],
-    ] {
+    for args in [vec!["check", f.as_str()], vec!["run", f.as_str()], vec!["ir", f.as_str()]] {
         let o = arden(&args);
         assert_exit(&o, 1);
         let err = stderr(&o);
-        assert!(
-            err.contains("error: cannot read") && err.contains("nope.ard"),
-            "{args:?}:\n{err}"
-        );
+        assert!(err.contains("error: cannot read") && err.contains("nope.ard"), "{args:?}:\n{err}");
         assert!(stdout(&o).is_empty());
     }
 }
@@ -154,16 +113,7 @@ entry pair (x: f64) : (f64, i64) = (x, 3)
         let o = arden(&["run", &f, "--arg", "[1,2,3]", "--arg", "[4,5,6]"]);
         assert_exit(&o, 0);
         assert_eq!(stdout(&o).trim(), "32.0");
-        let o = arden(&[
-            "run",
-            &f,
-            "--entry",
-            "dot",
-            "-a",
-            "[1, 2, 3]",
-            "-a",
-            "[4, 5, 6]",
-        ]);
+        let o = arden(&["run", &f, "--entry", "dot", "-a", "[1, 2, 3]", "-a", "[4, 5, 6]"]);
         assert_exit(&o, 0);
         assert_eq!(stdout(&o), "32.0\n");
     }
@@ -222,27 +172,15 @@ entry pair (x: f64) : (f64, i64) = (x, 3)
         // Wrong count.
         let o = arden(&["run", &f, "--arg", "[1,2,3]"]);
         assert_exit(&o, 1);
-        assert!(
-            stderr(&o)
-                .contains("entry `dot` takes 2 arguments (a: [n]f64, b: [n]f64) but 1 was given"),
-            "{}",
-            stderr(&o)
-        );
+        assert!(stderr(&o).contains("entry `dot` takes 2 arguments (a: [n]f64, b: [n]f64) but 1 was given"), "{}", stderr(&o));
         let o = arden(&["run", &f, "--arg", "[1]", "--arg", "[1]", "--arg", "[1]"]);
         assert_exit(&o, 1);
         // Not JSON, wrong rank, ragged: the parameter is named.
-        for (bad, want) in [
-            ("[1,2", "cannot parse argument as JSON"),
-            ("[[1],[2]]", "expected a 1-d array of f64"),
-            ("true", "expected a 1-d array"),
-        ] {
+        for (bad, want) in [("[1,2", "cannot parse argument as JSON"), ("[[1],[2]]", "expected a 1-d array of f64"), ("true", "expected a 1-d array")] {
             let o = arden(&["run", &f, "--arg", "[1]", "--arg", bad]);
             assert_exit(&o, 1);
             let err = stderr(&o);
-            assert!(
-                err.contains("argument 2 (`b`)") && err.contains(want),
-                "{bad}: {err}"
-            );
+            assert!(err.contains("argument 2 (`b`)") && err.contains(want), "{bad}: {err}");
         }
         // Negative numbers are values, not flags.
         let o = arden(&["run", &f, "--arg", "[-1]", "--arg", "[-2]"]);
@@ -255,67 +193,24 @@ entry pair (x: f64) : (f64, i64) = (x, 3)
         let dir = TempDir::new("output");
         let f = dir.write("dot.ard", DOT);
         let out = dir.path("out.npy");
-        let o = arden(&[
-            "run",
-            &f,
-            "--arg",
-            "[1,2,3]",
-            "--arg",
-            "[4,5,6]",
-            "--output",
-            &out.display().to_string(),
-        ]);
+        let o = arden(&["run", &f, "--arg", "[1,2,3]", "--arg", "[4,5,6]", "--output", &out.display().to_string()]);
         assert_exit(&o, 0);
         assert!(stdout(&o).is_empty());
         assert_eq!(read_npy(&out), Ok(Value::F64(32.0)));
 
         let m = dir.write("multi.ard", MULTI);
         let out2 = dir.path("scaled.npy");
-        let o = arden(&[
-            "run",
-            &m,
-            "--entry",
-            "scale",
-            "--arg",
-            "[1,2]",
-            "--arg",
-            "3",
-            "-o",
-            &out2.display().to_string(),
-        ]);
+        let o = arden(&["run", &m, "--entry", "scale", "--arg", "[1,2]", "--arg", "3", "-o", &out2.display().to_string()]);
         assert_exit(&o, 0);
-        assert_eq!(
-            read_npy(&out2),
-            Ok(Value::array(vec![2], ArrayData::F64(vec![3.0, 6.0].into())))
-        );
+        assert_eq!(read_npy(&out2), Ok(Value::array(vec![2], ArrayData::F64(vec![3.0, 6.0].into()))));
 
         let out3 = dir.path("scaled.json");
-        let o = arden(&[
-            "run",
-            &m,
-            "--entry",
-            "scale",
-            "--arg",
-            "[1,2]",
-            "--arg",
-            "3",
-            "-o",
-            &out3.display().to_string(),
-        ]);
+        let o = arden(&["run", &m, "--entry", "scale", "--arg", "[1,2]", "--arg", "3", "-o", &out3.display().to_string()]);
         assert_exit(&o, 0);
         assert_eq!(std::fs::read_to_string(&out3).unwrap().trim(), "[3.0, 6.0]");
 
         // A tuple result cannot go to .npy.
-        let o = arden(&[
-            "run",
-            &m,
-            "--entry",
-            "pair",
-            "--arg",
-            "1",
-            "--output",
-            &dir.path("t.npy").display().to_string(),
-        ]);
+        let o = arden(&["run", &m, "--entry", "pair", "--arg", "1", "--output", &dir.path("t.npy").display().to_string()]);
         assert_exit(&o, 1);
         assert!(stderr(&o).contains("tuple"), "{}", stderr(&o));
         let o = arden(&["run", &m, "--entry", "pair", "--arg", "1"]);
@@ -329,47 +224,19 @@ entry pair (x: f64) : (f64, i64) = (x, 3)
         let f = dir.write("dot.ard", DOT);
         let a = dir.write("a.json", "[1, 2, 3]\n");
         let b = dir.path("b.npy");
-        write_npy(
-            &b,
-            &Value::array(vec![3], ArrayData::F64(vec![4.0, 5.0, 6.0].into())),
-        )
-        .unwrap();
-        let o = arden(&[
-            "run",
-            &f,
-            "--arg",
-            &format!("@{a}"),
-            "--arg",
-            &format!("@{}", b.display()),
-        ]);
+        write_npy(&b, &Value::array(vec![3], ArrayData::F64(vec![4.0, 5.0, 6.0].into()))).unwrap();
+        let o = arden(&["run", &f, "--arg", &format!("@{a}"), "--arg", &format!("@{}", b.display())]);
         assert_exit(&o, 0);
         assert_eq!(stdout(&o).trim(), "32.0");
         // Wrong dtype in the .npy file: both types are named.
         let bi = dir.path("bi.npy");
         write_npy(&bi, &Value::array(vec![3], ArrayData::I64(vec![4, 5, 6].into()))).unwrap();
-        let o = arden(&[
-            "run",
-            &f,
-            "--arg",
-            &format!("@{a}"),
-            "--arg",
-            &format!("@{}", bi.display()),
-        ]);
+        let o = arden(&["run", &f, "--arg", &format!("@{a}"), "--arg", &format!("@{}", bi.display())]);
         assert_exit(&o, 1);
         let err = stderr(&o);
-        assert!(
-            err.contains("int64") && err.contains("f64") && err.contains("`b`"),
-            "{err}"
-        );
+        assert!(err.contains("int64") && err.contains("f64") && err.contains("`b`"), "{err}");
         // Missing data file.
-        let o = arden(&[
-            "run",
-            &f,
-            "--arg",
-            &format!("@{a}"),
-            "--arg",
-            "@/no/such/file.npy",
-        ]);
+        let o = arden(&["run", &f, "--arg", &format!("@{a}"), "--arg", "@/no/such/file.npy"]);
         assert_exit(&o, 1);
         assert!(stderr(&o).contains("cannot read"), "{}", stderr(&o));
     }
@@ -378,22 +245,11 @@ entry pair (x: f64) : (f64, i64) = (x, 3)
     fn count_ops() {
         let dir = TempDir::new("ops");
         let f = dir.write("dot.ard", DOT);
-        let o = arden(&[
-            "run",
-            &f,
-            "--arg",
-            "[1,2,3]",
-            "--arg",
-            "[4,5,6]",
-            "--count-ops",
-        ]);
+        let o = arden(&["run", &f, "--arg", "[1,2,3]", "--arg", "[4,5,6]", "--count-ops"]);
         assert_exit(&o, 0);
         assert_eq!(stdout(&o).trim(), "32.0");
         let err = stderr(&o);
-        assert!(
-            err.contains("ops: arith=") && err.contains(" reads=") && err.contains(" writes="),
-            "{err}"
-        );
+        assert!(err.contains("ops: arith=") && err.contains(" reads=") && err.contains(" writes="), "{err}");
     }
 
     #[test]
@@ -403,17 +259,10 @@ entry pair (x: f64) : (f64, i64) = (x, 3)
         let o = arden(&["run", &m, "--arg", "1"]);
         assert_exit(&o, 2);
         let err = stderr(&o);
-        assert!(
-            err.contains("scale") && err.contains("pair") && err.contains("--entry"),
-            "{err}"
-        );
+        assert!(err.contains("scale") && err.contains("pair") && err.contains("--entry"), "{err}");
         let o = arden(&["run", &m, "--entry", "nope", "--arg", "1"]);
         assert_exit(&o, 1);
-        assert!(
-            stderr(&o).contains("no entry point named `nope`"),
-            "{}",
-            stderr(&o)
-        );
+        assert!(stderr(&o).contains("no entry point named `nope`"), "{}", stderr(&o));
     }
 
     #[test]
@@ -425,11 +274,7 @@ entry pair (x: f64) : (f64, i64) = (x, 3)
         assert_eq!(stdout(&o).trim(), "3.0");
         let o = arden(&["run", &f, "--arg", "[1,2,3]", "--arg", "5"]);
         assert_exit(&o, 1);
-        assert!(
-            stderr(&o).starts_with("error: runtime error: "),
-            "{}",
-            stderr(&o)
-        );
+        assert!(stderr(&o).starts_with("error: runtime error: "), "{}", stderr(&o));
     }
 
     #[test]
@@ -447,10 +292,7 @@ entry pair (x: f64) : (f64, i64) = (x, 3)
         let o = arden(&["check", &f, "--strict-bounds"]);
         assert_exit(&o, 1);
         let err = stderr(&o);
-        let listed: Vec<&str> = err
-            .lines()
-            .filter(|l| l.starts_with(&format!("{f}:1:")))
-            .collect();
+        let listed: Vec<&str> = err.lines().filter(|l| l.starts_with(&format!("{f}:1:"))).collect();
         assert_eq!(listed.len(), 1, "{err}");
         assert!(err.contains("1 bounds check could not be proven"), "{err}");
 

@@ -61,12 +61,8 @@ fn doc() -> String {
 fn check_program(b: &Block, failures: &mut Vec<String>) -> usize {
     let at = |k: usize| format!("docs/LANGUAGE.md:{}", b.line + k - 1);
     let name = format!("docs/LANGUAGE.md:{}", b.line);
-    let compile_errors: Vec<(usize, String)> = b
-        .text
-        .lines()
-        .enumerate()
-        .filter_map(|(i, l)| l.trim_start().strip_prefix("-- compile-error:").map(|m| (i + 1, m.trim().to_string())))
-        .collect();
+    let compile_errors: Vec<(usize, String)> =
+        b.text.lines().enumerate().filter_map(|(i, l)| l.trim_start().strip_prefix("-- compile-error:").map(|m| (i + 1, m.trim().to_string()))).collect();
     let result = arden::Program::from_source(&name, &b.text);
     if !compile_errors.is_empty() {
         match result {
@@ -120,7 +116,6 @@ fn check_program(b: &Block, failures: &mut Vec<String>) -> usize {
     cases.len()
 }
 
-
 /// Run the `arden …` lines of one ```sh block.
 fn check_commands(b: &Block, failures: &mut Vec<String>) -> usize {
     let root = env!("CARGO_MANIFEST_DIR");
@@ -148,10 +143,10 @@ fn check_commands(b: &Block, failures: &mut Vec<String>) -> usize {
                 if !stderr.contains(want.trim()) {
                     failures.push(format!("{here}: {shown}\nexpected `{}` on stderr", want.trim()));
                 }
-            } else if let Some(want) = note.strip_prefix("# stderr: ") {
-                if !stderr.contains(want.trim()) {
-                    failures.push(format!("{here}: {shown}\nexpected `{}` on stderr", want.trim()));
-                }
+            } else if let Some(want) = note.strip_prefix("# stderr: ")
+                && !stderr.contains(want.trim())
+            {
+                failures.push(format!("{here}: {shown}\nexpected `{}` on stderr", want.trim()));
             }
         }
         if code != Some(want_code) {
@@ -189,11 +184,7 @@ fn builtin_names() -> Vec<String> {
     let src = std::fs::read_to_string(format!("{root}/src/lower/builtins.rs")).unwrap();
     let start = src.find("const TABLE").expect("the built-in table");
     let end = start + src[start..].find("];").expect("end of the table");
-    let names: Vec<String> = src[start..end]
-        .split("(\"")
-        .skip(1)
-        .map(|s| s.split('"').next().unwrap().to_string())
-        .collect();
+    let names: Vec<String> = src[start..end].split("(\"").skip(1).map(|s| s.split('"').next().unwrap().to_string()).collect();
     assert!(names.len() > 60, "found only {} built-ins", names.len());
     names
 }
@@ -218,9 +209,7 @@ fn applied_names(code: &str) -> BTreeSet<String> {
                     i += 1;
                 }
                 let after = &b[i..];
-                let applied = after.len() >= 2
-                    && after[0] == b' '
-                    && (after[1].is_ascii_alphanumeric() || matches!(after[1], b'_' | b'(' | b'[' | b'\\'));
+                let applied = after.len() >= 2 && after[0] == b' ' && (after[1].is_ascii_alphanumeric() || matches!(after[1], b'_' | b'(' | b'[' | b'\\'));
                 if applied {
                     out.insert(line[start..i].to_string());
                 }

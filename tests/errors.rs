@@ -16,8 +16,7 @@ fn wrong_programs_get_diagnostics() {
             let text = std::fs::read_to_string(path).unwrap();
             let stem = path.file_stem().unwrap().to_string_lossy().to_string();
             let rel = format!("tests/errors/{stem}.ard");
-            let expects: Vec<String> =
-                text.lines().filter_map(|l| l.trim().strip_prefix("-- expect:")).map(|s| s.trim().to_lowercase()).collect();
+            let expects: Vec<String> = text.lines().filter_map(|l| l.trim().strip_prefix("-- expect:")).map(|s| s.trim().to_lowercase()).collect();
             let count: Option<usize> = text.lines().find_map(|l| l.trim().strip_prefix("-- errors:")).map(|s| s.trim().parse().unwrap());
             match arden::Program::from_source(&rel, &text) {
                 Ok(_) => failures.push(format!("{rel}: compiled, but it is wrong")),
@@ -31,10 +30,10 @@ fn wrong_programs_get_diagnostics() {
                     if !rendered.contains(&format!("{rel}:")) || !rendered.contains('^') {
                         failures.push(format!("{rel}: diagnostic lacks a location or caret:\n{rendered}"));
                     }
-                    if let Some(n) = count {
-                        if diagnostics.len() != n {
-                            failures.push(format!("{rel}: expected {n} diagnostics, got {}:\n{rendered}", diagnostics.len()));
-                        }
+                    if let Some(n) = count
+                        && diagnostics.len() != n
+                    {
+                        failures.push(format!("{rel}: expected {n} diagnostics, got {}:\n{rendered}", diagnostics.len()));
                     }
                     insta::assert_snapshot!(stem.clone(), rendered);
                 }

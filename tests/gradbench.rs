@@ -167,9 +167,7 @@ fn compare(expected: &Json, actual: &Json, tol: f64, path: &str, out: &mut Vec<S
                 }
             }
         }
-        (e, a) if std::mem::discriminant(e) != std::mem::discriminant(a) => {
-            out.push(format!("{path}: expected {}, got {}", kind(e), kind(a)))
-        }
+        (e, a) if std::mem::discriminant(e) != std::mem::discriminant(a) => out.push(format!("{path}: expected {}, got {}", kind(e), kind(a))),
         (e, a) => {
             if e != a {
                 out.push(format!("{path}: {e} != {a}"))
@@ -453,11 +451,7 @@ fn det_check(_: &mut Tool, msg: &Json, ours: &Json, golden: &Json) -> Vec<String
 fn check_det_output(a: &[f64], ell: usize, function: &Json, ours: &Json) -> Vec<String> {
     if function == "primal" {
         let (want, got) = (det_by_elimination(a, ell), ours.as_f64().unwrap());
-        return if (want - got).abs() <= 1e-10 * want.abs().max(1e-3) {
-            vec![]
-        } else {
-            vec![format!("det is {want} by elimination, not {got}")]
-        };
+        return if (want - got).abs() <= 1e-10 * want.abs().max(1e-3) { vec![] } else { vec![format!("det is {want} by elimination, not {got}")] };
     }
     let g = floats(ours);
     let c = cofactors(a, ell);
@@ -499,10 +493,7 @@ fn cofactors(a: &[f64], n: usize) -> Vec<f64> {
     let mut out = vec![0.0; n * n];
     for i in 0..n {
         for j in 0..n {
-            let minor: Vec<f64> = (0..n)
-                .filter(|&r| r != i)
-                .flat_map(|r| (0..n).filter(move |&c| c != j).map(move |c| a[r * n + c]))
-                .collect();
+            let minor: Vec<f64> = (0..n).filter(|&r| r != i).flat_map(|r| (0..n).filter(move |&c| c != j).map(move |c| a[r * n + c])).collect();
             let sign = if (i + j) % 2 == 0 { 1.0 } else { -1.0 };
             out[i * n + j] = sign * det_by_elimination(&minor, n - 1);
         }
@@ -641,7 +632,11 @@ fn bad_messages_get_failure_responses() {
     failed(&tool.ask(&ev(21, "lse", "primal", json!({"x": [1.0], "min_runs": -1}))), json!(21), "min_runs");
     failed(&tool.ask(&ev(22, "lse", "primal", json!({"x": []}))), json!(22), "empty");
     failed(&tool.ask(&ev(23, "ht", "objective", json!({"theta": [0.0]}))), json!(23), "theta");
-    failed(&tool.ask(&ev(24, "ba", "objective", json!({"n": 1, "m": 1, "p": 1, "cam": [1.0], "x": [1.0, 2.0, 3.0], "w": 1.0, "feat": [0.0, 0.0]}))), json!(24), "cam");
+    failed(
+        &tool.ask(&ev(24, "ba", "objective", json!({"n": 1, "m": 1, "p": 1, "cam": [1.0], "x": [1.0, 2.0, 3.0], "w": 1.0, "feat": [0.0, 0.0]}))),
+        json!(24),
+        "cam",
+    );
     still_works(&mut tool);
     tool.finish();
 }

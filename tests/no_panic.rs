@@ -7,10 +7,79 @@ mod common;
 use common::*;
 
 const TOKENS: &[&str] = &[
-    "def", "entry", "let", "in", "if", "then", "else", "for", "loop", "while", "do", "true", "false", "x", "y", "a", "n",
-    "f", "i", "j", "sum", "map", "iota", "reduce", "scatter_add", "dot", "jvp", "jvp2", "jacfwd", "stop_gradient", "grad", "(", ")", "[", "]", ",", ".", ":", "=", "==",
-    "->", "\\", "+", "-", "*", "/", "%", "**", "<", "<=", ">", "|>", "&&", "||", "!", ":>", "0", "1", "2.5", "1e3",
-    "3i32", "f64", "f32", "i64", "bool", "idx", "[n]f64", "\n", " ", "--c\n", "999999999999999999999", "@", "\"",
+    "def",
+    "entry",
+    "let",
+    "in",
+    "if",
+    "then",
+    "else",
+    "for",
+    "loop",
+    "while",
+    "do",
+    "true",
+    "false",
+    "x",
+    "y",
+    "a",
+    "n",
+    "f",
+    "i",
+    "j",
+    "sum",
+    "map",
+    "iota",
+    "reduce",
+    "scatter_add",
+    "dot",
+    "jvp",
+    "jvp2",
+    "jacfwd",
+    "stop_gradient",
+    "grad",
+    "(",
+    ")",
+    "[",
+    "]",
+    ",",
+    ".",
+    ":",
+    "=",
+    "==",
+    "->",
+    "\\",
+    "+",
+    "-",
+    "*",
+    "/",
+    "%",
+    "**",
+    "<",
+    "<=",
+    ">",
+    "|>",
+    "&&",
+    "||",
+    "!",
+    ":>",
+    "0",
+    "1",
+    "2.5",
+    "1e3",
+    "3i32",
+    "f64",
+    "f32",
+    "i64",
+    "bool",
+    "idx",
+    "[n]f64",
+    "\n",
+    " ",
+    "--c\n",
+    "999999999999999999999",
+    "@",
+    "\"",
 ];
 
 /// Split source into rough tokens (words, numbers, single symbols) keeping whitespace separate.
@@ -170,11 +239,7 @@ fn corpus_targets() -> Vec<Target> {
         for path in ard_files(dir) {
             let text = std::fs::read_to_string(&path).unwrap();
             let Ok(prog) = Program::from_source(&path.display().to_string(), &text) else { continue };
-            let cases: Vec<(String, Vec<Json>)> = cases(&text)
-                .into_iter()
-                .filter(|c| prog.entry(&c.entry).is_ok())
-                .map(|c| (c.entry, c.args))
-                .collect();
+            let cases: Vec<(String, Vec<Json>)> = cases(&text).into_iter().filter(|c| prog.entry(&c.entry).is_ok()).map(|c| (c.entry, c.args)).collect();
             if !cases.is_empty() {
                 out.push(Target { path, prog, cases, has_while: text.contains("while") });
             }
@@ -318,7 +383,8 @@ fn mutate_text(rng: &mut Rng, text: &str) -> String {
 
 /// A byte-level change to a `.npy` file, aimed at the header about half the time.
 fn mutate_npy(rng: &mut Rng, bytes: &[u8]) -> Vec<u8> {
-    const HEADER_BITS: &[&[u8]] = &[b"[", b"(", b")", b"'", b",", b"1", b"-", b"}", b"{", b"L", b"99999999999", b"'descr': '<i4', ", b"True", b" ", b"\n", b"'shape': (2, 2), "];
+    const HEADER_BITS: &[&[u8]] =
+        &[b"[", b"(", b")", b"'", b",", b"1", b"-", b"}", b"{", b"L", b"99999999999", b"'descr': '<i4', ", b"True", b" ", b"\n", b"'shape': (2, 2), "];
     let mut b = bytes.to_vec();
     let header_end = b.iter().position(|&c| c == b'\n').map_or(b.len(), |p| p + 1);
     for _ in 0..1 + rng.below(3) {
@@ -458,7 +524,9 @@ fn mutated_arguments_and_files_never_panic_in_process() {
                 }
                 *progress.lock().unwrap() = (k, desc);
                 for (i, ((_, shape), text)) in params.iter().zip(&texts).enumerate() {
-                    if i == which && let Some(bytes) = &npy_case {
+                    if i == which
+                        && let Some(bytes) = &npy_case
+                    {
                         let v = data::npy_from_bytes("mutated.npy", bytes);
                         if v.is_ok() {
                             npy_ok += 1;
@@ -498,11 +566,7 @@ fn mutated_arguments_and_files_never_panic_in_process() {
                 }
             }));
             if let Err(payload) = result {
-                let what = payload
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default();
+                let what = payload.downcast_ref::<String>().cloned().or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
                 failures.push(format!("PANIC ({what}) on case {k}: {}", describe(t, entry, &texts)));
                 if failures.len() > 5 {
                     break;
@@ -614,12 +678,8 @@ fn mutated_command_lines_end_cleanly() {
             cmd_args.push(o.display().to_string());
         }
         let shown = cmd_args.iter().map(|a| format!("'{a}'")).collect::<Vec<_>>().join(" ");
-        let mut child = std::process::Command::new(exe)
-            .args(&cmd_args)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child =
+            std::process::Command::new(exe).args(&cmd_args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
         let start = Instant::now();
         while child.try_wait().unwrap().is_none() {
             if start.elapsed() > Duration::from_secs(20) {
@@ -636,7 +696,9 @@ fn mutated_command_lines_end_cleanly() {
                 exits[c as usize] += 1;
                 if c == 1 && !stderr.starts_with("error") {
                     Some("exit 1 without an `error` message".to_string())
-                } else if c == 0 && let Some(f) = &out_file {
+                } else if c == 0
+                    && let Some(f) = &out_file
+                {
                     let bytes = std::fs::read(f).unwrap_or_default();
                     let readable = if f.extension().is_some_and(|e| e == "npy") {
                         data::npy_from_bytes("out", &bytes).is_ok()

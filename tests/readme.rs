@@ -5,7 +5,6 @@ mod common;
 use common::shell_words;
 use std::process::Command;
 
-
 #[test]
 fn readme_commands_work_as_shown() {
     let root = env!("CARGO_MANIFEST_DIR");

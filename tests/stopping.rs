@@ -56,15 +56,16 @@ fn timeout_stops_innermost_compiled_loops() {
         return;
     }
     let dir = TempDir::new("timeout");
-    for (file, entry, at) in [
-        (dir.write("spin.ard", SPIN), "spin", "spin.ard:1:33"),
-        (dir.write("nested.ard", SPIN_NESTED), "spin", "nested.ard:1:51"),
-    ] {
+    for (file, entry, at) in [(dir.write("spin.ard", SPIN), "spin", "spin.ard:1:33"), (dir.write("nested.ard", SPIN_NESTED), "spin", "nested.ard:1:51")] {
         warm(&file, entry);
         for threads in ["1", "2"] {
             let what = format!("{file} --threads {threads}");
             let t0 = Instant::now();
-            let o = finish_within(spawn(&["run", &file, "--entry", entry, "--arg", "3000000000", "--timeout", "1", "--backend", "c", "--threads", threads]), PROMPT, &what);
+            let o = finish_within(
+                spawn(&["run", &file, "--entry", entry, "--arg", "3000000000", "--timeout", "1", "--backend", "c", "--threads", threads]),
+                PROMPT,
+                &what,
+            );
             let err = stderr(&o);
             assert_eq!(o.status.code(), Some(1), "{what}: {err}");
             assert!(err.contains("time limit of 1 s exceeded") && err.contains(at), "{what}: {err}");

@@ -100,11 +100,7 @@ fn documents(files: &[Vec<String>]) -> Vec<(String, String)> {
             continue;
         }
         let text = std::fs::read_to_string(root().join(&path)).unwrap_or_else(|e| panic!("{path}: {e}"));
-        let text = if markdown {
-            text
-        } else {
-            text.lines().filter_map(|l| l.trim_start().strip_prefix("//!")).map(|l| format!("{l}\n")).collect()
-        };
+        let text = if markdown { text } else { text.lines().filter_map(|l| l.trim_start().strip_prefix("//!")).map(|l| format!("{l}\n")).collect() };
         docs.push((path, text));
     }
     docs.sort();
@@ -311,7 +307,10 @@ fn cited_paths_exist() {
 fn architecture_is_a_code_map() {
     let map = std::fs::read_to_string(root().join("docs/ARCHITECTURE.md")).unwrap();
     let lines = map.lines().count();
-    assert!(lines <= 400, "docs/ARCHITECTURE.md is {lines} lines: a code map stays within 400 (measurements go to docs/PERFORMANCE.md, limits to docs/LIMITS.md)");
+    assert!(
+        lines <= 400,
+        "docs/ARCHITECTURE.md is {lines} lines: a code map stays within 400 (measurements go to docs/PERFORMANCE.md, limits to docs/LIMITS.md)"
+    );
     let mut unmapped = vec![];
     for f in checkout_files() {
         if f[0] != "src" || f.iter().any(|c| c == "snapshots") {

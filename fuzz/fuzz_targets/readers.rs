@@ -30,11 +30,7 @@ fuzz_target!(|input: &[u8]| {
     let elems = [Scalar::F64, Scalar::F32, Scalar::I64, Scalar::I32, Scalar::Bool];
     let elem = elems[(sel as usize / 2) % elems.len()];
     let rank = (sel as usize / 10) % 4;
-    let shape = if sel >= 200 {
-        Shape::Tuple(vec![leaf(elem, rank), leaf(Scalar::F64, 0)])
-    } else {
-        leaf(elem, rank)
-    };
+    let shape = if sel >= 200 { Shape::Tuple(vec![leaf(elem, rank), leaf(Scalar::F64, 0)]) } else { leaf(elem, rank) };
     if let Ok(json) = data::parse_json_text(text) {
         if let Ok(v) = data::value_from_json(&json, &shape) {
             // What we print parses back to the same value.

@@ -261,7 +261,9 @@ impl Prepared {
             }
             Err(e) => return Err(e),
         };
-        let refused: Vec<String> = (0..functions.len()).filter_map(|k| compiled.entry_at(k)?.refused().map(|w| format!("the C backend cannot compile `{}`: {w}", functions[k].name))).collect();
+        let refused: Vec<String> = (0..functions.len())
+            .filter_map(|k| compiled.entry_at(k)?.refused().map(|w| format!("the C backend cannot compile `{}`: {w}", functions[k].name)))
+            .collect();
         let interp = if !refused.is_empty() && !explicit {
             for r in refused {
                 notes.push(format!("{r}; it runs on the interpreter instead"));
@@ -367,7 +369,11 @@ fn interruptible<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> PyRes
         (got, rx) = py.detach(move || (rx.recv_timeout(SIGNAL_POLL), rx));
         match got {
             Ok(v) => return Ok(v),
-            Err(RecvTimeoutError::Disconnected) => return Err(pyo3::exceptions::PyRuntimeError::new_err("internal error: the calling thread ended without a result (a bug in arden, please report it)")),
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(pyo3::exceptions::PyRuntimeError::new_err(
+                    "internal error: the calling thread ended without a result (a bug in arden, please report it)",
+                ));
+            }
             Err(RecvTimeoutError::Timeout) => {}
         }
         if let Err(e) = py.check_signals() {
@@ -437,7 +443,16 @@ impl NativeProgram {
     #[staticmethod]
     #[pyo3(signature = (source, name, path, backend, threads, opt_level, fast_math=false))]
     #[allow(clippy::too_many_arguments)]
-    fn build(py: Python<'_>, source: Option<String>, name: String, path: Option<String>, backend: Option<&str>, threads: Option<usize>, opt_level: u8, fast_math: bool) -> PyResult<NativeProgram> {
+    fn build(
+        py: Python<'_>,
+        source: Option<String>,
+        name: String,
+        path: Option<String>,
+        backend: Option<&str>,
+        threads: Option<usize>,
+        opt_level: u8,
+        fast_math: bool,
+    ) -> PyResult<NativeProgram> {
         let (backend, explicit, mut notes) = parse_backend(backend)?;
         if opt_level > 1 {
             return Err(PyValueError::new_err(format!("opt_level must be 0 or 1, not {opt_level}")));

@@ -131,10 +131,10 @@ impl<'a> Builder<'a> {
 
     /// `arr[idx...]` without a bounds check (the caller knows it is in range).
     pub fn index(&mut self, arr: Atom, idx: Vec<Atom>) -> Atom {
-        if let (Atom::Var(v), Some((_, rest))) = (arr, idx.split_first()) {
-            if let Some(val) = self.replicas.get(&v).copied() {
-                return if rest.is_empty() { val } else { self.index(val, rest.to_vec()) };
-            }
+        if let (Atom::Var(v), Some((_, rest))) = (arr, idx.split_first())
+            && let Some(val) = self.replicas.get(&v).copied()
+        {
+            return if rest.is_empty() { val } else { self.index(val, rest.to_vec()) };
         }
         let t = self.type_of(&arr);
         let ty = Type { elem: t.elem, shape: t.shape[idx.len().min(t.rank())..].to_vec() };

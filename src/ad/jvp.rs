@@ -5,21 +5,14 @@
 //! (or (value, tangent) pairs), and zero tangents are never materialised
 //! unless a construct needs a uniform shape (loop states, `if` branches).
 
-use super::build::{lit, Builder};
-use super::rules::prim_jvp;
 use super::AdError;
+use super::build::{Builder, lit};
+use super::rules::prim_jvp;
 use crate::ir::{Atom, Binder, Block, Expr, Lambda, Loc, LoopKind, Prim, ReduceOp, Scalar, Size, Stmt, Type, VarId};
 use rustc_hash::FxHashMap;
 
 /// Expand `binds = jvp lam primals tangents` into statements of `b`.
-pub(super) fn expand_jvp(
-    b: &mut Builder,
-    lam: &Lambda,
-    primals: &[Atom],
-    tangents: &[Atom],
-    binds: &[Binder],
-    loc: Option<&Loc>,
-) -> Result<(), AdError> {
+pub(super) fn expand_jvp(b: &mut Builder, lam: &Lambda, primals: &[Atom], tangents: &[Atom], binds: &[Binder], loc: Option<&Loc>) -> Result<(), AdError> {
     let mut t = Jvp { tan: FxHashMap::default() };
     for ((p, x), dx) in lam.params.iter().zip(primals).zip(tangents) {
         b.push(copy(p.clone(), *x));
@@ -108,11 +101,11 @@ impl Jvp {
     /// Emit `op(t)` as the tangent of the single binder of `s`.
     fn unary(&mut self, b: &mut Builder, s: &Stmt, t: Option<Atom>, mk: impl FnOnce(Atom) -> Expr) {
         b.push(s.clone());
-        if let Some(t) = t {
-            if s.binds[0].ty.elem.is_float() {
-                let tb = self.tangent_binder(b, &s.binds[0]);
-                b.push(Stmt { binds: vec![tb], expr: mk(t), loc: s.loc.clone() });
-            }
+        if let Some(t) = t
+            && s.binds[0].ty.elem.is_float()
+        {
+            let tb = self.tangent_binder(b, &s.binds[0]);
+            b.push(Stmt { binds: vec![tb], expr: mk(t), loc: s.loc.clone() });
         }
     }
 
@@ -396,10 +389,7 @@ pub(super) fn elementwise(b: &mut Builder, shape: &[Size], elem: Scalar, inputs:
     let ivar = b.fresh("e");
     let row = Type { elem, shape: shape[1..].to_vec() };
     b.begin();
-    let rows: Vec<Atom> = inputs
-        .iter()
-        .map(|a| b.emit(Expr::Index { arr: *a, idx: vec![Atom::Var(ivar)], checks: vec![None] }, row.clone(), "r"))
-        .collect();
+    let rows: Vec<Atom> = inputs.iter().map(|a| b.emit(Expr::Index { arr: *a, idx: vec![Atom::Var(ivar)], checks: vec![None] }, row.clone(), "r")).collect();
     let outs = elementwise(b, &shape[1..], elem, &rows, f);
     let stmts = b.end();
     let ty = Type { elem, shape: shape.to_vec() };

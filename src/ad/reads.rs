@@ -42,7 +42,7 @@
 //! when they cannot fail; a checked slice keeps its check, on an `[n][0]`
 //! array.
 
-use super::build::{lit, Builder};
+use super::build::{Builder, lit};
 use crate::ir::walk::{self, Copier};
 use crate::ir::{Atom, Binder, Block, Expr, LoopKind, Prim, ReduceOp, Scalar, Size, Stmt, Type, VarId};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -61,7 +61,17 @@ pub(super) fn normalize(b: &mut Builder, body: Block, hoist: bool) -> Block {
     let mut uses = FxHashMap::default();
     count_uses(&body, &mut uses);
     let nonneg = b.nonneg.clone();
-    let mut r = Reads { b, defs: FxHashMap::default(), nonneg, depth: 0, redirected: FxHashSet::default(), uses, ints: FxHashMap::default(), bounds: FxHashMap::default(), hoist };
+    let mut r = Reads {
+        b,
+        defs: FxHashMap::default(),
+        nonneg,
+        depth: 0,
+        redirected: FxHashSet::default(),
+        uses,
+        ints: FxHashMap::default(),
+        bounds: FxHashMap::default(),
+        hoist,
+    };
     let mut out = r.block(body);
     if !r.redirected.is_empty() {
         let (nonneg, redirected) = (r.nonneg, r.redirected);
@@ -85,7 +95,7 @@ fn thin_checked_slices(b: &mut Builder, body: &mut Block, candidates: &FxHashSet
                 if s.binds.len() == 1 && candidates.contains(&s.binds[0].var) && uses.get(&s.binds[0].var).copied().unwrap_or(0) == 0 =>
             {
                 let t = b.type_of(arr);
-                if t.elem == Scalar::F64 && t.shape.len() >= 1 {
+                if t.elem == Scalar::F64 && !t.shape.is_empty() {
                     b.begin();
                     let n = b.size(&t.shape[0]);
                     stmts.extend(b.end());
@@ -117,9 +127,7 @@ fn thin_checked_slices(b: &mut Builder, body: &mut Block, candidates: &FxHashSet
                 thin_checked_slices(b, then_b, candidates, uses);
                 thin_checked_slices(b, else_b, candidates, uses);
             }
-            Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => {
-                thin_checked_slices(b, &mut l.body, candidates, uses)
-            }
+            Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => thin_checked_slices(b, &mut l.body, candidates, uses),
             _ => {}
         }
         stmts.push(s);
@@ -234,10 +242,10 @@ impl Reads<'_, '_> {
     }
 
     fn record(&mut self, s: &Stmt) {
-        if let (Expr::Prim(Prim::Add | Prim::Sub | Prim::Mul, _), [x]) = (&s.expr, s.binds.as_slice()) {
-            if x.ty == Type::scalar(Scalar::I64) {
-                self.ints.insert(x.var, s.expr.clone());
-            }
+        if let (Expr::Prim(Prim::Add | Prim::Sub | Prim::Mul, _), [x]) = (&s.expr, s.binds.as_slice())
+            && x.ty == Type::scalar(Scalar::I64)
+        {
+            self.ints.insert(x.var, s.expr.clone());
         }
         let keep = matches!(
             s.expr,

@@ -5,8 +5,8 @@
 //! `relu` have derivative 0 at 0, comparisons and integer operations have no
 //! tangent.
 
-use super::build::{lit, Builder};
 use super::AdError;
+use super::build::{Builder, lit};
 use crate::ir::{Atom, Prim, Scalar};
 
 /// Tangent of `y = op(args)` given the operand tangents (`None` = zero).
@@ -131,10 +131,7 @@ pub fn prim_jvp(b: &mut Builder, op: Prim, args: &[Atom], y: Atom, dargs: &[Opti
             r.scale(d(0), tg)
         }
         Trigamma => {
-            return Err(AdError {
-                message: "the derivative of `lgamma` can be taken at most twice (no tetragamma function)".into(),
-                loc: None,
-            });
+            return Err(AdError { message: "the derivative of `lgamma` can be taken at most twice (no tetragamma function)".into(), loc: None });
         }
         // d erf = 2/sqrt(pi) exp(-x^2) dx
         Erf => {

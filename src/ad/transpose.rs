@@ -28,8 +28,8 @@
 //! `for`, `loop` and `if` are transposed structurally by `ad/vjp/` (their
 //! bodies through this table); see docs/ARCHITECTURE.md.
 
-use super::build::{lit, Builder};
 use super::AdError;
+use super::build::{Builder, lit};
 use crate::ir::{Atom, Block, Expr, Prim, ReduceOp, Scalar, Stmt, Type};
 
 /// Where transposed statements put their contributions.

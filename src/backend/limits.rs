@@ -118,7 +118,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     };
     let x: f64 = num.parse().map_err(|_| format!("`{text}` is not a memory size (e.g. 512M, 4G, 1000000)"))?;
     let bytes = x * mult as f64;
-    if !(bytes >= 1.0 && bytes < 1.8e19) {
+    if !(1.0..1.8e19).contains(&bytes) {
         return Err(format!("memory size `{text}` is out of range"));
     }
     Ok(bytes as u64)

@@ -159,13 +159,8 @@ fn gmm(function: &str, input: &Json) -> Result<Prepared, String> {
     let l = j::f64_array(field(input, "l")?, 2, "l")?;
     let x = j::f64_array(field(input, "x")?, 2, "x")?;
     let (d, k, n) = (d as usize, k as usize, n as usize);
-    let expect = [
-        ("alpha", &alpha, vec![k]),
-        ("mu", &mu, vec![k, d]),
-        ("q", &q, vec![k, d]),
-        ("l", &l, vec![k, d * d.saturating_sub(1) / 2]),
-        ("x", &x, vec![n, d]),
-    ];
+    let expect =
+        [("alpha", &alpha, vec![k]), ("mu", &mu, vec![k, d]), ("q", &q, vec![k, d]), ("l", &l, vec![k, d * d.saturating_sub(1) / 2]), ("x", &x, vec![n, d])];
     for (name, v, want) in expect {
         // An empty list of rows has no row length to compare.
         let got = v.shape();
@@ -276,10 +271,7 @@ fn ht(function: &str, input: &Json) -> Result<Prepared, String> {
     if bones > 22 {
         return Err(format!("the model has {bones} bones; theta poses at most 22"));
     }
-    for (name, v, want) in [
-        ("base_relatives", &base_relatives, vec![bones, 4, 4]),
-        ("inverse_base_absolutes", &inverse_base_absolutes, vec![bones, 4, 4]),
-    ] {
+    for (name, v, want) in [("base_relatives", &base_relatives, vec![bones, 4, 4]), ("inverse_base_absolutes", &inverse_base_absolutes, vec![bones, 4, 4])] {
         if v.shape() != want {
             return Err(format!("`{name}` has shape {:?}, but {bones} bones need {want:?}", v.shape()));
         }

@@ -57,14 +57,7 @@ fn regular<'a>(j: &'a Json, rank: usize, what: &str) -> Result<(Vec<usize>, Vec<
     Ok((shape.into_iter().map(|d| d.unwrap_or(0)).collect(), leaves))
 }
 
-fn walk<'a>(
-    j: &'a Json,
-    depth: usize,
-    rank: usize,
-    shape: &mut [Option<usize>],
-    leaves: &mut Vec<&'a Json>,
-    what: &str,
-) -> Result<(), String> {
+fn walk<'a>(j: &'a Json, depth: usize, rank: usize, shape: &mut [Option<usize>], leaves: &mut Vec<&'a Json>, what: &str) -> Result<(), String> {
     if depth == rank {
         if j.is_array() {
             return Err(format!("`{what}` must be a list nested {rank} deep, but it is nested deeper"));
@@ -73,18 +66,12 @@ fn walk<'a>(
         return Ok(());
     }
     let Json::Array(items) = j else {
-        return Err(format!(
-            "`{what}` must be a list nested {rank} deep, but found {} at depth {depth}",
-            kind(j)
-        ));
+        return Err(format!("`{what}` must be a list nested {rank} deep, but found {} at depth {depth}", kind(j)));
     };
     match shape[depth] {
         None => shape[depth] = Some(items.len()),
         Some(n) if n != items.len() => {
-            return Err(format!(
-                "`{what}` is not a regular array: lists at depth {depth} have lengths {n} and {}",
-                items.len()
-            ));
+            return Err(format!("`{what}` is not a regular array: lists at depth {depth} have lengths {n} and {}", items.len()));
         }
         _ => {}
     }

@@ -140,9 +140,8 @@ impl Session {
                 }
             }
         };
-        serde_json::to_string(&response).unwrap_or_else(|e| {
-            serde_json::to_string(&failure(Json::Null, format!("internal error: cannot write the response: {e}"))).unwrap()
-        })
+        serde_json::to_string(&response)
+            .unwrap_or_else(|e| serde_json::to_string(&failure(Json::Null, format!("internal error: cannot write the response: {e}"))).unwrap())
     }
 
     fn dispatch(&mut self, msg: &Json) -> Json {
@@ -173,8 +172,7 @@ impl Session {
             },
             "evaluate" => match self.evaluate(obj) {
                 Ok((output, timings)) => {
-                    let timings: Vec<Json> =
-                        timings.into_iter().map(|t| json!({"name": "evaluate", "nanoseconds": nanos(t)})).collect();
+                    let timings: Vec<Json> = timings.into_iter().map(|t| json!({"name": "evaluate", "nanoseconds": nanos(t)})).collect();
                     json!({"id": id, "success": true, "output": output, "timings": timings})
                 }
                 Err(e) => failure(id, e),
@@ -221,10 +219,7 @@ impl Session {
         self.define(module)?;
         let m = &self.modules[module];
         if !m.eval.functions.contains(&function) {
-            return Err(format!(
-                "module `{module}` has no function `{function}`; its functions are {}",
-                m.eval.functions.join(", ")
-            ));
+            return Err(format!("module `{module}` has no function `{function}`; its functions are {}", m.eval.functions.join(", ")));
         }
         let (min_runs, min_seconds) = runs(input)?;
         let prepared = (m.eval.prepare)(function, input).map_err(|e| format!("invalid input: {e}"))?;

@@ -183,7 +183,13 @@ fn unfuse_block(b: &mut Block, names: &mut Vec<String>) {
 fn has_blocks(e: &Expr) -> bool {
     matches!(
         e,
-        Expr::For { .. } | Expr::Loop { .. } | Expr::If { .. } | Expr::Jvp { .. } | Expr::Vjp { .. } | Expr::Reduce { op: ReduceOp::Lambda(_), .. } | Expr::Scan { op: ReduceOp::Lambda(_), .. }
+        Expr::For { .. }
+            | Expr::Loop { .. }
+            | Expr::If { .. }
+            | Expr::Jvp { .. }
+            | Expr::Vjp { .. }
+            | Expr::Reduce { op: ReduceOp::Lambda(_), .. }
+            | Expr::Scan { op: ReduceOp::Lambda(_), .. }
     )
 }
 

@@ -13,11 +13,11 @@
 //! - Every index that `lower` could not prove in bounds carries a `Check`
 //!   with the source location to report; proven ones carry `None`.
 
-pub mod size;
+pub mod accumulate;
 pub mod print;
+pub mod size;
 pub mod verify;
 pub mod walk;
-pub mod accumulate;
 
 pub use size::{Size, SizeAtom, SizeError};
 
@@ -227,11 +227,24 @@ pub enum Expr {
     Prim(Prim, Vec<Atom>),
     /// `arr[i0, i1, ...]` with as many indices as given (a prefix of the
     /// axes); `checks[k]` is `Some` when index k must be checked at run time.
-    Index { arr: Atom, idx: Vec<Atom>, checks: Vec<Check> },
+    Index {
+        arr: Atom,
+        idx: Vec<Atom>,
+        checks: Vec<Check>,
+    },
     /// `arr[lo:hi]` on the outer axis; checked (0 <= lo <= hi <= n) when `check` is `Some`.
-    Slice { arr: Atom, lo: Atom, hi: Atom, check: Check },
+    Slice {
+        arr: Atom,
+        lo: Atom,
+        hi: Atom,
+        check: Check,
+    },
     /// Parallel build: one array per body result, of shape `[size] ++ result shape`.
-    For { ivar: VarId, size: Size, body: Block },
+    For {
+        ivar: VarId,
+        size: Size,
+        body: Block,
+    },
     /// Parallel `for` with accumulator results: like `For`, but the body
     /// results `k` with `acc[k]` are added up over the iterations (from
     /// zero, in index order) instead of stacked: such a result has the body
@@ -239,54 +252,115 @@ pub enum Expr {
     /// without materialising `x` (reverse mode's whole-array cotangents of
     /// a parallel loop, one per iteration). Built by `ir::accumulate` after
     /// differentiation; transforms before it never see it.
-    ForAcc { ivar: VarId, size: Size, body: Block, acc: Vec<bool> },
+    ForAcc {
+        ivar: VarId,
+        size: Size,
+        body: Block,
+        acc: Vec<bool>,
+    },
     /// Reduction over the outer axis of each array; `ne` holds one neutral
     /// element per array. Elementwise for built-in ops on rank > 1.
-    Reduce { op: ReduceOp, ne: Vec<Atom>, arrs: Vec<Atom> },
+    Reduce {
+        op: ReduceOp,
+        ne: Vec<Atom>,
+        arrs: Vec<Atom>,
+    },
     /// Inclusive prefix scan, same operands as `Reduce`.
-    Scan { op: ReduceOp, ne: Vec<Atom>, arrs: Vec<Atom> },
+    Scan {
+        op: ReduceOp,
+        ne: Vec<Atom>,
+        arrs: Vec<Atom>,
+    },
     /// index of the first maximum (`max == true`) or minimum of a 1-d array; error when empty
-    ArgExt { max: bool, arr: Atom },
+    ArgExt {
+        max: bool,
+        arr: Atom,
+    },
     /// sequential loop; `params` start as `init` and become the body's results
-    Loop { params: Vec<Binder>, init: Vec<Atom>, kind: LoopKind, body: Block },
-    If { cond: Atom, then_b: Block, else_b: Block },
+    Loop {
+        params: Vec<Binder>,
+        init: Vec<Atom>,
+        kind: LoopKind,
+        body: Block,
+    },
+    If {
+        cond: Atom,
+        then_b: Block,
+        else_b: Block,
+    },
     /// copy of `dest` with `vals[j]` added at `idxs[j]` (outer axis); out of range is an error at `loc`
-    ScatterAdd { dest: Atom, idxs: Atom, vals: Atom, loc: Loc },
+    ScatterAdd {
+        dest: Atom,
+        idxs: Atom,
+        vals: Atom,
+        loc: Loc,
+    },
     /// copy of `arr` with row `idx` (outer axis) replaced by `val`; out of
     /// range is an error at `loc`. Built by reverse mode to save loop
     /// states; the C backend writes in place when `arr` is not used again.
-    Update { arr: Atom, idx: Atom, val: Atom, loc: Loc },
+    Update {
+        arr: Atom,
+        idx: Atom,
+        val: Atom,
+        loc: Loc,
+    },
     /// `[0, 1, ..., n-1]` (result type gives the size symbolically)
-    Iota { n: Atom },
+    Iota {
+        n: Atom,
+    },
     /// `n` copies of `val` (scalar or array)
-    Replicate { n: Atom, val: Atom },
+    Replicate {
+        n: Atom,
+        val: Atom,
+    },
     /// array literal of scalars or equally shaped arrays
     ArrayLit(Vec<Atom>),
     Concat(Atom, Atom),
     Transpose(Atom),
     Flatten(Atom),
     /// `[n*m]t -> [n][m]t`
-    Unflatten { arr: Atom, n: Atom, m: Atom },
+    Unflatten {
+        arr: Atom,
+        n: Atom,
+        m: Atom,
+    },
     Reverse(Atom),
     /// rotate left by `k` (negative rotates right)
-    Rotate { k: Atom, arr: Atom },
+    Rotate {
+        k: Atom,
+        arr: Atom,
+    },
     /// the same array at the binder's type; its shape is checked at run time
-    Coerce { arr: Atom, loc: Loc },
+    Coerce {
+        arr: Atom,
+        loc: Loc,
+    },
     /// stop the call with an error (e.g. a size that is negative)
-    Fail { msg: String, loc: Loc },
+    Fail {
+        msg: String,
+        loc: Loc,
+    },
     /// the operand unchanged; its derivative is zero (`stop_gradient`)
     StopGradient(Atom),
     /// Forward-mode derivative, expanded by the `ad` stage: binds the
     /// results of `lam` applied to `primals`, then their tangents along
     /// `tangents` (one per parameter). `lam` may read variables in scope,
     /// which count as constants.
-    Jvp { lam: Lambda, primals: Vec<Atom>, tangents: Vec<Atom> },
+    Jvp {
+        lam: Lambda,
+        primals: Vec<Atom>,
+        tangents: Vec<Atom>,
+    },
     /// Reverse-mode derivative, expanded by the `ad` stage: binds the
     /// results of `lam` applied to `primals`, then the cotangent of each
     /// parameter given `cotangents` (one per result; zero for integer
     /// parameters). `lam` may read variables in scope, which count as
     /// constants.
-    Vjp { lam: Lambda, primals: Vec<Atom>, cotangents: Vec<Atom> },
+    Vjp {
+        lam: Lambda,
+        primals: Vec<Atom>,
+        cotangents: Vec<Atom>,
+    },
 }
 
 #[derive(Clone, PartialEq, Debug)]

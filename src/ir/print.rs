@@ -20,10 +20,7 @@
 //! and as operands alike. Each block level indents by two spaces. Source
 //! locations are not printed (they would make snapshots path-dependent).
 
-use super::{
-    Atom, Binder, Block, Expr, Function, Lambda, Lit, LoopKind, Module, Prim, ReduceOp, Size, Stmt,
-    Type, VarId,
-};
+use super::{Atom, Binder, Block, Expr, Function, Lambda, Lit, LoopKind, Module, Prim, ReduceOp, Size, Stmt, Type, VarId};
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -40,12 +37,7 @@ pub fn print_function(f: &Function) -> String {
     for b in &f.params {
         let _ = write!(out, " ({})", p.binder(b));
     }
-    let results: Vec<String> = f
-        .result_shape
-        .leaves()
-        .into_iter()
-        .map(|t| p.ty(t))
-        .collect();
+    let results: Vec<String> = f.result_shape.leaves().into_iter().map(|t| p.ty(t)).collect();
     if results.len() == 1 {
         let _ = writeln!(out, " : {} =", results[0]);
     } else {
@@ -57,11 +49,7 @@ pub fn print_function(f: &Function) -> String {
 
 /// Print every function of a module, separated by blank lines.
 pub fn print_module(m: &Module) -> String {
-    m.functions
-        .iter()
-        .map(print_function)
-        .collect::<Vec<_>>()
-        .join("\n")
+    m.functions.iter().map(print_function).collect::<Vec<_>>().join("\n")
 }
 
 /// Print one statement of `f` (as it would appear at block level 0, without
@@ -165,14 +153,7 @@ fn indent(level: usize, out: &mut String) {
 
 impl<'a> Printer<'a> {
     fn new(f: &'a Function) -> Printer<'a> {
-        Printer {
-            f,
-            size_names: f
-                .size_params
-                .iter()
-                .map(|(n, v)| (*v, n.as_str()))
-                .collect(),
-        }
+        Printer { f, size_names: f.size_params.iter().map(|(n, v)| (*v, n.as_str())).collect() }
     }
 
     fn var(&self, v: VarId) -> String {
@@ -190,19 +171,12 @@ impl<'a> Printer<'a> {
     }
 
     fn atoms(&self, xs: &[Atom]) -> String {
-        xs.iter()
-            .map(|a| self.atom(a))
-            .collect::<Vec<_>>()
-            .join(", ")
+        xs.iter().map(|a| self.atom(a)).collect::<Vec<_>>().join(", ")
     }
 
     /// One atom bare, otherwise a parenthesised list.
     fn atom_group(&self, xs: &[Atom]) -> String {
-        if xs.len() == 1 {
-            self.atom(&xs[0])
-        } else {
-            format!("({})", self.atoms(xs))
-        }
+        if xs.len() == 1 { self.atom(&xs[0]) } else { format!("({})", self.atoms(xs)) }
     }
 
     fn size(&self, s: &Size) -> String {
@@ -223,10 +197,7 @@ impl<'a> Printer<'a> {
     }
 
     fn binders(&self, bs: &[Binder]) -> String {
-        bs.iter()
-            .map(|b| self.binder(b))
-            .collect::<Vec<_>>()
-            .join(", ")
+        bs.iter().map(|b| self.binder(b)).collect::<Vec<_>>().join(", ")
     }
 
     /// The statements of a block at `level`, then `in results`.
@@ -305,14 +276,7 @@ impl<'a> Printer<'a> {
             }
             Expr::Slice { arr, lo, hi, check } => {
                 let bang = if check.is_some() { "!" } else { "" };
-                let _ = write!(
-                    out,
-                    "slice{} {}[{}:{}]",
-                    bang,
-                    self.atom(arr),
-                    self.atom(lo),
-                    self.atom(hi)
-                );
+                let _ = write!(out, "slice{} {}[{}:{}]", bang, self.atom(arr), self.atom(lo), self.atom(hi));
             }
             Expr::For { ivar, size, body } => {
                 let _ = write!(out, "for {} < {} ", self.var(*ivar), self.size(size));
@@ -325,28 +289,14 @@ impl<'a> Printer<'a> {
                 self.braced(body, level, out);
             }
             Expr::Reduce { op, ne, arrs } | Expr::Scan { op, ne, arrs } => {
-                out.push_str(if matches!(e, Expr::Reduce { .. }) {
-                    "reduce "
-                } else {
-                    "scan "
-                });
+                out.push_str(if matches!(e, Expr::Reduce { .. }) { "reduce " } else { "scan " });
                 self.reduce_op(op, level, out);
                 let _ = write!(out, " ({}) {}", self.atoms(ne), self.atom_group(arrs));
             }
             Expr::ArgExt { max, arr } => {
-                let _ = write!(
-                    out,
-                    "{} {}",
-                    if *max { "argmax" } else { "argmin" },
-                    self.atom(arr)
-                );
+                let _ = write!(out, "{} {}", if *max { "argmax" } else { "argmin" }, self.atom(arr));
             }
-            Expr::Loop {
-                params,
-                init,
-                kind,
-                body,
-            } => {
+            Expr::Loop { params, init, kind, body } => {
                 // Malformed IR may have counts that differ: show what is there.
                 let ps: Vec<String> = (0..params.len().max(init.len()))
                     .map(|k| {
@@ -370,11 +320,7 @@ impl<'a> Printer<'a> {
                     }
                 }
             }
-            Expr::If {
-                cond,
-                then_b,
-                else_b,
-            } => {
+            Expr::If { cond, then_b, else_b } => {
                 let _ = write!(out, "if {} then ", self.atom(cond));
                 self.braced(then_b, level, out);
                 out.push_str(" else ");
@@ -383,16 +329,8 @@ impl<'a> Printer<'a> {
             Expr::Update { arr, idx, val, .. } => {
                 let _ = write!(out, "update {}[{}] = {}", self.atom(arr), self.atom(idx), self.atom(val));
             }
-            Expr::ScatterAdd {
-                dest, idxs, vals, ..
-            } => {
-                let _ = write!(
-                    out,
-                    "scatter_add {} {} {}",
-                    self.atom(dest),
-                    self.atom(idxs),
-                    self.atom(vals)
-                );
+            Expr::ScatterAdd { dest, idxs, vals, .. } => {
+                let _ = write!(out, "scatter_add {} {} {}", self.atom(dest), self.atom(idxs), self.atom(vals));
             }
             Expr::Iota { n } => {
                 let _ = write!(out, "iota {}", self.atom(n));
@@ -413,13 +351,7 @@ impl<'a> Printer<'a> {
                 let _ = write!(out, "flatten {}", self.atom(a));
             }
             Expr::Unflatten { arr, n, m } => {
-                let _ = write!(
-                    out,
-                    "unflatten {} {} {}",
-                    self.atom(n),
-                    self.atom(m),
-                    self.atom(arr)
-                );
+                let _ = write!(out, "unflatten {} {} {}", self.atom(n), self.atom(m), self.atom(arr));
             }
             Expr::Reverse(a) => {
                 let _ = write!(out, "reverse {}", self.atom(a));
@@ -554,14 +486,9 @@ entry shapes [n] (a_1: [n][3]f64) (k_2: i64) : ([n][3]f64, f32, i32, bool) =
 
     #[test]
     fn module_separates_functions_and_is_stable() {
-        let m = Module {
-            functions: vec![dot(), outer()],
-        };
+        let m = Module { functions: vec![dot(), outer()] };
         let text = print_module(&m);
-        assert_eq!(
-            text,
-            format!("{}\n{}", print_function(&dot()), print_function(&outer()))
-        );
+        assert_eq!(text, format!("{}\n{}", print_function(&dot()), print_function(&outer())));
         assert!(text.contains("  in s_8\n\nentry outer"));
         assert_eq!(text, print_module(&m.clone()));
         assert_eq!(print_module(&Module::default()), "");
@@ -580,19 +507,8 @@ entry shapes [n] (a_1: [n][3]f64) (k_2: i64) : ([n][3]f64, f32, i32, bool) =
         f.body.stmts.truncate(0);
         f.body.result = vec![];
         f.result_shape = crate::ir::Shape::Tuple(vec![]);
-        f.body.stmts.push(st(
-            vec![],
-            Expr::Fail {
-                msg: "x".into(),
-                loc: loc(),
-            },
-        ));
-        f.body
-            .stmts
-            .push(let1(VarId(5), f64t(), Expr::Atom(Atom::Lit(Lit::F64(2.0)))));
-        assert_eq!(
-            print_function(&f),
-            "entry dot [n] (a_1: [n]f64) (b_2: [n]f64) : () =\n  let () = fail \"x\"\n  let v5: f64 = 2.0\n  in ()\n"
-        );
+        f.body.stmts.push(st(vec![], Expr::Fail { msg: "x".into(), loc: loc() }));
+        f.body.stmts.push(let1(VarId(5), f64t(), Expr::Atom(Atom::Lit(Lit::F64(2.0)))));
+        assert_eq!(print_function(&f), "entry dot [n] (a_1: [n]f64) (b_2: [n]f64) : () =\n  let () = fail \"x\"\n  let v5: f64 = 2.0\n  in ()\n");
     }
 }

@@ -30,10 +30,9 @@ impl fmt::Display for SizeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SizeError::Overflow => write!(f, "size arithmetic overflows i64"),
-            SizeError::TooLarge => write!(
-                f,
-                "size expression too large: more than {MAX_SIZE_TERMS} terms or a term of degree above {MAX_SIZE_DEGREE} once multiplied out"
-            ),
+            SizeError::TooLarge => {
+                write!(f, "size expression too large: more than {MAX_SIZE_TERMS} terms or a term of degree above {MAX_SIZE_DEGREE} once multiplied out")
+            }
         }
     }
 }

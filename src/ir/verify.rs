@@ -5,10 +5,7 @@
 //! as normal forms (`Size` equality), never evaluated.
 
 use super::print::{prim_name, print_atom, print_size, print_stmt, print_type};
-use super::{
-    Atom, Binder, Block, Expr, Function, Lambda, LoopKind, Module, Prim, ReduceOp, Scalar, Size,
-    Stmt, Type, VarId,
-};
+use super::{Atom, Binder, Block, Expr, Function, Lambda, LoopKind, Module, Prim, ReduceOp, Scalar, Size, Stmt, Type, VarId};
 use std::collections::{HashMap, HashSet};
 
 /// Verify every function of a module; stops at the first error.
@@ -16,10 +13,7 @@ pub fn verify_module(m: &Module) -> Result<(), String> {
     let mut names = HashSet::new();
     for f in &m.functions {
         if !names.insert(f.name.as_str()) {
-            return Err(format!(
-                "IR verification failed: two functions are named `{}`",
-                f.name
-            ));
+            return Err(format!("IR verification failed: two functions are named `{}`", f.name));
         }
         verify_function(f)?;
     }
@@ -28,13 +22,7 @@ pub fn verify_module(m: &Module) -> Result<(), String> {
 
 /// Verify one function.
 pub fn verify_function(f: &Function) -> Result<(), String> {
-    let mut v = Verifier {
-        f,
-        env: HashMap::new(),
-        in_scope: HashSet::new(),
-        frames: vec![vec![]],
-        bound: HashSet::new(),
-    };
+    let mut v = Verifier { f, env: HashMap::new(), in_scope: HashSet::new(), frames: vec![vec![]], bound: HashSet::new() };
     v.function().map_err(|e| {
         let mut s = format!("IR verification failed in function `{}`: {}", f.name, e.msg);
         if let Some(stmt) = e.stmt {
@@ -63,10 +51,7 @@ struct VErr {
 type R<T> = Result<T, VErr>;
 
 fn err<T>(msg: impl Into<String>) -> R<T> {
-    Err(VErr {
-        msg: msg.into(),
-        stmt: None,
-    })
+    Err(VErr { msg: msg.into(), stmt: None })
 }
 
 struct Verifier<'a> {
@@ -93,10 +78,7 @@ impl Verifier<'_> {
         print_atom(self.f, a)
     }
     fn tys(&self, ts: &[Type]) -> String {
-        format!(
-            "({})",
-            ts.iter().map(|t| self.tn(t)).collect::<Vec<_>>().join(", ")
-        )
+        format!("({})", ts.iter().map(|t| self.tn(t)).collect::<Vec<_>>().join(", "))
     }
 
     // ---- scopes -------------------------------------------------------------
@@ -122,18 +104,11 @@ impl Verifier<'_> {
     fn check_size(&self, s: &Size, what: &str) -> R<()> {
         for v in s.vars() {
             if !self.in_scope.contains(&v) {
-                return err(format!(
-                    "{what} mentions {} in a size, which is not in scope there",
-                    self.vn(v)
-                ));
+                return err(format!("{what} mentions {} in a size, which is not in scope there", self.vn(v)));
             }
             let t = &self.env[&v];
             if *t != Type::scalar(Scalar::I64) {
-                return err(format!(
-                    "{what} uses {} as a size, but it has type {}, not i64",
-                    self.vn(v),
-                    self.tn(t)
-                ));
+                return err(format!("{what} uses {} as a size, but it has type {}, not i64", self.vn(v), self.tn(t)));
             }
         }
         Ok(())
@@ -142,10 +117,7 @@ impl Verifier<'_> {
     /// Bind a variable in the innermost block.
     fn bind_var(&mut self, v: VarId, ty: Type) -> R<()> {
         if !self.bound.insert(v) {
-            return err(format!(
-                "{} is bound more than once in the function",
-                self.vn(v)
-            ));
+            return err(format!("{} is bound more than once in the function", self.vn(v)));
         }
         self.env.insert(v, ty);
         self.in_scope.insert(v);
@@ -167,15 +139,9 @@ impl Verifier<'_> {
                 if self.in_scope.contains(v) {
                     Ok(self.env[v].clone())
                 } else if self.env.contains_key(v) {
-                    err(format!(
-                        "{} is used outside the block that binds it",
-                        self.vn(*v)
-                    ))
+                    err(format!("{} is used outside the block that binds it", self.vn(*v)))
                 } else {
-                    err(format!(
-                        "{} is used but not bound before this point",
-                        self.vn(*v)
-                    ))
+                    err(format!("{} is used but not bound before this point", self.vn(*v)))
                 }
             }
         }
@@ -185,12 +151,7 @@ impl Verifier<'_> {
     fn scalar_of(&self, a: &Atom, s: Scalar, what: &str) -> R<()> {
         let t = self.atom(a)?;
         if t != Type::scalar(s) {
-            return err(format!(
-                "{what} `{}` must be an {} scalar, but has type {}",
-                self.an(a),
-                s.name(),
-                self.tn(&t)
-            ));
+            return err(format!("{what} `{}` must be an {} scalar, but has type {}", self.an(a), s.name(), self.tn(&t)));
         }
         Ok(())
     }
@@ -199,11 +160,7 @@ impl Verifier<'_> {
     fn array(&self, a: &Atom, min_rank: usize, what: &str) -> R<Type> {
         let t = self.atom(a)?;
         if t.rank() < min_rank {
-            return err(format!(
-                "{what} `{}` must be an array of rank at least {min_rank}, but has type {}",
-                self.an(a),
-                self.tn(&t)
-            ));
+            return err(format!("{what} `{}` must be an array of rank at least {min_rank}, but has type {}", self.an(a), self.tn(&t)));
         }
         Ok(t)
     }
@@ -228,10 +185,7 @@ impl Verifier<'_> {
         }
         let leaves: usize = f.param_shapes.iter().map(|(_, s)| s.leaves().len()).sum();
         if leaves != f.params.len() {
-            return err(format!(
-                "`param_shapes` have {leaves} leaves but the function has {} flat parameters",
-                f.params.len()
-            ));
+            return err(format!("`param_shapes` have {leaves} leaves but the function has {} flat parameters", f.params.len()));
         }
         let mut k = 0;
         for (name, shape) in &f.param_shapes {
@@ -251,11 +205,7 @@ impl Verifier<'_> {
         let got = self.block(&f.body)?;
         let want: Vec<Type> = f.result_shape.leaves().into_iter().cloned().collect();
         if got != want {
-            return err(format!(
-                "the body returns {} but `result_shape` says {}",
-                self.tys(&got),
-                self.tys(&want)
-            ));
+            return err(format!("the body returns {} but `result_shape` says {}", self.tys(&got), self.tys(&want)));
         }
         Ok(())
     }
@@ -271,15 +221,7 @@ impl Verifier<'_> {
                 e
             })?;
         }
-        b.result
-            .iter()
-            .map(|a| {
-                self.atom(a).map_err(|e| VErr {
-                    msg: format!("in a block result: {}", e.msg),
-                    stmt: None,
-                })
-            })
-            .collect()
+        b.result.iter().map(|a| self.atom(a).map_err(|e| VErr { msg: format!("in a block result: {}", e.msg), stmt: None })).collect()
     }
 
     /// Open a scope, bind `pre`, check `b`, close the scope.
@@ -312,20 +254,11 @@ impl Verifier<'_> {
 
     fn check_binders(&self, binds: &[Binder], want: &[Type], what: &str) -> R<()> {
         if binds.len() != want.len() {
-            return err(format!(
-                "`{what}` produces {} value(s) but the statement binds {}",
-                want.len(),
-                binds.len()
-            ));
+            return err(format!("`{what}` produces {} value(s) but the statement binds {}", want.len(), binds.len()));
         }
         for (b, t) in binds.iter().zip(want) {
             if b.ty != *t {
-                return err(format!(
-                    "binder {} has type {} but `{what}` produces {}",
-                    self.vn(b.var),
-                    self.tn(&b.ty),
-                    self.tn(t)
-                ));
+                return err(format!("binder {} has type {} but `{what}` produces {}", self.vn(b.var), self.tn(&b.ty), self.tn(t)));
             }
         }
         Ok(())
@@ -333,10 +266,7 @@ impl Verifier<'_> {
 
     fn one<'b>(&self, binds: &'b [Binder], what: &str) -> R<&'b Type> {
         if binds.len() != 1 {
-            return err(format!(
-                "`{what}` produces one value but the statement binds {}",
-                binds.len()
-            ));
+            return err(format!("`{what}` produces one value but the statement binds {}", binds.len()));
         }
         Ok(&binds[0].ty)
     }
@@ -353,29 +283,15 @@ impl Verifier<'_> {
             Expr::Index { arr, idx, checks } => {
                 let t = self.atom(arr)?;
                 if idx.len() > t.rank() {
-                    return err(format!(
-                        "{} indexes into `{}` of rank {} (type {})",
-                        idx.len(),
-                        self.an(arr),
-                        t.rank(),
-                        self.tn(&t)
-                    ));
+                    return err(format!("{} indexes into `{}` of rank {} (type {})", idx.len(), self.an(arr), t.rank(), self.tn(&t)));
                 }
                 if checks.len() != idx.len() {
-                    return err(format!(
-                        "`index` has {} indexes but {} checks",
-                        idx.len(),
-                        checks.len()
-                    ));
+                    return err(format!("`index` has {} indexes but {} checks", idx.len(), checks.len()));
                 }
                 for i in idx {
                     let it = self.atom(i)?;
                     if !(it.rank() == 0 && it.elem.is_int()) {
-                        return err(format!(
-                            "index `{}` must be an i64 or i32 scalar, but has type {}",
-                            self.an(i),
-                            self.tn(&it)
-                        ));
+                        return err(format!("index `{}` must be an i64 or i32 scalar, but has type {}", self.an(i), self.tn(&it)));
                     }
                 }
                 Exactly(vec![Type::array(t.elem, t.shape[idx.len()..].to_vec())])
@@ -405,20 +321,12 @@ impl Verifier<'_> {
                 })();
                 self.pop();
                 let res = r?;
-                Exactly(
-                    res.into_iter()
-                        .map(|t| Type::array(t.elem, [vec![size.clone()], t.shape].concat()))
-                        .collect(),
-                )
+                Exactly(res.into_iter().map(|t| Type::array(t.elem, [vec![size.clone()], t.shape].concat())).collect())
             }
             Expr::ForAcc { ivar, size, body, acc } => {
                 self.check_size(size, "the size of `for`")?;
                 if acc.len() != body.result.len() {
-                    return err(format!(
-                        "`for` with accumulators marks {} result(s) but its body returns {}",
-                        acc.len(),
-                        body.result.len()
-                    ));
+                    return err(format!("`for` with accumulators marks {} result(s) but its body returns {}", acc.len(), body.result.len()));
                 }
                 self.push();
                 let r = (|| {
@@ -445,11 +353,7 @@ impl Verifier<'_> {
                     return err(format!("`{name}` has no arrays"));
                 }
                 if ne.len() != arrs.len() {
-                    return err(format!(
-                        "`{name}` has {} neutral elements for {} arrays",
-                        ne.len(),
-                        arrs.len()
-                    ));
+                    return err(format!("`{name}` has {} neutral elements for {} arrays", ne.len(), arrs.len()));
                 }
                 let mut ats = vec![];
                 for a in arrs {
@@ -472,12 +376,7 @@ impl Verifier<'_> {
                         for (n, r) in ne.iter().zip(&rows) {
                             let t = self.atom(n)?;
                             if t != *r {
-                                return err(format!(
-                                    "neutral element `{}` has type {} but the elements have type {}",
-                                    self.an(n),
-                                    self.tn(&t),
-                                    self.tn(r)
-                                ));
+                                return err(format!("neutral element `{}` has type {} but the elements have type {}", self.an(n), self.tn(&t), self.tn(r)));
                             }
                         }
                         self.lambda(l, &rows, name)?;
@@ -485,11 +384,7 @@ impl Verifier<'_> {
                     _ => {
                         for ((n, r), a) in ne.iter().zip(&rows).zip(arrs) {
                             if r.elem == Scalar::Bool {
-                                return err(format!(
-                                    "a built-in `{name}` needs a numeric array, but `{}` has type {}",
-                                    self.an(a),
-                                    self.tn(&ats[0])
-                                ));
+                                return err(format!("a built-in `{name}` needs a numeric array, but `{}` has type {}", self.an(a), self.tn(&ats[0])));
                             }
                             self.scalar_of(n, r.elem, "the neutral element")?;
                         }
@@ -500,26 +395,13 @@ impl Verifier<'_> {
             Expr::ArgExt { arr, .. } => {
                 let t = self.atom(arr)?;
                 if t.rank() != 1 || t.elem == Scalar::Bool {
-                    return err(format!(
-                        "`{name}` needs a 1-d numeric array, but `{}` has type {}",
-                        self.an(arr),
-                        self.tn(&t)
-                    ));
+                    return err(format!("`{name}` needs a 1-d numeric array, but `{}` has type {}", self.an(arr), self.tn(&t)));
                 }
                 Exactly(vec![Type::scalar(Scalar::I64)])
             }
-            Expr::Loop {
-                params,
-                init,
-                kind,
-                body,
-            } => {
+            Expr::Loop { params, init, kind, body } => {
                 if params.len() != init.len() {
-                    return err(format!(
-                        "`loop` has {} parameters but {} initial values",
-                        params.len(),
-                        init.len()
-                    ));
+                    return err(format!("`loop` has {} parameters but {} initial values", params.len(), init.len()));
                 }
                 for (p, i) in params.iter().zip(init) {
                     let t = self.atom(i)?;
@@ -543,26 +425,17 @@ impl Verifier<'_> {
                         self.bind(p)?;
                     }
                     match kind {
-                        LoopKind::Count { ivar, .. } => {
-                            self.bind_var(*ivar, Type::scalar(Scalar::I64))?
-                        }
+                        LoopKind::Count { ivar, .. } => self.bind_var(*ivar, Type::scalar(Scalar::I64))?,
                         LoopKind::While { cond } => {
                             let c = self.scoped_block(&[], cond)?;
                             if c != [Type::scalar(Scalar::Bool)] {
-                                return err(format!(
-                                    "the condition of a while loop must return one bool, but returns {}",
-                                    self.tys(&c)
-                                ));
+                                return err(format!("the condition of a while loop must return one bool, but returns {}", self.tys(&c)));
                             }
                         }
                     }
                     let res = self.scoped_block(&[], body)?;
                     if res != ptys {
-                        return err(format!(
-                            "the loop body returns {} but the loop parameters have types {}",
-                            self.tys(&res),
-                            self.tys(&ptys)
-                        ));
+                        return err(format!("the loop body returns {} but the loop parameters have types {}", self.tys(&res), self.tys(&ptys)));
                     }
                     Ok(())
                 })();
@@ -570,28 +443,16 @@ impl Verifier<'_> {
                 r?;
                 Exactly(ptys)
             }
-            Expr::If {
-                cond,
-                then_b,
-                else_b,
-            } => {
+            Expr::If { cond, then_b, else_b } => {
                 self.scalar_of(cond, Scalar::Bool, "the condition")?;
                 let t = self.scoped_block(&[], then_b)?;
                 let f = self.scoped_block(&[], else_b)?;
                 let want: Vec<Type> = binds.iter().map(|b| b.ty.clone()).collect();
                 if t != want {
-                    return err(format!(
-                        "the `then` branch returns {} but the statement binds {}",
-                        self.tys(&t),
-                        self.tys(&want)
-                    ));
+                    return err(format!("the `then` branch returns {} but the statement binds {}", self.tys(&t), self.tys(&want)));
                 }
                 if f != want {
-                    return err(format!(
-                        "the `else` branch returns {} but the statement binds {}",
-                        self.tys(&f),
-                        self.tys(&want)
-                    ));
+                    return err(format!("the `else` branch returns {} but the statement binds {}", self.tys(&f), self.tys(&want)));
                 }
                 Checked
             }
@@ -603,41 +464,29 @@ impl Verifier<'_> {
                 }
                 let vt = self.atom(val)?;
                 if vt != a.row() {
-                    return err(format!("the value `{}` of `update` has type {} but a row of {} has type {}", self.an(val), self.tn(&vt), self.tn(&a), self.tn(&a.row())));
+                    return err(format!(
+                        "the value `{}` of `update` has type {} but a row of {} has type {}",
+                        self.an(val),
+                        self.tn(&vt),
+                        self.tn(&a),
+                        self.tn(&a.row())
+                    ));
                 }
                 Exactly(vec![a])
             }
-            Expr::ScatterAdd {
-                dest, idxs, vals, ..
-            } => {
+            Expr::ScatterAdd { dest, idxs, vals, .. } => {
                 let d = self.array(dest, 1, "the destination")?;
                 if d.elem == Scalar::Bool {
-                    return err(format!(
-                        "the destination `{}` of `scatter_add` must be numeric, but has type {}",
-                        self.an(dest),
-                        self.tn(&d)
-                    ));
+                    return err(format!("the destination `{}` of `scatter_add` must be numeric, but has type {}", self.an(dest), self.tn(&d)));
                 }
                 let it = self.atom(idxs)?;
                 if it.rank() != 1 || it.elem != Scalar::I64 {
-                    return err(format!(
-                        "the indexes `{}` of `scatter_add` must be a [k]i64 array, but have type {}",
-                        self.an(idxs),
-                        self.tn(&it)
-                    ));
+                    return err(format!("the indexes `{}` of `scatter_add` must be a [k]i64 array, but have type {}", self.an(idxs), self.tn(&it)));
                 }
                 let vt = self.atom(vals)?;
-                let want = Type::array(
-                    d.elem,
-                    [vec![it.shape[0].clone()], d.shape[1..].to_vec()].concat(),
-                );
+                let want = Type::array(d.elem, [vec![it.shape[0].clone()], d.shape[1..].to_vec()].concat());
                 if vt != want {
-                    return err(format!(
-                        "the values `{}` of `scatter_add` have type {} but must have type {}",
-                        self.an(vals),
-                        self.tn(&vt),
-                        self.tn(&want)
-                    ));
+                    return err(format!("the values `{}` of `scatter_add` have type {} but must have type {}", self.an(vals), self.tn(&vt), self.tn(&want)));
                 }
                 Exactly(vec![d])
             }
@@ -645,11 +494,7 @@ impl Verifier<'_> {
                 self.scalar_of(n, Scalar::I64, "the size")?;
                 let r = self.one(binds, name)?;
                 if r.rank() != 1 || r.elem != Scalar::I64 {
-                    return err(format!(
-                        "binder {} of `iota` must have type [_]i64, but has {}",
-                        self.vn(binds[0].var),
-                        self.tn(r)
-                    ));
+                    return err(format!("binder {} of `iota` must have type [_]i64, but has {}", self.vn(binds[0].var), self.tn(r)));
                 }
                 self.count_matches(n, &r.shape[0], "the size of `iota`")?;
                 Checked
@@ -673,30 +518,17 @@ impl Verifier<'_> {
             Expr::ArrayLit(xs) => {
                 let r = self.one(binds, name)?;
                 if r.rank() == 0 {
-                    return err(format!(
-                        "binder {} of an array literal must be an array, but has type {}",
-                        self.vn(binds[0].var),
-                        self.tn(r)
-                    ));
+                    return err(format!("binder {} of an array literal must be an array, but has type {}", self.vn(binds[0].var), self.tn(r)));
                 }
                 let count = Size::constant(xs.len() as i64);
                 if r.shape[0] != count {
-                    return err(format!(
-                        "an array literal of {} elements cannot have type {}",
-                        xs.len(),
-                        self.tn(r)
-                    ));
+                    return err(format!("an array literal of {} elements cannot have type {}", xs.len(), self.tn(r)));
                 }
                 let row = r.row();
                 for x in xs {
                     let t = self.atom(x)?;
                     if t != row {
-                        return err(format!(
-                            "element `{}` has type {} but the literal's rows have type {}",
-                            self.an(x),
-                            self.tn(&t),
-                            self.tn(&row)
-                        ));
+                        return err(format!("element `{}` has type {} but the literal's rows have type {}", self.an(x), self.tn(&t), self.tn(&row)));
                     }
                 }
                 Checked
@@ -713,10 +545,7 @@ impl Verifier<'_> {
                         self.tn(&tb)
                     ));
                 }
-                Exactly(vec![Type::array(
-                    ta.elem,
-                    [vec![ta.shape[0].add(&tb.shape[0])], ta.shape[1..].to_vec()].concat(),
-                )])
+                Exactly(vec![Type::array(ta.elem, [vec![ta.shape[0].add(&tb.shape[0])], ta.shape[1..].to_vec()].concat())])
             }
             Expr::Transpose(a) => {
                 let t = self.array(a, 2, "the operand")?;
@@ -726,10 +555,7 @@ impl Verifier<'_> {
             }
             Expr::Flatten(a) => {
                 let t = self.array(a, 2, "the operand")?;
-                Exactly(vec![Type::array(
-                    t.elem,
-                    [vec![t.shape[0].mul(&t.shape[1])], t.shape[2..].to_vec()].concat(),
-                )])
+                Exactly(vec![Type::array(t.elem, [vec![t.shape[0].mul(&t.shape[1])], t.shape[2..].to_vec()].concat())])
             }
             Expr::Unflatten { arr, n, m } => {
                 let t = self.array(arr, 1, "the operand")?;
@@ -772,12 +598,7 @@ impl Verifier<'_> {
             Expr::StopGradient(a) => Exactly(vec![self.atom(a)?]),
             Expr::Jvp { lam, primals, tangents } => {
                 if lam.params.len() != primals.len() || lam.params.len() != tangents.len() {
-                    return err(format!(
-                        "`jvp` has {} parameters, {} primals and {} tangents",
-                        lam.params.len(),
-                        primals.len(),
-                        tangents.len()
-                    ));
+                    return err(format!("`jvp` has {} parameters, {} primals and {} tangents", lam.params.len(), primals.len(), tangents.len()));
                 }
                 for ((p, x), t) in lam.params.iter().zip(primals).zip(tangents) {
                     let (xt, tt) = (self.atom(x)?, self.atom(t)?);
@@ -801,12 +622,7 @@ impl Verifier<'_> {
                 for (p, x) in lam.params.iter().zip(primals) {
                     let xt = self.atom(x)?;
                     if xt != p.ty {
-                        return err(format!(
-                            "`vjp` parameter {} has type {}, but its primal has {}",
-                            self.vn(p.var),
-                            self.tn(&p.ty),
-                            self.tn(&xt)
-                        ));
+                        return err(format!("`vjp` parameter {} has type {}, but its primal has {}", self.vn(p.var), self.tn(&p.ty), self.tn(&xt)));
                     }
                 }
                 let res = self.scoped_block(&lam.params, &lam.body)?;
@@ -829,10 +645,7 @@ impl Verifier<'_> {
         if let Atom::Lit(super::Lit::I64(c)) = n
             && *s != Size::constant(*c)
         {
-            return err(format!(
-                "{what} is {c} but the result type says {}",
-                print_size(self.f, s)
-            ));
+            return err(format!("{what} is {c} but the result type says {}", print_size(self.f, s)));
         }
         Ok(())
     }
@@ -841,30 +654,17 @@ impl Verifier<'_> {
     fn lambda(&mut self, l: &Lambda, rows: &[Type], name: &str) -> R<()> {
         let k = rows.len();
         if l.params.len() != 2 * k {
-            return err(format!(
-                "the operator of `{name}` over {k} array(s) must take {} parameters, but takes {}",
-                2 * k,
-                l.params.len()
-            ));
+            return err(format!("the operator of `{name}` over {k} array(s) must take {} parameters, but takes {}", 2 * k, l.params.len()));
         }
         for (j, p) in l.params.iter().enumerate() {
             let want = &rows[j % k];
             if p.ty != *want {
-                return err(format!(
-                    "operator parameter {} has type {} but the elements have type {}",
-                    self.vn(p.var),
-                    self.tn(&p.ty),
-                    self.tn(want)
-                ));
+                return err(format!("operator parameter {} has type {} but the elements have type {}", self.vn(p.var), self.tn(&p.ty), self.tn(want)));
             }
         }
         let res = self.scoped_block(&l.params, &l.body)?;
         if res != rows {
-            return err(format!(
-                "the operator of `{name}` returns {} but must return {}",
-                self.tys(&res),
-                self.tys(rows)
-            ));
+            return err(format!("the operator of `{name}` returns {} but must return {}", self.tys(&res), self.tys(rows)));
         }
         Ok(())
     }
@@ -872,29 +672,20 @@ impl Verifier<'_> {
     fn prim(&self, p: Prim, args: &[Atom]) -> R<Scalar> {
         use Prim::*;
         let arity = match p {
-            Neg | Abs | Exp | Log | Sqrt | Sin | Cos | Tan | Tanh | Asin | Acos | Atan | Sinh
-            | Cosh | Floor | Ceil | Lgamma | Digamma | Trigamma | Erf | Sigmoid | Relu | IsNan | Not
-            | Convert(_) => 1,
+            Neg | Abs | Exp | Log | Sqrt | Sin | Cos | Tan | Tanh | Asin | Acos | Atan | Sinh | Cosh | Floor | Ceil | Lgamma | Digamma | Trigamma | Erf
+            | Sigmoid | Relu | IsNan | Not | Convert(_) => 1,
             Select => 3,
             _ => 2,
         };
         let pn = prim_name(p);
         if args.len() != arity {
-            return err(format!(
-                "`{pn}` takes {arity} operand(s) but has {}",
-                args.len()
-            ));
+            return err(format!("`{pn}` takes {arity} operand(s) but has {}", args.len()));
         }
         let mut ss = vec![];
         for (k, a) in args.iter().enumerate() {
             let t = self.atom(a)?;
             if t.rank() != 0 {
-                return err(format!(
-                    "operand {} `{}` of `{pn}` must be a scalar, but has type {}",
-                    k + 1,
-                    self.an(a),
-                    self.tn(&t)
-                ));
+                return err(format!("operand {} `{}` of `{pn}` must be a scalar, but has type {}", k + 1, self.an(a), self.tn(&t)));
             }
             ss.push(t.elem);
         }
@@ -912,24 +703,15 @@ impl Verifier<'_> {
             ));
         }
         let s = ss[0];
-        let need = |ok: bool, what: &str| -> R<()> {
-            if ok {
-                Ok(())
-            } else {
-                err(format!(
-                    "`{pn}` needs {what} operands, but they are {}",
-                    s.name()
-                ))
-            }
-        };
+        let need = |ok: bool, what: &str| -> R<()> { if ok { Ok(()) } else { err(format!("`{pn}` needs {what} operands, but they are {}", s.name())) } };
         Ok(match p {
             Add | Sub | Mul | Div | Rem | Neg | Abs => {
                 need(s != Scalar::Bool, "numeric")?;
                 s
             }
             Min | Max => s,
-            Pow | Exp | Log | Sqrt | Sin | Cos | Tan | Tanh | Asin | Acos | Atan | Sinh | Cosh
-            | Atan2 | Floor | Ceil | Lgamma | Digamma | Trigamma | Erf | Sigmoid | Relu => {
+            Pow | Exp | Log | Sqrt | Sin | Cos | Tan | Tanh | Asin | Acos | Atan | Sinh | Cosh | Atan2 | Floor | Ceil | Lgamma | Digamma | Trigamma | Erf
+            | Sigmoid | Relu => {
                 need(s.is_float(), "float")?;
                 s
             }
@@ -945,11 +727,7 @@ impl Verifier<'_> {
             Convert(to) => to,
             Select => {
                 if s != Scalar::Bool {
-                    return err(format!(
-                        "the condition `{}` of `select` must be bool, but is {}",
-                        self.an(&args[0]),
-                        s.name()
-                    ));
+                    return err(format!("the condition `{}` of `select` must be bool, but is {}", self.an(&args[0]), s.name()));
                 }
                 ss[1]
             }
@@ -1038,11 +816,7 @@ pub(crate) mod testkit {
         Binder { var, ty }
     }
     pub fn st(binds: Vec<Binder>, expr: Expr) -> Stmt {
-        Stmt {
-            binds,
-            expr,
-            loc: None,
-        }
+        Stmt { binds, expr, loc: None }
     }
     pub fn let1(var: VarId, ty: Type, expr: Expr) -> Stmt {
         st(vec![bd(var, ty)], expr)
@@ -1054,11 +828,7 @@ pub(crate) mod testkit {
         Block { stmts, result }
     }
     pub fn loc() -> Loc {
-        Loc {
-            file: "t.ard".into(),
-            line: 1,
-            col: 1,
-        }
+        Loc { file: "t.ard".into(), line: 1, col: 1 }
     }
 
     /// Hands out variables with names (`x_3`).
@@ -1073,29 +843,12 @@ pub(crate) mod testkit {
     }
 
     /// A function whose `param_shapes` are the flat parameters as leaves.
-    pub fn func(
-        name: &str,
-        names: Names,
-        size_params: Vec<(&str, VarId)>,
-        params: Vec<Binder>,
-        results: Vec<Type>,
-        body: Block,
-    ) -> Function {
-        let param_shapes = params
-            .iter()
-            .map(|b| (names.0[b.var.0 as usize].clone(), Shape::Leaf(b.ty.clone())))
-            .collect();
-        let result_shape = if results.len() == 1 {
-            Shape::Leaf(results[0].clone())
-        } else {
-            Shape::Tuple(results.into_iter().map(Shape::Leaf).collect())
-        };
+    pub fn func(name: &str, names: Names, size_params: Vec<(&str, VarId)>, params: Vec<Binder>, results: Vec<Type>, body: Block) -> Function {
+        let param_shapes = params.iter().map(|b| (names.0[b.var.0 as usize].clone(), Shape::Leaf(b.ty.clone()))).collect();
+        let result_shape = if results.len() == 1 { Shape::Leaf(results[0].clone()) } else { Shape::Tuple(results.into_iter().map(Shape::Leaf).collect()) };
         Function {
             name: name.into(),
-            size_params: size_params
-                .into_iter()
-                .map(|(n, v)| (n.to_string(), v))
-                .collect(),
+            size_params: size_params.into_iter().map(|(n, v)| (n.to_string(), v)).collect(),
             params,
             param_shapes,
             result_shape,
@@ -1109,156 +862,47 @@ pub(crate) mod testkit {
     /// `entry dot [n] (a: [n]f64) (b: [n]f64) : f64`, as in the printer docs.
     pub fn dot() -> Function {
         let mut nm = Names::default();
-        let (n, a, b, i, t, x, y, z, s) = (
-            nm.var("n"),
-            nm.var("a"),
-            nm.var("b"),
-            nm.var("i"),
-            nm.var("t"),
-            nm.var("x"),
-            nm.var("y"),
-            nm.var("z"),
-            nm.var("s"),
-        );
+        let (n, a, b, i, t, x, y, z, s) = (nm.var("n"), nm.var("a"), nm.var("b"), nm.var("i"), nm.var("t"), nm.var("x"), nm.var("y"), nm.var("z"), nm.var("s"));
         let vn = arr(Scalar::F64, &[sz(n)]);
         let body = block(
             vec![
-                let1(
-                    x,
-                    f64t(),
-                    Expr::Index {
-                        arr: v(a),
-                        idx: vec![v(i)],
-                        checks: vec![None],
-                    },
-                ),
-                let1(
-                    y,
-                    f64t(),
-                    Expr::Index {
-                        arr: v(b),
-                        idx: vec![v(i)],
-                        checks: vec![None],
-                    },
-                ),
+                let1(x, f64t(), Expr::Index { arr: v(a), idx: vec![v(i)], checks: vec![None] }),
+                let1(y, f64t(), Expr::Index { arr: v(b), idx: vec![v(i)], checks: vec![None] }),
                 let1(z, f64t(), prim(Prim::Mul, vec![v(x), v(y)])),
             ],
             vec![v(z)],
         );
         let top = block(
             vec![
-                let1(
-                    t,
-                    vn.clone(),
-                    Expr::For {
-                        ivar: i,
-                        size: sz(n),
-                        body,
-                    },
-                ),
-                let1(
-                    s,
-                    f64t(),
-                    Expr::Reduce {
-                        op: ReduceOp::Add,
-                        ne: vec![f(0.0)],
-                        arrs: vec![v(t)],
-                    },
-                ),
+                let1(t, vn.clone(), Expr::For { ivar: i, size: sz(n), body }),
+                let1(s, f64t(), Expr::Reduce { op: ReduceOp::Add, ne: vec![f(0.0)], arrs: vec![v(t)] }),
             ],
             vec![v(s)],
         );
-        func(
-            "dot",
-            nm,
-            vec![("n", n)],
-            vec![bd(a, vn.clone()), bd(b, vn)],
-            vec![f64t()],
-            top,
-        )
+        func("dot", nm, vec![("n", n)], vec![bd(a, vn.clone()), bd(b, vn)], vec![f64t()], top)
     }
 
     /// Outer product with a nested `for` and a checked index:
     /// `entry outer [n][m] (x: [n]f64) (y: [m]f64) (k: i64) : [n][m]f64`.
     pub fn outer() -> Function {
         let mut nm = Names::default();
-        let (n, m, x, y, k, i, j, xi, yj, p, r) = (
-            nm.var("n"),
-            nm.var("m"),
-            nm.var("x"),
-            nm.var("y"),
-            nm.var("k"),
-            nm.var("i"),
-            nm.var("j"),
-            nm.var("xi"),
-            nm.var("yj"),
-            nm.var("p"),
-            nm.var("r"),
-        );
+        let (n, m, x, y, k, i, j, xi, yj, p, r) =
+            (nm.var("n"), nm.var("m"), nm.var("x"), nm.var("y"), nm.var("k"), nm.var("i"), nm.var("j"), nm.var("xi"), nm.var("yj"), nm.var("p"), nm.var("r"));
         let inner = block(
-            vec![
-                let1(
-                    yj,
-                    f64t(),
-                    Expr::Index {
-                        arr: v(y),
-                        idx: vec![v(j)],
-                        checks: vec![None],
-                    },
-                ),
-                let1(p, f64t(), prim(Prim::Mul, vec![v(xi), v(yj)])),
-            ],
+            vec![let1(yj, f64t(), Expr::Index { arr: v(y), idx: vec![v(j)], checks: vec![None] }), let1(p, f64t(), prim(Prim::Mul, vec![v(xi), v(yj)]))],
             vec![v(p)],
         );
         let outer = block(
             vec![
-                let1(
-                    xi,
-                    f64t(),
-                    Expr::Index {
-                        arr: v(x),
-                        idx: vec![v(k)],
-                        checks: vec![Some(loc())],
-                    },
-                ),
-                let1(
-                    r,
-                    arr(Scalar::F64, &[sz(m)]),
-                    Expr::For {
-                        ivar: j,
-                        size: sz(m),
-                        body: inner,
-                    },
-                ),
+                let1(xi, f64t(), Expr::Index { arr: v(x), idx: vec![v(k)], checks: vec![Some(loc())] }),
+                let1(r, arr(Scalar::F64, &[sz(m)]), Expr::For { ivar: j, size: sz(m), body: inner }),
             ],
             vec![v(r)],
         );
         let res = nm.var("res");
         let ty = arr(Scalar::F64, &[sz(n), sz(m)]);
-        let top = block(
-            vec![let1(
-                res,
-                ty.clone(),
-                Expr::For {
-                    ivar: i,
-                    size: sz(n),
-                    body: outer,
-                },
-            )],
-            vec![v(res)],
-        );
-        func(
-            "outer",
-            nm,
-            vec![("n", n), ("m", m)],
-            vec![
-                bd(x, arr(Scalar::F64, &[sz(n)])),
-                bd(y, arr(Scalar::F64, &[sz(m)])),
-                bd(k, i64t()),
-            ],
-            vec![ty],
-            top,
-        )
+        let top = block(vec![let1(res, ty.clone(), Expr::For { ivar: i, size: sz(n), body: outer })], vec![v(res)]);
+        func("outer", nm, vec![("n", n), ("m", m)], vec![bd(x, arr(Scalar::F64, &[sz(n)])), bd(y, arr(Scalar::F64, &[sz(m)])), bd(k, i64t())], vec![ty], top)
     }
 
     /// A counted loop carrying two values, a while loop, an if, a reduce with
@@ -1268,27 +912,11 @@ pub(crate) mod testkit {
         let mut nm = Names::default();
         let (n, xs, is) = (nm.var("n"), nm.var("xs"), nm.var("is"));
         // counted loop: (acc, cnt) = loop (acc = 0.0, cnt = 0) for i < n { acc + xs[i], cnt + 1 }
-        let (acc, cnt, li, e, acc2, cnt2, acc_o, cnt_o) = (
-            nm.var("acc"),
-            nm.var("cnt"),
-            nm.var("i"),
-            nm.var("e"),
-            nm.var("acc"),
-            nm.var("cnt"),
-            nm.var("acc"),
-            nm.var("cnt"),
-        );
+        let (acc, cnt, li, e, acc2, cnt2, acc_o, cnt_o) =
+            (nm.var("acc"), nm.var("cnt"), nm.var("i"), nm.var("e"), nm.var("acc"), nm.var("cnt"), nm.var("acc"), nm.var("cnt"));
         let lbody = block(
             vec![
-                let1(
-                    e,
-                    f64t(),
-                    Expr::Index {
-                        arr: v(xs),
-                        idx: vec![v(li)],
-                        checks: vec![None],
-                    },
-                ),
+                let1(e, f64t(), Expr::Index { arr: v(xs), idx: vec![v(li)], checks: vec![None] }),
                 let1(acc2, f64t(), prim(Prim::Add, vec![v(acc), v(e)])),
                 let1(cnt2, i64t(), prim(Prim::Add, vec![v(cnt), i(1)])),
             ],
@@ -1311,16 +939,8 @@ pub(crate) mod testkit {
             Expr::Loop {
                 params: vec![bd(w, f64t())],
                 init: vec![v(acc_o)],
-                kind: LoopKind::While {
-                    cond: block(
-                        vec![let1(wc, boolt(), prim(Prim::Gt, vec![v(w), f(1.0)]))],
-                        vec![v(wc)],
-                    ),
-                },
-                body: block(
-                    vec![let1(w2, f64t(), prim(Prim::Div, vec![v(w), f(2.0)]))],
-                    vec![v(w2)],
-                ),
+                kind: LoopKind::While { cond: block(vec![let1(wc, boolt(), prim(Prim::Gt, vec![v(w), f(1.0)]))], vec![v(wc)]) },
+                body: block(vec![let1(w2, f64t(), prim(Prim::Div, vec![v(w), f(2.0)]))], vec![v(w2)]),
             },
         );
         // if: r = if cnt_o > 0 then w_o else neg w_o
@@ -1329,34 +949,13 @@ pub(crate) mod testkit {
         let s_if = let1(
             r,
             f64t(),
-            Expr::If {
-                cond: v(b),
-                then_b: block(vec![], vec![v(w_o)]),
-                else_b: block(
-                    vec![let1(ng, f64t(), prim(Prim::Neg, vec![v(w_o)]))],
-                    vec![v(ng)],
-                ),
-            },
+            Expr::If { cond: v(b), then_b: block(vec![], vec![v(w_o)]), else_b: block(vec![let1(ng, f64t(), prim(Prim::Neg, vec![v(w_o)]))], vec![v(ng)]) },
         );
         // reduce with a lambda over (xs, is): pairs (max value, its index)
-        let (p1, p2, q1, q2, gt, m1, m2, red1, red2) = (
-            nm.var("p"),
-            nm.var("p"),
-            nm.var("q"),
-            nm.var("q"),
-            nm.var("gt"),
-            nm.var("m"),
-            nm.var("m"),
-            nm.var("best"),
-            nm.var("at"),
-        );
+        let (p1, p2, q1, q2, gt, m1, m2, red1, red2) =
+            (nm.var("p"), nm.var("p"), nm.var("q"), nm.var("q"), nm.var("gt"), nm.var("m"), nm.var("m"), nm.var("best"), nm.var("at"));
         let lam = Lambda {
-            params: vec![
-                bd(p1, f64t()),
-                bd(p2, i64t()),
-                bd(q1, f64t()),
-                bd(q2, i64t()),
-            ],
+            params: vec![bd(p1, f64t()), bd(p2, i64t()), bd(q1, f64t()), bd(q2, i64t())],
             body: block(
                 vec![
                     let1(gt, boolt(), prim(Prim::Gt, vec![v(q1), v(p1)])),
@@ -1368,47 +967,17 @@ pub(crate) mod testkit {
         };
         let s_red = st(
             vec![bd(red1, f64t()), bd(red2, i64t())],
-            Expr::Reduce {
-                op: ReduceOp::Lambda(lam),
-                ne: vec![f(f64::NEG_INFINITY), i(-1)],
-                arrs: vec![v(xs), v(is)],
-            },
+            Expr::Reduce { op: ReduceOp::Lambda(lam), ne: vec![f(f64::NEG_INFINITY), i(-1)], arrs: vec![v(xs), v(is)] },
         );
         // scatter_add of xs into zeros at is
         let (z, sa) = (nm.var("z"), nm.var("sa"));
         let vn = arr(Scalar::F64, &[sz(n)]);
-        let s_z = let1(
-            z,
-            vn.clone(),
-            Expr::Replicate {
-                n: v(n),
-                val: f(0.0),
-            },
-        );
-        let s_sa = let1(
-            sa,
-            vn.clone(),
-            Expr::ScatterAdd {
-                dest: v(z),
-                idxs: v(is),
-                vals: v(xs),
-                loc: loc(),
-            },
-        );
+        let s_z = let1(z, vn.clone(), Expr::Replicate { n: v(n), val: f(0.0) });
+        let s_sa = let1(sa, vn.clone(), Expr::ScatterAdd { dest: v(z), idxs: v(is), vals: v(xs), loc: loc() });
         let (tot,) = (nm.var("tot"),);
         let s_tot = let1(tot, f64t(), prim(Prim::Add, vec![v(r), v(red1)]));
-        let top = block(
-            vec![s_loop, s_while, s_b, s_if, s_red, s_z, s_sa, s_tot],
-            vec![v(tot), v(red2), v(sa)],
-        );
-        func(
-            "misc",
-            nm,
-            vec![("n", n)],
-            vec![bd(xs, vn.clone()), bd(is, arr(Scalar::I64, &[sz(n)]))],
-            vec![f64t(), i64t(), vn],
-            top,
-        )
+        let top = block(vec![s_loop, s_while, s_b, s_if, s_red, s_z, s_sa, s_tot], vec![v(tot), v(red2), v(sa)]);
+        func("misc", nm, vec![("n", n)], vec![bd(xs, vn.clone()), bd(is, arr(Scalar::I64, &[sz(n)]))], vec![f64t(), i64t(), vn], top)
     }
     /// The array operations: `entry shapes [n] (a: [n][3]f64) (k: i64) : ([n][3]f64, f32, i32, bool)`.
     pub fn shapes() -> Function {
@@ -1436,108 +1005,25 @@ pub(crate) mod testkit {
         let a_ty = arr(Scalar::F64, &[sz(n), c(3)]);
         let stmts = vec![
             let1(t, arr(Scalar::F64, &[c(3), sz(n)]), Expr::Transpose(v(a))),
-            let1(
-                fl,
-                arr(Scalar::F64, &[sz(n).mul(&c(3))]),
-                Expr::Flatten(v(t)),
-            ),
-            let1(
-                u,
-                arr(Scalar::F64, &[c(3), sz(n)]),
-                Expr::Unflatten {
-                    arr: v(fl),
-                    n: i(3),
-                    m: v(n),
-                },
-            ),
-            let1(
-                cc,
-                arr(Scalar::F64, &[sz(n).mul(&c(2)), c(3)]),
-                Expr::Concat(v(a), v(a)),
-            ),
+            let1(fl, arr(Scalar::F64, &[sz(n).mul(&c(3))]), Expr::Flatten(v(t))),
+            let1(u, arr(Scalar::F64, &[c(3), sz(n)]), Expr::Unflatten { arr: v(fl), n: i(3), m: v(n) }),
+            let1(cc, arr(Scalar::F64, &[sz(n).mul(&c(2)), c(3)]), Expr::Concat(v(a), v(a))),
             let1(r, a_ty.clone(), Expr::Reverse(v(a))),
             let1(ro, a_ty.clone(), Expr::Rotate { k: v(k), arr: v(r) }),
-            let1(
-                l,
-                arr(Scalar::F64, &[c(2)]),
-                Expr::ArrayLit(vec![f(1.0), f(-2.5)]),
-            ),
+            let1(l, arr(Scalar::F64, &[c(2)]), Expr::ArrayLit(vec![f(1.0), f(-2.5)])),
             let1(io, arr(Scalar::I64, &[sz(n)]), Expr::Iota { n: v(n) }),
-            let1(
-                am,
-                i64t(),
-                Expr::ArgExt {
-                    max: true,
-                    arr: v(l),
-                },
-            ),
-            let1(
-                sl,
-                arr(Scalar::F64, &[sz(k), c(3)]),
-                Expr::Slice {
-                    arr: v(ro),
-                    lo: i(0),
-                    hi: v(k),
-                    check: Some(loc()),
-                },
-            ),
-            let1(
-                co,
-                a_ty.clone(),
-                Expr::Coerce {
-                    arr: v(sl),
-                    loc: loc(),
-                },
-            ),
-            let1(
-                scn,
-                a_ty.clone(),
-                Expr::Scan {
-                    op: ReduceOp::Max,
-                    ne: vec![f(f64::NEG_INFINITY)],
-                    arrs: vec![v(co)],
-                },
-            ),
-            let1(
-                fa,
-                f64t(),
-                Expr::Fail {
-                    msg: "a \"bad\" size".into(),
-                    loc: loc(),
-                },
-            ),
-            let1(
-                cv,
-                sc(Scalar::F32),
-                prim(Prim::Convert(Scalar::F32), vec![v(fa)]),
-            ),
-            let1(
-                q,
-                sc(Scalar::I32),
-                prim(
-                    Prim::Add,
-                    vec![Atom::Lit(Lit::I32(3)), Atom::Lit(Lit::I32(-4))],
-                ),
-            ),
-            let1(
-                bb,
-                boolt(),
-                prim(
-                    Prim::And,
-                    vec![Atom::Lit(Lit::Bool(true)), Atom::Lit(Lit::Bool(false))],
-                ),
-            ),
+            let1(am, i64t(), Expr::ArgExt { max: true, arr: v(l) }),
+            let1(sl, arr(Scalar::F64, &[sz(k), c(3)]), Expr::Slice { arr: v(ro), lo: i(0), hi: v(k), check: Some(loc()) }),
+            let1(co, a_ty.clone(), Expr::Coerce { arr: v(sl), loc: loc() }),
+            let1(scn, a_ty.clone(), Expr::Scan { op: ReduceOp::Max, ne: vec![f(f64::NEG_INFINITY)], arrs: vec![v(co)] }),
+            let1(fa, f64t(), Expr::Fail { msg: "a \"bad\" size".into(), loc: loc() }),
+            let1(cv, sc(Scalar::F32), prim(Prim::Convert(Scalar::F32), vec![v(fa)])),
+            let1(q, sc(Scalar::I32), prim(Prim::Add, vec![Atom::Lit(Lit::I32(3)), Atom::Lit(Lit::I32(-4))])),
+            let1(bb, boolt(), prim(Prim::And, vec![Atom::Lit(Lit::Bool(true)), Atom::Lit(Lit::Bool(false))])),
         ];
         let top = block(stmts, vec![v(scn), v(cv), v(q), v(bb)]);
         let _ = (u, cc, io, am);
-        func(
-            "shapes",
-            nm,
-            vec![("n", n)],
-            vec![bd(a, a_ty.clone()), bd(k, i64t())],
-            vec![a_ty, sc(Scalar::F32), sc(Scalar::I32), boolt()],
-            top,
-        )
+        func("shapes", nm, vec![("n", n)], vec![bd(a, a_ty.clone()), bd(k, i64t())], vec![a_ty, sc(Scalar::F32), sc(Scalar::I32), boolt()], top)
     }
 }
 
@@ -1549,19 +1035,10 @@ mod tests {
 
     fn rejects(f: &Function, needle: &str) -> String {
         match verify_function(f) {
-            Ok(()) => panic!(
-                "expected a verifier error containing {needle:?}, but the function verified:\n{}",
-                crate::ir::print::print_function(f)
-            ),
+            Ok(()) => panic!("expected a verifier error containing {needle:?}, but the function verified:\n{}", crate::ir::print::print_function(f)),
             Err(e) => {
-                assert!(
-                    e.contains(needle),
-                    "error does not mention {needle:?}:\n{e}"
-                );
-                assert!(
-                    e.contains(&format!("function `{}`", f.name)),
-                    "error does not name the function:\n{e}"
-                );
+                assert!(e.contains(needle), "error does not mention {needle:?}:\n{e}");
+                assert!(e.contains(&format!("function `{}`", f.name)), "error does not name the function:\n{e}");
                 e
             }
         }
@@ -1570,14 +1047,7 @@ mod tests {
     fn body_of(s: &mut Stmt) -> &mut Block {
         match &mut s.expr {
             Expr::For { body, .. } | Expr::ForAcc { body, .. } | Expr::Loop { body, .. } => body,
-            Expr::Reduce {
-                op: ReduceOp::Lambda(l),
-                ..
-            }
-            | Expr::Scan {
-                op: ReduceOp::Lambda(l),
-                ..
-            } => &mut l.body,
+            Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => &mut l.body,
             e => panic!("no body: {e:?}"),
         }
     }
@@ -1585,11 +1055,7 @@ mod tests {
     /// The statement of `f` that binds a variable named `name` (top level only).
     fn stmt_named<'a>(f: &'a mut Function, name: &str) -> &'a mut Stmt {
         let names = f.names.clone();
-        f.body
-            .stmts
-            .iter_mut()
-            .find(|s| s.binds.iter().any(|b| names[b.var.0 as usize] == name))
-            .expect("statement")
+        f.body.stmts.iter_mut().find(|s| s.binds.iter().any(|b| names[b.var.0 as usize] == name)).expect("statement")
     }
 
     fn var_named(f: &Function, name: &str) -> VarId {
@@ -1603,22 +1069,14 @@ mod tests {
                 panic!("{e}\n{}", crate::ir::print::print_function(&f));
             }
         }
-        let m = Module {
-            functions: vec![dot(), outer(), misc(), shapes()],
-        };
+        let m = Module { functions: vec![dot(), outer(), misc(), shapes()] };
         verify_module(&m).unwrap();
     }
 
     #[test]
     fn module_rejects_duplicate_names() {
-        let m = Module {
-            functions: vec![dot(), dot()],
-        };
-        assert!(
-            verify_module(&m)
-                .unwrap_err()
-                .contains("two functions are named `dot`")
-        );
+        let m = Module { functions: vec![dot(), dot()] };
+        assert!(verify_module(&m).unwrap_err().contains("two functions are named `dot`"));
     }
 
     #[test]
@@ -1630,10 +1088,7 @@ mod tests {
         body_of(t).stmts[2].expr = prim(Prim::Mul, vec![v(s), f64lit()]);
         let e = rejects(&f, "s_8 is used but not bound before this point");
         // the innermost statement is shown
-        assert!(
-            e.contains("in statement:\n    let z_7: f64 = mul s_8 1.0"),
-            "{e}"
-        );
+        assert!(e.contains("in statement:\n    let z_7: f64 = mul s_8 1.0"), "{e}");
     }
 
     fn f64lit() -> Atom {
@@ -1660,11 +1115,7 @@ mod tests {
         let mut f = misc();
         let xs = var_named(&f, "xs");
         let l = stmt_named(&mut f, "acc");
-        if let Expr::Loop {
-            kind: LoopKind::Count { ivar, .. },
-            ..
-        } = &mut l.expr
-        {
+        if let Expr::Loop { kind: LoopKind::Count { ivar, .. }, .. } = &mut l.expr {
             *ivar = xs;
         }
         rejects(&f, "xs_1 is bound more than once");
@@ -1698,10 +1149,7 @@ mod tests {
         let x = var_named(&f, "x");
         let t = stmt_named(&mut f, "t");
         body_of(t).stmts[2].expr = prim(Prim::Mul, vec![v(x), i(2)]);
-        rejects(
-            &f,
-            "operand 2 `2` of `mul` has type i64 but operand 1 has type f64",
-        );
+        rejects(&f, "operand 2 `2` of `mul` has type i64 but operand 1 has type f64");
 
         let mut f = dot();
         let t = stmt_named(&mut f, "t");
@@ -1744,10 +1192,7 @@ mod tests {
         let (n, m) = (var_named(&f, "n"), var_named(&f, "m"));
         f.body.stmts[0].binds[0].ty = arr(Scalar::F64, &[sz(m), sz(n)]);
         f.result_shape = Shape::Leaf(arr(Scalar::F64, &[sz(m), sz(n)]));
-        rejects(
-            &f,
-            "binder res_11 has type [m][n]f64 but `for` produces [n][m]f64",
-        );
+        rejects(&f, "binder res_11 has type [m][n]f64 but `for` produces [n][m]f64");
         // two binders for one body result
         let mut f = dot();
         let s = var_named(&f, "s");
@@ -1761,46 +1206,28 @@ mod tests {
         let mut f = misc();
         let l = stmt_named(&mut f, "acc");
         body_of(l).result.reverse();
-        rejects(
-            &f,
-            "the loop body returns (i64, f64) but the loop parameters have types (f64, i64)",
-        );
+        rejects(&f, "the loop body returns (i64, f64) but the loop parameters have types (f64, i64)");
         // init of the wrong type
         let mut f = misc();
         let l = stmt_named(&mut f, "acc");
         if let Expr::Loop { init, .. } = &mut l.expr {
             init[1] = f64lit();
         }
-        rejects(
-            &f,
-            "loop parameter cnt_4 has type i64 but its initial value `1.0` has type f64",
-        );
+        rejects(&f, "loop parameter cnt_4 has type i64 but its initial value `1.0` has type f64");
         // count not an i64
         let mut f = misc();
         let l = stmt_named(&mut f, "acc");
-        if let Expr::Loop {
-            kind: LoopKind::Count { n, .. },
-            ..
-        } = &mut l.expr
-        {
+        if let Expr::Loop { kind: LoopKind::Count { n, .. }, .. } = &mut l.expr {
             *n = f64lit();
         }
         rejects(&f, "the loop count `1.0` must be an i64 scalar");
         // while condition not a bool
         let mut f = misc();
         let w = stmt_named(&mut f, "w");
-        if let Expr::Loop {
-            kind: LoopKind::While { cond },
-            params,
-            ..
-        } = &mut w.expr
-        {
+        if let Expr::Loop { kind: LoopKind::While { cond }, params, .. } = &mut w.expr {
             cond.result = vec![v(params[0].var)];
         }
-        rejects(
-            &f,
-            "the condition of a while loop must return one bool, but returns (f64)",
-        );
+        rejects(&f, "the condition of a while loop must return one bool, but returns (f64)");
         // result binders differ from the parameters
         let mut f = misc();
         let l = stmt_named(&mut f, "acc");
@@ -1815,10 +1242,7 @@ mod tests {
         if let Expr::If { else_b, .. } = &mut s.expr {
             else_b.result = vec![i(0)];
         }
-        rejects(
-            &f,
-            "the `else` branch returns (i64) but the statement binds (f64)",
-        );
+        rejects(&f, "the `else` branch returns (i64) but the statement binds (f64)");
         let mut f = misc();
         let s = stmt_named(&mut f, "r");
         if let Expr::If { cond, .. } = &mut s.expr {
@@ -1832,37 +1256,21 @@ mod tests {
         let mut f = dot();
         let (a, i_) = (var_named(&f, "a"), var_named(&f, "i"));
         let t = stmt_named(&mut f, "t");
-        body_of(t).stmts[0].expr = Expr::Index {
-            arr: v(a),
-            idx: vec![v(i_), v(i_)],
-            checks: vec![None, None],
-        };
+        body_of(t).stmts[0].expr = Expr::Index { arr: v(a), idx: vec![v(i_), v(i_)], checks: vec![None, None] };
         rejects(&f, "2 indexes into `a_1` of rank 1");
         let mut f = dot();
         let t = stmt_named(&mut f, "t");
-        body_of(t).stmts[0].expr = Expr::Index {
-            arr: v(a),
-            idx: vec![f64lit()],
-            checks: vec![None],
-        };
+        body_of(t).stmts[0].expr = Expr::Index { arr: v(a), idx: vec![f64lit()], checks: vec![None] };
         rejects(&f, "index `1.0` must be an i64 or i32 scalar");
         let mut f = dot();
         let t = stmt_named(&mut f, "t");
-        body_of(t).stmts[0].expr = Expr::Index {
-            arr: v(a),
-            idx: vec![v(i_)],
-            checks: vec![],
-        };
+        body_of(t).stmts[0].expr = Expr::Index { arr: v(a), idx: vec![v(i_)], checks: vec![] };
         rejects(&f, "`index` has 1 indexes but 0 checks");
         // partial index gives a row
         let mut f = outer();
         let x = var_named(&f, "x");
         let s = stmt_named(&mut f, "res");
-        body_of(s).stmts[0].expr = Expr::Index {
-            arr: v(x),
-            idx: vec![],
-            checks: vec![],
-        };
+        body_of(s).stmts[0].expr = Expr::Index { arr: v(x), idx: vec![], checks: vec![] };
         rejects(&f, "binder xi_7 has type f64 but `index` produces [n]f64");
     }
 
@@ -1883,18 +1291,11 @@ mod tests {
         let mut f = misc();
         let s = stmt_named(&mut f, "best");
         body_of(s).result.reverse();
-        rejects(
-            &f,
-            "the operator of `reduce` returns (i64, f64) but must return (f64, i64)",
-        );
+        rejects(&f, "the operator of `reduce` returns (i64, f64) but must return (f64, i64)");
         // lambda with a wrong parameter count
         let mut f = misc();
         let s = stmt_named(&mut f, "best");
-        if let Expr::Reduce {
-            op: ReduceOp::Lambda(l),
-            ..
-        } = &mut s.expr
-        {
+        if let Expr::Reduce { op: ReduceOp::Lambda(l), .. } = &mut s.expr {
             l.params.pop();
         }
         rejects(&f, "must take 4 parameters, but takes 3");
@@ -1909,10 +1310,7 @@ mod tests {
         let mut f = shapes();
         let s = stmt_named(&mut f, "scn");
         s.binds[0].ty = arr(Scalar::F64, &[c(3)]);
-        rejects(
-            &f,
-            "binder scn_14 has type [3]f64 but `scan` produces [n][3]f64",
-        );
+        rejects(&f, "binder scn_14 has type [3]f64 but `scan` produces [n][3]f64");
     }
 
     #[test]
@@ -1920,25 +1318,12 @@ mod tests {
         let mut f = misc();
         let (z, n) = (var_named(&f, "z"), var_named(&f, "n"));
         let s = stmt_named(&mut f, "sa");
-        s.expr = Expr::ScatterAdd {
-            dest: v(z),
-            idxs: v(z),
-            vals: v(z),
-            loc: loc(),
-        };
-        rejects(
-            &f,
-            "the indexes `z_27` of `scatter_add` must be a [k]i64 array",
-        );
+        s.expr = Expr::ScatterAdd { dest: v(z), idxs: v(z), vals: v(z), loc: loc() };
+        rejects(&f, "the indexes `z_27` of `scatter_add` must be a [k]i64 array");
         let mut f = misc();
         let is = var_named(&f, "is");
         let s = stmt_named(&mut f, "sa");
-        s.expr = Expr::ScatterAdd {
-            dest: v(z),
-            idxs: v(is),
-            vals: v(is),
-            loc: loc(),
-        };
+        s.expr = Expr::ScatterAdd { dest: v(z), idxs: v(is), vals: v(is), loc: loc() };
         rejects(&f, "have type [n]i64 but must have type [n]f64");
         let _ = n;
     }
@@ -1950,10 +1335,7 @@ mod tests {
         // concat: outer size is the sum
         let s = stmt_named(&mut f, "cc");
         s.binds[0].ty = arr(Scalar::F64, &[sz(n), c(3)]);
-        rejects(
-            &f,
-            "binder cc_6 has type [n][3]f64 but `concat` produces [2*n][3]f64",
-        );
+        rejects(&f, "binder cc_6 has type [n][3]f64 but `concat` produces [2*n][3]f64");
         // concat: rows must agree
         let mut f = shapes();
         let (a, t) = (var_named(&f, "a"), var_named(&f, "t"));
@@ -1969,18 +1351,12 @@ mod tests {
         let mut f = shapes();
         let s = stmt_named(&mut f, "fl");
         s.binds[0].ty = arr(Scalar::F64, &[sz(n).add(&c(3))]);
-        rejects(
-            &f,
-            "binder fl_4 has type [n + 3]f64 but `flatten` produces [3*n]f64",
-        );
+        rejects(&f, "binder fl_4 has type [n + 3]f64 but `flatten` produces [3*n]f64");
         // unflatten adds one axis, literal sizes must agree
         let mut f = shapes();
         let s = stmt_named(&mut f, "u");
         s.binds[0].ty = arr(Scalar::F64, &[c(4), sz(n)]);
-        rejects(
-            &f,
-            "the outer size of `unflatten` is 3 but the result type says 4",
-        );
+        rejects(&f, "the outer size of `unflatten` is 3 but the result type says 4");
         let mut f = shapes();
         let s = stmt_named(&mut f, "u");
         s.binds[0].ty = arr(Scalar::F64, &[c(3)]);
@@ -1993,10 +1369,7 @@ mod tests {
         let mut f = shapes();
         let s = stmt_named(&mut f, "l");
         s.expr = Expr::ArrayLit(vec![f64lit(), i(2)]);
-        rejects(
-            &f,
-            "element `2` has type i64 but the literal's rows have type f64",
-        );
+        rejects(&f, "element `2` has type i64 but the literal's rows have type f64");
         // iota
         let mut f = shapes();
         let s = stmt_named(&mut f, "io");
@@ -2005,10 +1378,7 @@ mod tests {
         // argmax on a 2-d array
         let mut f = shapes();
         let s = stmt_named(&mut f, "am");
-        s.expr = Expr::ArgExt {
-            max: true,
-            arr: v(a),
-        };
+        s.expr = Expr::ArgExt { max: true, arr: v(a) };
         rejects(&f, "`argmax` needs a 1-d numeric array");
         // slice keeps the inner dimensions
         let mut f = shapes();
@@ -2035,22 +1405,13 @@ mod tests {
         rejects(&f, "the body returns (f64) but `result_shape` says (i64)");
         let mut f = misc();
         f.result_shape = Shape::Tuple(vec![Shape::Leaf(f64t()), Shape::Leaf(i64t())]);
-        rejects(
-            &f,
-            "the body returns (f64, i64, [n]f64) but `result_shape` says (f64, i64)",
-        );
+        rejects(&f, "the body returns (f64, i64, [n]f64) but `result_shape` says (f64, i64)");
         let mut f = dot();
         f.param_shapes.pop();
-        rejects(
-            &f,
-            "`param_shapes` have 1 leaves but the function has 2 flat parameters",
-        );
+        rejects(&f, "`param_shapes` have 1 leaves but the function has 2 flat parameters");
         let mut f = dot();
         f.param_shapes[0].1 = Shape::Leaf(f64t());
-        rejects(
-            &f,
-            "parameter `a` declares a leaf of type f64 but flat parameter a_1 has type [n]f64",
-        );
+        rejects(&f, "parameter `a` declares a leaf of type f64 but flat parameter a_1 has type [n]f64");
     }
 
     #[test]

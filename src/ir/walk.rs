@@ -116,7 +116,15 @@ pub fn visit_block(b: &Block, uses: &mut dyn FnMut(VarId), binds: &mut dyn FnMut
 /// The variables a block reads that it does not bind itself.
 pub fn free_vars_block(b: &Block) -> FxHashSet<VarId> {
     let (mut used, mut bound) = (FxHashSet::default(), FxHashSet::default());
-    visit_block(b, &mut |v| { used.insert(v); }, &mut |v| { bound.insert(v); });
+    visit_block(
+        b,
+        &mut |v| {
+            used.insert(v);
+        },
+        &mut |v| {
+            bound.insert(v);
+        },
+    );
     used.retain(|v| !bound.contains(v));
     used
 }
@@ -127,7 +135,15 @@ pub fn free_vars_stmt(s: &Stmt) -> FxHashSet<VarId> {
     s.binds.iter().flat_map(|b| b.ty.shape.iter().flat_map(Size::vars)).for_each(|v| {
         used.insert(v);
     });
-    visit_expr(&s.expr, &mut |v| { used.insert(v); }, &mut |v| { bound.insert(v); });
+    visit_expr(
+        &s.expr,
+        &mut |v| {
+            used.insert(v);
+        },
+        &mut |v| {
+            bound.insert(v);
+        },
+    );
     used.retain(|v| !bound.contains(v));
     used
 }
@@ -135,7 +151,9 @@ pub fn free_vars_stmt(s: &Stmt) -> FxHashSet<VarId> {
 /// Every variable bound anywhere in a block (nested blocks included).
 pub fn bound_vars_block(b: &Block) -> FxHashSet<VarId> {
     let mut bound = FxHashSet::default();
-    visit_block(b, &mut |_| {}, &mut |v| { bound.insert(v); });
+    visit_block(b, &mut |_| {}, &mut |v| {
+        bound.insert(v);
+    });
     bound
 }
 
@@ -241,9 +259,7 @@ impl Copier<'_> {
             }
             Expr::If { cond, then_b, else_b } => Expr::If { cond: a(self, cond), then_b: self.block(then_b), else_b: self.block(else_b) },
             Expr::Update { arr, idx, val, loc } => Expr::Update { arr: a(self, arr), idx: a(self, idx), val: a(self, val), loc: loc.clone() },
-            Expr::ScatterAdd { dest, idxs, vals, loc } => {
-                Expr::ScatterAdd { dest: a(self, dest), idxs: a(self, idxs), vals: a(self, vals), loc: loc.clone() }
-            }
+            Expr::ScatterAdd { dest, idxs, vals, loc } => Expr::ScatterAdd { dest: a(self, dest), idxs: a(self, idxs), vals: a(self, vals), loc: loc.clone() },
             Expr::Iota { n } => Expr::Iota { n: a(self, n) },
             Expr::Replicate { n, val } => Expr::Replicate { n: a(self, n), val: a(self, val) },
             Expr::ArrayLit(xs) => Expr::ArrayLit(self.atoms(xs)),
@@ -309,8 +325,9 @@ pub fn can_fail(s: &Stmt) -> bool {
 pub fn can_fail_with(s: &Stmt, nonneg: &dyn Fn(VarId) -> bool) -> bool {
     // integer division fails by zero (and i64::MIN / -1 overflows): not by
     // any other literal divisor
-    let safe_divisor = |xs: &[Atom]| matches!(xs.get(1), Some(Atom::Lit(Lit::I64(c))) if *c != 0 && *c != -1)
-        || matches!(xs.get(1), Some(Atom::Lit(Lit::I32(c))) if *c != 0 && *c != -1);
+    let safe_divisor = |xs: &[Atom]| {
+        matches!(xs.get(1), Some(Atom::Lit(Lit::I64(c))) if *c != 0 && *c != -1) || matches!(xs.get(1), Some(Atom::Lit(Lit::I32(c))) if *c != 0 && *c != -1)
+    };
     let int_div = |p: &Prim, xs: &[Atom]| matches!(p, Prim::Div | Prim::Rem) && s.binds.first().is_some_and(|b| b.ty.elem.is_int()) && !safe_divisor(xs);
     let block_fails = |b: &Block| b.stmts.iter().any(|s| can_fail_with(s, nonneg));
     let count_fails = |n: &Atom| match n {

@@ -156,11 +156,8 @@ impl Lowerer<'_> {
         let chain = self.chain_text(&link);
         // The outermost call of the chain is where the growth starts.
         let at = self.chain.first().map(|l| l.span.clone()).unwrap_or_else(|| link.span.clone());
-        let mut d = Diagnostic::new(
-            format!("the program grows past {max} IR statements while inlining this call (call chain: {chain})"),
-            at.clone(),
-        )
-        .label("every call is inlined, and this one grows without bound");
+        let mut d = Diagnostic::new(format!("the program grows past {max} IR statements while inlining this call (call chain: {chain})"), at.clone())
+            .label("every call is inlined, and this one grows without bound");
         if link.span != at {
             d = d.note(link.span.clone(), "the budget ran out while inlining this call");
         }
@@ -182,12 +179,10 @@ impl Lowerer<'_> {
         if t.fits_in(&mut max.clone()) {
             return t;
         }
-        let d = Diagnostic::new(format!("this tuple has more than {max} parts counted with repetition"), self.at(span))
-            .label("built here")
-            .hint(
-                "tuples are copied at compile time, so a tuple made of copies of itself doubles at every step: \
+        let d = Diagnostic::new(format!("this tuple has more than {max} parts counted with repetition"), self.at(span)).label("built here").hint(
+            "tuples are copied at compile time, so a tuple made of copies of itself doubles at every step: \
                  keep many values of one type in an array (`replicate`, `for`) instead",
-            );
+        );
         self.budget_error(d)
     }
 
@@ -329,27 +324,19 @@ impl Lowerer<'_> {
         let Some(have) = self.val_ty(&v) else {
             let what = what();
             let shown = self.show(&want);
-            return self.error(
-                Diagnostic::new(format!("{what} must have type {shown}, but this is a function"), span.clone()).label("a function"),
-            );
+            return self.error(Diagnostic::new(format!("{what} must have type {shown}, but this is a function"), span.clone()).label("a function"));
         };
         if have.fits(&want) {
             return retype(v, &want);
         }
         let what = what();
         let (a, b) = (self.show(&want), self.show(&have));
-        let mut d = Diagnostic::new(format!("{what} has the wrong type: expected {a}, found {b}"), span.clone())
-            .label(format!("this has type {b}"));
+        let mut d = Diagnostic::new(format!("{what} has the wrong type: expected {a}, found {b}"), span.clone()).label(format!("this has type {b}"));
         if let Some(ds) = decl_span {
             d = d.note(ds.clone(), "declared here");
         }
         // `n = n` says nothing: only bindings that relate names are shown.
-        let bindings: Vec<String> = sizes
-            .iter()
-            .map(|(n, s)| (n, self.show_size(s)))
-            .filter(|(n, s)| *n != s)
-            .map(|(n, s)| format!("{n} = {s}"))
-            .collect();
+        let bindings: Vec<String> = sizes.iter().map(|(n, s)| (n, self.show_size(s))).filter(|(n, s)| *n != s).map(|(n, s)| format!("{n} = {s}")).collect();
         if matches!(want, Ty::Idx(_)) {
             d = d.hint("an `idx n` is only made by a `for`/`loop` index over `n` or by `argmax`/`argmin` of an array of size n; it cannot come from an arbitrary integer");
         } else if let Some(h) = tuple_layout_hint(&have, &want) {
@@ -360,10 +347,7 @@ impl Lowerer<'_> {
             d = d.hint(if bindings.is_empty() {
                 "the sizes differ; if they are equal at run time, coerce with `e :> [n]t`".to_string()
             } else {
-                format!(
-                    "the sizes differ (with {} from the other arguments); if they are equal at run time, coerce with `e :> [n]t`",
-                    bindings.join(", ")
-                )
+                format!("the sizes differ (with {} from the other arguments); if they are equal at run time, coerce with `e :> [n]t`", bindings.join(", "))
             });
         }
         self.error(d)
@@ -404,8 +388,7 @@ impl Lowerer<'_> {
                     Some(Val::Error) => None,
                     Some(_) => {
                         self.error(
-                            Diagnostic::new(format!("`{}` is used as a size but is not an i64", id.name), id.span.clone())
-                                .label("sizes are i64 values"),
+                            Diagnostic::new(format!("`{}` is used as a size but is not an i64", id.name), id.span.clone()).label("sizes are i64 values"),
                         );
                         None
                     }
@@ -576,10 +559,7 @@ impl Lowerer<'_> {
     /// Bind fresh variables for the size parameters and parameters of a
     /// declaration, elaborate its body and check its result.
     #[allow(clippy::type_complexity)]
-    fn bind_signature(
-        &mut self,
-        decl: &Decl,
-    ) -> Option<(Vec<(String, ir::VarId)>, Vec<Binder>, Vec<(String, Shape)>, ir::Block, Shape)> {
+    fn bind_signature(&mut self, decl: &Decl) -> Option<(Vec<(String, ir::VarId)>, Vec<Binder>, Vec<(String, Shape)>, ir::Block, Shape)> {
         let mut size_params = vec![];
         let mut env = Env::default();
         let mut sizes: FxHashMap<String, Size> = FxHashMap::default();
@@ -619,11 +599,11 @@ impl Lowerer<'_> {
         }
         self.begin_block();
         let mut result = self.expr(&decl.body, &env);
-        if let Some(te) = &decl.ret {
-            if !result.contains_error() {
-                let what = || format!("the result of `{}`", decl.name.name);
-                result = self.check_annotation_with(result, te, &sizes, &env, &decl.body.span, &what, None);
-            }
+        if let Some(te) = &decl.ret
+            && !result.contains_error()
+        {
+            let what = || format!("the result of `{}`", decl.name.name);
+            result = self.check_annotation_with(result, te, &sizes, &env, &decl.body.span, &what, None);
         }
         let stmts = self.blocks.pop().unwrap_or_default();
         if result.contains_error() {
@@ -634,10 +614,7 @@ impl Lowerer<'_> {
                 // A `def` may return a function; it is checked where it is applied.
                 return None;
             }
-            self.error(
-                Diagnostic::new(format!("`{}` returns a function", decl.name.name), decl.body.span.clone())
-                    .label("entry points return data"),
-            );
+            self.error(Diagnostic::new(format!("`{}` returns a function", decl.name.name), decl.body.span.clone()).label("entry points return data"));
             return None;
         };
         let body = ir::Block { stmts, result: leaves };
@@ -684,9 +661,7 @@ fn balanced_text(src: &str, start: usize, end: usize) -> Option<&str> {
 fn clone_kind(k: &FunKind) -> FunKind {
     match k {
         FunKind::Decl { index, prelude } => FunKind::Decl { index: *index, prelude: *prelude },
-        FunKind::Lambda { params, body, env, prelude } => {
-            FunKind::Lambda { params: params.clone(), body: body.clone(), env: env.clone(), prelude: *prelude }
-        }
+        FunKind::Lambda { params, body, env, prelude } => FunKind::Lambda { params: params.clone(), body: body.clone(), env: env.clone(), prelude: *prelude },
         FunKind::Builtin(n) => FunKind::Builtin(n),
         FunKind::Op(o) => FunKind::Op(*o),
     }
@@ -697,19 +672,19 @@ fn clone_kind(k: &FunKind) -> FunKind {
 fn infer_binders(te: &TypeExpr, ty: &Ty, binders: &mut Binders) {
     match (te, ty) {
         (TypeExpr::Array(SizeExpr::Var(id), t, _), Ty::Array(n, e)) => {
-            if let Some(slot) = binders.iter_mut().find(|(name, _)| *name == id.name) {
-                if slot.1.is_none() {
-                    slot.1 = Some(n.clone());
-                }
+            if let Some(slot) = binders.iter_mut().find(|(name, _)| *name == id.name)
+                && slot.1.is_none()
+            {
+                slot.1 = Some(n.clone());
             }
             infer_binders(t, e, binders);
         }
         (TypeExpr::Array(_, t, _), Ty::Array(_, e)) => infer_binders(t, e, binders),
         (TypeExpr::Idx(SizeExpr::Var(id), _), Ty::Idx(n)) => {
-            if let Some(slot) = binders.iter_mut().find(|(name, _)| *name == id.name) {
-                if slot.1.is_none() {
-                    slot.1 = Some(n.clone());
-                }
+            if let Some(slot) = binders.iter_mut().find(|(name, _)| *name == id.name)
+                && slot.1.is_none()
+            {
+                slot.1 = Some(n.clone());
             }
         }
         (TypeExpr::Tuple(ts, _), Ty::Tuple(tys)) => {

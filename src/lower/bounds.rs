@@ -14,15 +14,15 @@ use crate::types::Ty;
 impl Lowerer<'_> {
     /// The check for using `idx` (of type `idx_ty`) into an axis of size `axis`.
     pub(super) fn index_check(&mut self, idx: Atom, idx_ty: &Ty, axis: &Size, span: &Span) -> Check {
-        if let Ty::Idx(n) = idx_ty {
-            if n == axis {
-                return None;
-            }
+        if let Ty::Idx(n) = idx_ty
+            && n == axis
+        {
+            return None;
         }
-        if let Some(value) = self.size_of_atom(idx) {
-            if self.proven_in_range(&value, idx_ty, axis) {
-                return None;
-            }
+        if let Some(value) = self.size_of_atom(idx)
+            && self.proven_in_range(&value, idx_ty, axis)
+        {
+            return None;
         }
         let loc = self.loc(span);
         let what = self.snippet(span);
@@ -36,10 +36,10 @@ impl Lowerer<'_> {
     /// `0 <= value <= axis - 1`, using idx ranges.
     fn proven_in_range(&self, value: &Size, idx_ty: &Ty, axis: &Size) -> bool {
         // An idx n used where the axis is provably at least n.
-        if let Ty::Idx(n) = idx_ty {
-            if axis.try_sub(n).is_ok_and(|d| d.provably_nonneg(&|v| self.is_nonneg(v))) {
-                return true;
-            }
+        if let Ty::Idx(n) = idx_ty
+            && axis.try_sub(n).is_ok_and(|d| d.provably_nonneg(&|v| self.is_nonneg(v)))
+        {
+            return true;
         }
         let Some((lo, hi)) = self.bounds(value) else { return false };
         let nonneg = |v| self.is_nonneg(v);

@@ -2,9 +2,9 @@
 //! arities, and for each a lowering that checks its arguments and emits IR
 //! (or, for the ones written in `prelude.ard`, inlines that body).
 
+use super::Lowerer;
 use super::emit::{highest, lit_of, lowest};
 use super::value::{FunKind, Val};
-use super::Lowerer;
 use crate::diag::Diagnostic;
 use crate::ir::{self, Atom, Expr as IExpr, Prim, ReduceOp, Scalar, Size};
 use crate::syntax::ast::{BinOp, Span};
@@ -13,20 +13,74 @@ use crate::types::Ty;
 /// Every built-in with its arity.
 const TABLE: &[(&str, usize)] = &[
     // scalar functions
-    ("exp", 1), ("log", 1), ("sqrt", 1), ("sin", 1), ("cos", 1), ("tan", 1), ("tanh", 1),
-    ("asin", 1), ("acos", 1), ("atan", 1), ("sinh", 1), ("cosh", 1), ("abs", 1), ("floor", 1),
-    ("ceil", 1), ("lgamma", 1), ("erf", 1), ("sigmoid", 1), ("relu", 1), ("is_nan", 1),
-    ("atan2", 2), ("min", 2), ("max", 2), ("pow", 2),
-    ("f64", 1), ("f32", 1), ("i64", 1), ("i32", 1),
+    ("exp", 1),
+    ("log", 1),
+    ("sqrt", 1),
+    ("sin", 1),
+    ("cos", 1),
+    ("tan", 1),
+    ("tanh", 1),
+    ("asin", 1),
+    ("acos", 1),
+    ("atan", 1),
+    ("sinh", 1),
+    ("cosh", 1),
+    ("abs", 1),
+    ("floor", 1),
+    ("ceil", 1),
+    ("lgamma", 1),
+    ("erf", 1),
+    ("sigmoid", 1),
+    ("relu", 1),
+    ("is_nan", 1),
+    ("atan2", 2),
+    ("min", 2),
+    ("max", 2),
+    ("pow", 2),
+    ("f64", 1),
+    ("f32", 1),
+    ("i64", 1),
+    ("i32", 1),
     // arrays
-    ("length", 1), ("iota", 1), ("replicate", 2), ("map", 2), ("map2", 3), ("map3", 4),
-    ("zip", 2), ("unzip", 1), ("sum", 1), ("prod", 1), ("maximum", 1), ("minimum", 1),
-    ("argmax", 1), ("argmin", 1), ("reduce", 3), ("scan", 3), ("transpose", 1), ("flatten", 1),
-    ("unflatten", 3), ("concat", 2), ("reverse", 1), ("rotate", 2), ("scatter_add", 3),
-    ("dot", 2), ("matmul", 2), ("matvec", 2), ("outer", 2), ("logsumexp", 1), ("softmax", 1),
+    ("length", 1),
+    ("iota", 1),
+    ("replicate", 2),
+    ("map", 2),
+    ("map2", 3),
+    ("map3", 4),
+    ("zip", 2),
+    ("unzip", 1),
+    ("sum", 1),
+    ("prod", 1),
+    ("maximum", 1),
+    ("minimum", 1),
+    ("argmax", 1),
+    ("argmin", 1),
+    ("reduce", 3),
+    ("scan", 3),
+    ("transpose", 1),
+    ("flatten", 1),
+    ("unflatten", 3),
+    ("concat", 2),
+    ("reverse", 1),
+    ("rotate", 2),
+    ("scatter_add", 3),
+    ("dot", 2),
+    ("matmul", 2),
+    ("matvec", 2),
+    ("outer", 2),
+    ("logsumexp", 1),
+    ("softmax", 1),
     // differentiation (LANGUAGE.md §7), lowered in `lower/diff.rs`
-    ("jvp", 3), ("jvp2", 3), ("jacfwd", 2), ("stop_gradient", 1),
-    ("grad", 2), ("vjp", 3), ("vjp2", 3), ("jacrev", 2), ("hessian", 2),
+    ("jvp", 3),
+    ("jvp2", 3),
+    ("jacfwd", 2),
+    ("stop_gradient", 1),
+    ("grad", 2),
+    ("vjp", 3),
+    ("vjp2", 3),
+    ("jacrev", 2),
+    ("hessian", 2),
 ];
 
 pub fn lookup(name: &str) -> Option<&'static str> {
@@ -153,8 +207,7 @@ pub(super) fn call(l: &mut Lowerer, name: &str, args: Vec<(Val, Span)>, span: &S
             }
             let rty = Ty::array(size, ety);
             let loc = Some(l.loc(span));
-            let out: Vec<Atom> =
-                leaves.iter().zip(rty.leaf_types()).map(|(v, t)| l.emit1(IExpr::Replicate { n, val: *v }, t, "rep", loc.clone())).collect();
+            let out: Vec<Atom> = leaves.iter().zip(rty.leaf_types()).map(|(v, t)| l.emit1(IExpr::Replicate { n, val: *v }, t, "rep", loc.clone())).collect();
             Lowerer::from_data(&rty, &out)
         }
         "map" | "map2" | "map3" => {
@@ -321,12 +374,7 @@ pub(super) fn call(l: &mut Lowerer, name: &str, args: Vec<(Val, Span)>, span: &S
             let (_, lx) = l.to_data(&x).expect("data");
             let (_, ly) = l.to_data(&y).expect("data");
             let loc = Some(l.loc(span));
-            let out: Vec<Atom> = lx
-                .iter()
-                .zip(&ly)
-                .zip(rty.leaf_types())
-                .map(|((p, q), t)| l.emit1(IExpr::Concat(*p, *q), t, "cat", loc.clone()))
-                .collect();
+            let out: Vec<Atom> = lx.iter().zip(&ly).zip(rty.leaf_types()).map(|((p, q), t)| l.emit1(IExpr::Concat(*p, *q), t, "cat", loc.clone())).collect();
             Lowerer::from_data(&rty, &out)
         }
         "rotate" => {
@@ -451,9 +499,7 @@ impl Lowerer<'_> {
             None if v.contains_error() => None,
             None => {
                 self.error(
-                    Diagnostic::new(format!("{what} needs data, but this is a function"), s.clone())
-                        .label("a function")
-                        .hint("arrays cannot hold functions"),
+                    Diagnostic::new(format!("{what} needs data, but this is a function"), s.clone()).label("a function").hint("arrays cannot hold functions"),
                 );
                 None
             }
@@ -481,9 +527,7 @@ impl Lowerer<'_> {
         if !sc.is_float() || ty.dims().len() != rank {
             let t = self.show(&ty);
             let want = if rank == 1 { "a vector" } else { "a matrix" };
-            self.error(
-                Diagnostic::new(format!("`{name}` needs {want} of f64 or f32, found {t}"), s.clone()).label(format!("type {t}")),
-            );
+            self.error(Diagnostic::new(format!("`{name}` needs {want} of f64 or f32, found {t}"), s.clone()).label(format!("type {t}")));
             return None;
         }
         Some((ty, sc))
@@ -568,11 +612,8 @@ impl Lowerer<'_> {
             Some(r) => r,
             None => {
                 // A user operator becomes a lambda over (accumulator, element).
-                let params: Vec<ir::Binder> = elem_leaves
-                    .iter()
-                    .chain(elem_leaves.iter())
-                    .map(|t| ir::Binder { var: self.fresh("r"), ty: t.clone() })
-                    .collect();
+                let params: Vec<ir::Binder> =
+                    elem_leaves.iter().chain(elem_leaves.iter()).map(|t| ir::Binder { var: self.fresh("r"), ty: t.clone() }).collect();
                 let k = elem_leaves.len();
                 let atoms: Vec<Atom> = params.iter().map(|b| Atom::Var(b.var)).collect();
                 let x = Lowerer::from_data(&ety, &atoms[..k]);
@@ -599,11 +640,7 @@ impl Lowerer<'_> {
         };
         let (_, arr_leaves) = self.to_data(&arr).expect("data");
         let rty = if is_scan { aty.clone() } else { ety.clone() };
-        let expr = if is_scan {
-            IExpr::Scan { op: rop, ne: ne_leaves, arrs: arr_leaves }
-        } else {
-            IExpr::Reduce { op: rop, ne: ne_leaves, arrs: arr_leaves }
-        };
+        let expr = if is_scan { IExpr::Scan { op: rop, ne: ne_leaves, arrs: arr_leaves } } else { IExpr::Reduce { op: rop, ne: ne_leaves, arrs: arr_leaves } };
         let out = self.emit(expr, rty.leaf_types(), name, Some(self.loc(span)));
         Lowerer::from_data(&rty, &out)
     }
@@ -616,9 +653,7 @@ impl Lowerer<'_> {
         let Some(ity) = self.array_arg(&idxs, &is, "the indexes of `scatter_add`") else { return Val::Error };
         if ity.dims().len() != 1 || !matches!(ity.strip(1), Some(Ty::Scalar(Scalar::I64))) {
             let t = self.show(&ity);
-            return self.error(
-                Diagnostic::new(format!("the indexes of `scatter_add` must be a [k]i64 array, found {t}"), is).label(format!("type {t}")),
-            );
+            return self.error(Diagnostic::new(format!("the indexes of `scatter_add` must be a [k]i64 array, found {t}"), is).label(format!("type {t}")));
         }
         let Some((vty, v, vsc)) = self.numeric_array(&vals, &vs, "scatter_add") else { return Val::Error };
         let want = Ty::array(ity.dims()[0].clone(), dty.strip(1).expect("array").clone());

@@ -7,8 +7,8 @@
 //! `hessian` is `jacfwd` of a lambda whose body is a `vjp` (forward over
 //! reverse).
 
-use super::value::Val;
 use super::Lowerer;
+use super::value::Val;
 use crate::diag::Diagnostic;
 use crate::ir::{self, Atom, Binder, Expr as IExpr, Prim, Scalar, Type};
 use crate::syntax::ast::Span;

@@ -1,8 +1,8 @@
 //! Building IR statements: fresh variables, statements with binders, and
 //! materialising symbolic sizes as `i64` values.
 
-use super::value::Val;
 use super::Lowerer;
+use super::value::Val;
 use crate::ir::{Atom, Binder, Expr, Lit, Loc, Prim, Scalar, Size, Stmt, Type, VarId};
 use crate::types::Ty;
 

@@ -1,9 +1,9 @@
 //! Elaboration of expressions: each surface expression becomes IR
 //! statements in the current block and a compile-time value.
 
+use super::Lowerer;
 use super::emit::lit_of;
 use super::value::{Env, FunKind, FunVal, Val};
-use super::Lowerer;
 use crate::diag::Diagnostic;
 use crate::ir::{self, Atom, Expr as IExpr, Lit, LoopKind as ILoopKind, Prim, Scalar, Size};
 use crate::syntax::ast::{BinOp, Expr, ExprKind, ForIndex, IndexArg, LoopKind, Pat, Span, UnOp};
@@ -77,12 +77,7 @@ impl Lowerer<'_> {
             }
             ExprKind::If(c, t, f) => self.if_expr(c, t, f, span, env),
             ExprKind::Lambda(params, body) => Val::Fun(Rc::new(FunVal {
-                kind: FunKind::Lambda {
-                    params: params.clone(),
-                    body: Rc::new((**body).clone()),
-                    env: env.clone(),
-                    prelude: self.in_prelude(),
-                },
+                kind: FunKind::Lambda { params: params.clone(), body: Rc::new((**body).clone()), env: env.clone(), prelude: self.in_prelude() },
                 args: vec![],
             })),
             ExprKind::For(idxs, body) => self.for_expr(idxs, body, span, env),
@@ -225,15 +220,11 @@ impl Lowerer<'_> {
     /// float literal where `f32` is expected). Other values are unchanged.
     pub(super) fn coerce_literals(&self, v: Val, target: &Ty) -> Val {
         match (v, target) {
-            (Val::Data { ty: Ty::Scalar(s), leaves }, Ty::Scalar(t)) if leaves.len() == 1 && s != *t => {
-                match convert_literal(leaves[0], *t) {
-                    Some(a) => Val::data(Ty::Scalar(*t), a),
-                    None => Val::Data { ty: Ty::Scalar(s), leaves },
-                }
-            }
-            (Val::Tuple(vs), Ty::Tuple(ts)) if vs.len() == ts.len() => {
-                Val::Tuple(vs.into_iter().zip(ts).map(|(v, t)| self.coerce_literals(v, t)).collect())
-            }
+            (Val::Data { ty: Ty::Scalar(s), leaves }, Ty::Scalar(t)) if leaves.len() == 1 && s != *t => match convert_literal(leaves[0], *t) {
+                Some(a) => Val::data(Ty::Scalar(*t), a),
+                None => Val::Data { ty: Ty::Scalar(s), leaves },
+            },
+            (Val::Tuple(vs), Ty::Tuple(ts)) if vs.len() == ts.len() => Val::Tuple(vs.into_iter().zip(ts).map(|(v, t)| self.coerce_literals(v, t)).collect()),
             (v, _) => v,
         }
     }
@@ -275,18 +266,12 @@ impl Lowerer<'_> {
                 }
                 // Integers as `0 - x` so the symbolic value is kept; floats
                 // with `Neg`, which differs from `0 - x` in the sign of zero.
-                let r = if s.is_float() {
-                    self.prim(Prim::Neg, vec![a], s, None)
-                } else {
-                    self.prim(Prim::Sub, vec![lit_of(s, 0.0), a], s, None)
-                };
+                let r = if s.is_float() { self.prim(Prim::Neg, vec![a], s, None) } else { self.prim(Prim::Sub, vec![lit_of(s, 0.0), a], s, None) };
                 Val::data(Ty::Scalar(s), r)
             }
             UnOp::Not => {
                 if s != Scalar::Bool {
-                    return self.error(
-                        Diagnostic::new(format!("`!` needs a bool, found {}", s.name()), span.clone()).label("not a bool"),
-                    );
+                    return self.error(Diagnostic::new(format!("`!` needs a bool, found {}", s.name()), span.clone()).label("not a bool"));
                 }
                 Val::data(Ty::Scalar(Scalar::Bool), self.prim(Prim::Not, vec![a], Scalar::Bool, None))
             }
@@ -342,9 +327,7 @@ impl Lowerer<'_> {
         let numeric = !matches!(op, BinOp::Eq | BinOp::Ne | BinOp::And | BinOp::Or);
         if numeric && s == Scalar::Bool {
             return self.error(
-                Diagnostic::new(format!("{sym} needs numbers, found bool"), span.clone())
-                    .label("bool operands")
-                    .hint("use `&&`, `||` and `!` for logic"),
+                Diagnostic::new(format!("{sym} needs numbers, found bool"), span.clone()).label("bool operands").hint("use `&&`, `||` and `!` for logic"),
             );
         }
         if op == BinOp::Pow && !s.is_float() {
@@ -550,9 +533,7 @@ impl Lowerer<'_> {
             Val::Data { ty: ty @ Ty::Array(..), leaves } => (ty.clone(), leaves.clone()),
             other => {
                 let d = self.describe(other);
-                return self.error(
-                    Diagnostic::new(format!("only arrays can be indexed, but this is {d}"), aspan.clone()).label("not an array"),
-                );
+                return self.error(Diagnostic::new(format!("only arrays can be indexed, but this is {d}"), aspan.clone()).label("not an array"));
             }
         };
         if let Some(((l, ls), (h, hs))) = slice {
@@ -573,7 +554,7 @@ impl Lowerer<'_> {
                     format!("too many indexes: {} given, but the array has {} ax{}", idx_vals.len(), dims.len(), if dims.len() == 1 { "is" } else { "es" }),
                     span.clone(),
                 )
-                    .label(format!("type {t}")),
+                .label(format!("type {t}")),
             );
         }
         let mut atoms = vec![];
@@ -605,21 +586,18 @@ impl Lowerer<'_> {
     /// (placeholders are numbered after every variable bound outside).
     fn record_probe(&mut self, ity: &Ty, idx: Atom, axis: &Size) {
         let known_outside = |p: crate::ir::VarId| axis.vars().iter().all(|v| v.0 < p.0);
-        if let Ty::Idx(n) = ity {
-            if let Some(p) = n.as_var() {
-                if let Some(slot @ None) = self.probes.get_mut(&p) {
-                    if known_outside(p) {
-                        *slot = Some(axis.clone());
-                    }
-                }
-            }
+        if let Ty::Idx(n) = ity
+            && let Some(p) = n.as_var()
+            && let Some(slot @ None) = self.probes.get_mut(&p)
+            && known_outside(p)
+        {
+            *slot = Some(axis.clone());
         }
         let Some(value) = self.size_of_atom(idx) else { return };
         let placeholders: Vec<crate::ir::VarId> = self.probes.keys().copied().collect();
         for p in placeholders {
             let rest = value.sub(&Size::var(p));
-            let offset_only = value.vars().contains(&p)
-                && rest.vars().iter().all(|v| !self.idx_range.contains_key(v) && !self.probes.contains_key(v));
+            let offset_only = value.vars().contains(&p) && rest.vars().iter().all(|v| !self.idx_range.contains_key(v) && !self.probes.contains_key(v));
             if offset_only && known_outside(p) {
                 self.probe_offsets.entry(p).or_insert_with(|| axis.clone());
             }
@@ -632,15 +610,15 @@ impl Lowerer<'_> {
         let n = ty.dims()[0].clone();
         let (ls, hs) = (self.size_of_atom(la).expect("i64"), self.size_of_atom(ha).expect("i64"));
         // Constant bounds outside a constant axis can only fail at run time.
-        if let (Some(l), Some(h), Some(len)) = (ls.as_const(), hs.as_const(), n.as_const()) {
-            if !(0 <= l && l <= h && h <= len) {
-                let t = self.show(&ty);
-                return self.error(
-                    Diagnostic::new(format!("the slice [{l}:{h}] is out of bounds for an array of {len} elements"), span.clone())
-                        .label(format!("type {t}"))
-                        .hint(format!("a slice `a[lo:hi]` needs 0 <= lo <= hi <= {len}")),
-                );
-            }
+        if let (Some(l), Some(h), Some(len)) = (ls.as_const(), hs.as_const(), n.as_const())
+            && !(0 <= l && l <= h && h <= len)
+        {
+            let t = self.show(&ty);
+            return self.error(
+                Diagnostic::new(format!("the slice [{l}:{h}] is out of bounds for an array of {len} elements"), span.clone())
+                    .label(format!("type {t}"))
+                    .hint(format!("a slice `a[lo:hi]` needs 0 <= lo <= hi <= {len}")),
+            );
         }
         let Some(len) = self.checked_size(hs.try_sub(&ls), span, "the length of this slice") else { return Val::Error };
         let nonneg = |v| self.nonneg.contains(&v) || self.idx_range.contains_key(&v);
@@ -789,8 +767,7 @@ impl Lowerer<'_> {
         for attempt in 0..2 {
             let (ty, init_leaves) = self.to_data(&state).expect("data");
             let mark = self.var_mark();
-            let params: Vec<ir::Binder> =
-                ty.leaf_types().into_iter().map(|t| ir::Binder { var: self.fresh("acc"), ty: t }).collect();
+            let params: Vec<ir::Binder> = ty.leaf_types().into_iter().map(|t| ir::Binder { var: self.fresh("acc"), ty: t }).collect();
             let patoms: Vec<Atom> = params.iter().map(|b| Atom::Var(b.var)).collect();
             let env2 = self.bind_pat(pat, Self::from_data(&ty, &patoms), env);
             let (ikind, env3) = match (kind, count) {
@@ -820,19 +797,12 @@ impl Lowerer<'_> {
             }
             let bv = self.coerce_literals(bv, &ty);
             let Some((bty, bleaves)) = self.to_data(&bv) else {
-                return self.error(
-                    Diagnostic::new("the body of a `loop` must compute the next state, not a function", body.span.clone())
-                        .label("this is a function"),
-                );
+                return self
+                    .error(Diagnostic::new("the body of a `loop` must compute the next state, not a function", body.span.clone()).label("this is a function"));
             };
             if bty == ty {
                 let body_b = ir::Block { stmts, result: bleaves };
-                let out = self.emit(
-                    IExpr::Loop { params, init: init_leaves, kind: ikind, body: body_b },
-                    ty.leaf_types(),
-                    "loop",
-                    Some(self.loc(span)),
-                );
+                let out = self.emit(IExpr::Loop { params, init: init_leaves, kind: ikind, body: body_b }, ty.leaf_types(), "loop", Some(self.loc(span)));
                 return Self::from_data(&ty, &out);
             }
             let widened = self.coerce_literals(state.clone(), &bty);
@@ -870,9 +840,8 @@ impl Lowerer<'_> {
         let bv = self.expr(body, &env2);
         self.blocks.pop();
         self.quiet -= 1;
-        let ok = self.quiet_errors == errors_before
-            && self.val_ty(&self.coerce_literals(bv, &ty)).is_some_and(|t| t.compatible(&ty));
-        ok
+
+        self.quiet_errors == errors_before && self.val_ty(&self.coerce_literals(bv, &ty)).is_some_and(|t| t.compatible(&ty))
     }
 
     fn coerce(&mut self, v: Val, te: &crate::syntax::ast::TypeExpr, span: &Span, env: &Env) -> Val {
@@ -884,8 +853,8 @@ impl Lowerer<'_> {
         let Some((ty, leaves)) = self.to_data(&v) else {
             return self.error(Diagnostic::new("only data can be coerced with `:>`", span.clone()).label("this is a function"));
         };
-        let same_structure = ty.leaf_types().iter().zip(target.leaf_types()).all(|(a, b)| a.elem == b.elem && a.rank() == b.rank())
-            && ty.leaf_count() == target.leaf_count();
+        let same_structure =
+            ty.leaf_types().iter().zip(target.leaf_types()).all(|(a, b)| a.elem == b.elem && a.rank() == b.rank()) && ty.leaf_count() == target.leaf_count();
         if !same_structure {
             let (a, b) = (self.show(&ty), self.show(&target));
             return self.error(

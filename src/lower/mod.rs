@@ -15,18 +15,18 @@
 
 mod apply;
 mod bounds;
-mod diff;
 pub mod builtins;
+mod diff;
 mod emit;
 mod expr;
-mod value;
 #[cfg(test)]
 mod tests;
+mod value;
 
 use crate::diag::{Diagnostic, Source};
 use crate::ir::{Block, Loc, Module, Size, SizeError, Stmt, VarId};
 use crate::syntax::ast::{self, Span};
-use crate::types::{decls, Ty};
+use crate::types::{Ty, decls};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Options of the lowering stage: the compile-time budgets (issue 8,
@@ -56,9 +56,7 @@ pub const DEFAULT_MAX_INLINE_DEPTH: usize = 150;
 
 impl Default for LowerOptions {
     fn default() -> Self {
-        let env = |name: &str, default: usize| {
-            std::env::var(name).ok().and_then(|v| v.trim().parse::<usize>().ok()).filter(|n| *n > 0).unwrap_or(default)
-        };
+        let env = |name: &str, default: usize| std::env::var(name).ok().and_then(|v| v.trim().parse::<usize>().ok()).filter(|n| *n > 0).unwrap_or(default);
         LowerOptions {
             max_inline_statements: env("ARDEN_MAX_INLINE_STATEMENTS", DEFAULT_MAX_INLINE_STATEMENTS),
             max_inline_depth: env("ARDEN_MAX_INLINE_DEPTH", DEFAULT_MAX_INLINE_DEPTH),
@@ -106,17 +104,15 @@ pub fn lower(program: &ast::Program, source: &Source, opts: &LowerOptions) -> Re
         }
     }
     for (i, d) in program.decls.iter().enumerate() {
-        if d.is_entry && !l.broken.contains(&i) && !l.over_budget {
-            if let Some(f) = l.lower_entry(i) {
-                module.functions.push(f);
-            }
+        if d.is_entry
+            && !l.broken.contains(&i)
+            && !l.over_budget
+            && let Some(f) = l.lower_entry(i)
+        {
+            module.functions.push(f);
         }
     }
-    if l.diags.is_empty() {
-        Ok(Lowered { module, unproven_checks: l.unproven })
-    } else {
-        Err(l.take_diagnostics())
-    }
+    if l.diags.is_empty() { Ok(Lowered { module, unproven_checks: l.unproven }) } else { Err(l.take_diagnostics()) }
 }
 
 /// State of the elaborator. Per-function state (`names`, `sym`, blocks) is
@@ -346,8 +342,7 @@ impl<'a> Lowerer<'a> {
                 let hint = match e {
                     SizeError::Overflow => "sizes are i64 values; no array can have this many elements".to_string(),
                     SizeError::TooLarge => {
-                        "write the size with fewer terms (name a product with a size parameter), or coerce with `:>` to a simpler size"
-                            .to_string()
+                        "write the size with fewer terms (name a product with a size parameter), or coerce with `:>` to a simpler size".to_string()
                     }
                 };
                 let label = match e {

@@ -328,7 +328,12 @@ fn for_size_is_inferred_past_arrays_built_in_the_body() {
         let src = format!("entry f [n] (y: [n]f64) : [n]f64 = for i. {body}");
         let out = compile(&src).entry("f").unwrap().call(&[vec_f64(&y)]).unwrap();
         let Value::Array(a) = out else { panic!("{body}: not an array") };
-        let got: Vec<f64> = (0..3).map(|k| match a.data.get(k) { Value::F64(x) => x, v => panic!("{v:?}") }).collect();
+        let got: Vec<f64> = (0..3)
+            .map(|k| match a.data.get(k) {
+                Value::F64(x) => x,
+                v => panic!("{v:?}"),
+            })
+            .collect();
         for (g, w) in got.iter().zip(&want) {
             assert!((g - w).abs() < 1e-12, "{body}: {got:?} vs {want:?}");
         }

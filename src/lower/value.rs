@@ -10,7 +10,10 @@ use std::rc::Rc;
 pub enum Val {
     /// A scalar, index, array or array of tuples: its surface type and its
     /// flat leaves (one IR atom per leaf of `ty.leaf_types()`).
-    Data { ty: Ty, leaves: Vec<Atom> },
+    Data {
+        ty: Ty,
+        leaves: Vec<Atom>,
+    },
     Tuple(Vec<Val>),
     Fun(Rc<FunVal>),
     /// The value of an expression that already reported an error; every

@@ -541,7 +541,9 @@ fn may_fail(s: &Strategy, sched: &Schedule) -> bool {
 pub fn children_mut(e: &mut Expr) -> Vec<(&mut Block, BlockInfo)> {
     let looped = |params: Vec<crate::ir::Binder>, index| BlockInfo { params, index, repeats: true, parallel: false };
     match e {
-        Expr::For { ivar, size, body } | Expr::ForAcc { ivar, size, body, .. } => vec![(body, BlockInfo { parallel: true, ..looped(vec![], Some((*ivar, size.clone()))) })],
+        Expr::For { ivar, size, body } | Expr::ForAcc { ivar, size, body, .. } => {
+            vec![(body, BlockInfo { parallel: true, ..looped(vec![], Some((*ivar, size.clone()))) })]
+        }
         Expr::Loop { params, kind, body, .. } => match kind {
             LoopKind::Count { ivar, n, .. } => {
                 let mut info = looped(params.clone(), None);

@@ -149,15 +149,17 @@ pub fn optimize(m: &Module, opts: &OptOptions) -> Result<(Module, Report), OptEr
 /// Optimise one function with a parsed schedule.
 pub fn optimize_function(f: &mut Function, sched: &Schedule, rules: &[Rule], opts: &OptOptions, report: &mut Report) -> Result<(), OptError> {
     let t0 = std::time::Instant::now();
-    let mut st = State { names: std::mem::take(&mut f.names), onehot: f.onehot.iter().copied().collect(), want_cse: mentions(sched, "cse"), nonneg: f.size_params.iter().map(|(_, v)| *v).collect(), nonneg_sizes: parameter_axes(f), ..State::default() };
+    let mut st = State {
+        names: std::mem::take(&mut f.names),
+        onehot: f.onehot.iter().copied().collect(),
+        want_cse: mentions(sched, "cse"),
+        nonneg: f.size_params.iter().map(|(_, v)| *v).collect(),
+        nonneg_sizes: parameter_axes(f),
+        ..State::default()
+    };
     walk_uses(f, &mut st);
     let info = BlockInfo {
-        params: f
-            .params
-            .iter()
-            .cloned()
-            .chain(f.size_params.iter().map(|(_, v)| Binder { var: *v, ty: Type::scalar(Scalar::I64) }))
-            .collect(),
+        params: f.params.iter().cloned().chain(f.size_params.iter().map(|(_, v)| Binder { var: *v, ty: Type::scalar(Scalar::I64) })).collect(),
         index: None,
         repeats: false,
         parallel: false,
@@ -173,10 +175,15 @@ pub fn optimize_function(f: &mut Function, sched: &Schedule, rules: &[Rule], opt
     // whatever the schedule removed is no longer stored for the backward
     // sweep, nor what became a result (the copy that named it is gone)
     let top: rustc_hash::FxHashSet<VarId> = f.body.stmts.iter().flat_map(|s| s.binds.iter().map(|b| b.var)).collect();
-    let results: rustc_hash::FxHashSet<VarId> = f.body.result.iter().filter_map(|a| match a {
-        crate::ir::Atom::Var(v) => Some(*v),
-        crate::ir::Atom::Lit(_) => None,
-    }).collect();
+    let results: rustc_hash::FxHashSet<VarId> = f
+        .body
+        .result
+        .iter()
+        .filter_map(|a| match a {
+            crate::ir::Atom::Var(v) => Some(*v),
+            crate::ir::Atom::Lit(_) => None,
+        })
+        .collect();
     f.stored.retain(|v| top.contains(v) && !results.contains(v));
     f.onehot = engine.st.onehot.iter().copied().filter(|v| top.contains(v)).collect();
     f.onehot.sort();

@@ -325,7 +325,12 @@ impl Ctx<'_, '_> {
     }
 
     fn nonneg(&self, v: VarId, inner: &[VarId]) -> bool {
-        self.st.nonneg.contains(&v) || inner.contains(&v) || self.index_range(v).is_some() || self.clamped_at_zero(v) || self.an_axis_of_a_parameter(v) || self.a_size_that_ran(v)
+        self.st.nonneg.contains(&v)
+            || inner.contains(&v)
+            || self.index_range(v).is_some()
+            || self.clamped_at_zero(v)
+            || self.an_axis_of_a_parameter(v)
+            || self.a_size_that_ran(v)
     }
 
     /// Whether integer `v` computes the size of a `for` that ran before

@@ -505,9 +505,7 @@ fn too_deep(span: Span) -> Diagnostic {
 }
 
 fn empty_schedule(span: Span) -> Diagnostic {
-    Diagnostic::new("empty schedule", span)
-        .label("expected a strategy")
-        .hint("a schedule is a strategy such as `repeat(everywhere(RULE))`; `id` does nothing")
+    Diagnostic::new("empty schedule", span).label("expected a strategy").hint("a schedule is a strategy such as `repeat(everywhere(RULE))`; `id` does nothing")
 }
 
 fn expected_strategy(found: &Token<'_>) -> Diagnostic {
@@ -519,9 +517,7 @@ fn expected_strategy(found: &Token<'_>) -> Diagnostic {
         Tok::Ident("in") => "a let needs a strategy between `=` and `in`",
         _ => "a strategy is a rule, a let name, `id`, `fail`, `COMBINATOR(…)` or `(…)`",
     };
-    Diagnostic::new(format!("expected a strategy, found {}", found.describe()), found.span.clone())
-        .label("expected a strategy here")
-        .hint(hint)
+    Diagnostic::new(format!("expected a strategy, found {}", found.describe()), found.span.clone()).label("expected a strategy here").hint(hint)
 }
 
 fn missing_argument(name: &str, span: Span) -> Diagnostic {
@@ -545,9 +541,7 @@ fn unexpected_character(c: char, at: usize, rest: &str) -> Diagnostic {
         _ => "a schedule is made of names, `(`, `)`, `;`, `<+`, `=` and `--` comments",
     };
     let hint = if rest.starts_with("//") { "comments start with `--`" } else { hint };
-    Diagnostic::new(format!("unexpected character `{}`", c.escape_debug()), at..at + c.len_utf8())
-        .label("not part of the schedule syntax")
-        .hint(hint)
+    Diagnostic::new(format!("unexpected character `{}`", c.escape_debug()), at..at + c.len_utf8()).label("not part of the schedule syntax").hint(hint)
 }
 
 // ------------------------------------------------------------ helpers
@@ -680,12 +674,7 @@ mod tests {
 
     #[test]
     fn unknown_name_suggests_and_lists() {
-        let e = check(
-            "let fuse = fuse_idx in fuse",
-            "unknown rule or strategy `fuse_idx`",
-            (1, 12),
-            "did you mean `fuse_index_for`?",
-        );
+        let e = check("let fuse = fuse_idx in fuse", "unknown rule or strategy `fuse_idx`", (1, 12), "did you mean `fuse_index_for`?");
         assert!(e.rendered.contains("known rules: fuse_index_for, fuse_index_iota, inline_atom, fold_constant, cse"), "{e}");
         // Lets in scope are suggested and listed too.
         let e = check("let simplify = cse in simplfy", "unknown rule or strategy `simplfy`", (1, 23), "did you mean `simplify`?");
@@ -844,10 +833,7 @@ mod tests {
     fn schedule() -> impl proptest::strategy::Strategy<Value = Schedule> {
         (0..=LET_NAMES.len()).prop_flat_map(|n| {
             let bodies: Vec<BoxedStrategy<Strategy>> = (0..n).map(tree).collect();
-            (bodies, tree(n)).prop_map(|(bodies, main)| Schedule {
-                lets: LET_NAMES.iter().map(|s| s.to_string()).zip(bodies).collect(),
-                main,
-            })
+            (bodies, tree(n)).prop_map(|(bodies, main)| Schedule { lets: LET_NAMES.iter().map(|s| s.to_string()).zip(bodies).collect(), main })
         })
     }
 
@@ -855,8 +841,8 @@ mod tests {
     /// and comments: mostly wrong, sometimes right.
     fn token_soup() -> impl proptest::strategy::Strategy<Value = String> {
         let pieces = vec![
-            "(", ")", ";", "<+", "<", "=", "let", "in", "id", "fail", "try", "repeat", "reapeat", "cse", "cs", "a", "b", " ", "\n",
-            "-- c\n", "-", "#", "é", "\u{feff}", "\r\n", "\t", "1",
+            "(", ")", ";", "<+", "<", "=", "let", "in", "id", "fail", "try", "repeat", "reapeat", "cse", "cs", "a", "b", " ", "\n", "-- c\n", "-", "#", "é",
+            "\u{feff}", "\r\n", "\t", "1",
         ];
         prop::collection::vec(prop::sample::select(pieces), 0..40).prop_map(|v| v.concat())
     }

@@ -65,8 +65,7 @@ impl Strategy {
 
     /// The combinators that take one strategy argument, by their name in
     /// the schedule syntax.
-    pub const UNARY: &'static [&'static str] =
-        &["try", "repeat", "one", "all", "topDown", "bottomUp", "normalize", "innermost", "everywhere"];
+    pub const UNARY: &'static [&'static str] = &["try", "repeat", "one", "all", "topDown", "bottomUp", "normalize", "innermost", "everywhere"];
 
     /// Build a unary combinator from its schedule name.
     pub fn unary(name: &str, s: Strategy) -> Option<Strategy> {

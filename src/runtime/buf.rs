@@ -25,7 +25,10 @@ pub struct Buf<T: Copy> {
 enum Repr<T> {
     Owned(Vec<T>),
     /// `len` elements at `ptr`, alive and unwritten by the contract above.
-    Borrowed { ptr: *const T, len: usize },
+    Borrowed {
+        ptr: *const T,
+        len: usize,
+    },
 }
 
 // SAFETY: an owned Buf is a Vec; a borrowed one is a `&[T]` (shared,

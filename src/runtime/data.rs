@@ -34,10 +34,7 @@ pub fn value_from_json(json: &Json, shape: &Shape) -> Result<Value, String> {
             Json::Array(items) if items.len() == comps.len() => {
                 let mut vals = Vec::with_capacity(comps.len());
                 for (k, (item, comp)) in items.iter().zip(comps).enumerate() {
-                    vals.push(
-                        value_from_json(item, comp)
-                            .map_err(|e| format!("tuple component {k}: {e}"))?,
-                    );
+                    vals.push(value_from_json(item, comp).map_err(|e| format!("tuple component {k}: {e}"))?);
                 }
                 Ok(Value::Tuple(vals))
             }
@@ -65,9 +62,7 @@ pub fn parse_arg(spec: &str, shape: &Shape) -> Result<Value, String> {
     if let Some(path) = spec.strip_prefix('@') {
         let p = Path::new(path);
         if path.is_empty() {
-            return Err(
-                "`@` must be followed by a file name (`@data.json` or `@data.npy`)".to_string(),
-            );
+            return Err("`@` must be followed by a file name (`@data.json` or `@data.npy`)".to_string());
         }
         if is_npy(p) {
             let ty = match shape {
@@ -137,19 +132,13 @@ pub(crate) fn quote_non_finite(text: &str) -> String {
             // `-0` is a valid JSON number, but serde_json reads it as the
             // float -0.0, which would refuse it for integer parameters: it
             // goes through as the string "-0", read as 0 or -0.0.
-            if text[i..].starts_with("-0")
-                && bytes
-                    .get(i + 2)
-                    .is_none_or(|&c| !(c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E')))
-            {
+            if text[i..].starts_with("-0") && bytes.get(i + 2).is_none_or(|&c| !(c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E'))) {
                 out.push_str("\"-0\"");
                 i += 2;
                 continue;
             }
             for tok in ["-Infinity", "Infinity", "NaN"] {
-                if text[i..].starts_with(tok)
-                    && bytes.get(i + tok.len()).is_none_or(|&c| !word_char(c))
-                {
+                if text[i..].starts_with(tok) && bytes.get(i + tok.len()).is_none_or(|&c| !word_char(c)) {
                     matched = Some(tok);
                     break;
                 }
@@ -189,11 +178,7 @@ pub(crate) fn plural(n: usize) -> &'static str {
 
 /// "a 2-d array of f64", "an f64 number", "a bool (true or false)".
 pub(crate) fn type_desc(ty: &Type) -> String {
-    if ty.rank() == 0 {
-        scalar_desc(ty.elem).to_string()
-    } else {
-        format!("a {}-d array of {}", ty.rank(), ty.elem.name())
-    }
+    if ty.rank() == 0 { scalar_desc(ty.elem).to_string() } else { format!("a {}-d array of {}", ty.rank(), ty.elem.name()) }
 }
 
 fn scalar_desc(s: Scalar) -> &'static str {
@@ -212,10 +197,7 @@ pub(crate) fn shape_desc(shape: &Shape) -> String {
             let dims: String = (0..ty.rank()).map(|_| "[]").collect();
             format!("{dims}{}", ty.elem.name())
         }
-        Shape::Tuple(ts) => format!(
-            "({})",
-            ts.iter().map(shape_desc).collect::<Vec<_>>().join(", ")
-        ),
+        Shape::Tuple(ts) => format!("({})", ts.iter().map(shape_desc).collect::<Vec<_>>().join(", ")),
     }
 }
 
@@ -225,19 +207,10 @@ pub(crate) fn describe_json(j: &Json) -> String {
         Json::Null => "null".to_string(),
         Json::Bool(b) => format!("`{b}`"),
         Json::Number(n) => format!("the number {n}"),
-        Json::String(s) if matches!(s.as_str(), "NaN" | "Infinity" | "-Infinity" | "-0") => {
-            s.clone()
-        }
+        Json::String(s) if matches!(s.as_str(), "NaN" | "Infinity" | "-Infinity" | "-0") => s.clone(),
         Json::String(s) => {
             let short: String = s.chars().take(40).collect();
-            format!(
-                "the string {:?}",
-                if short.len() < s.len() {
-                    format!("{short}…")
-                } else {
-                    short
-                }
-            )
+            format!("the string {:?}", if short.len() < s.len() { format!("{short}…") } else { short })
         }
         Json::Object(_) => "an object".to_string(),
         Json::Array(xs) if xs.is_empty() => "an empty array".to_string(),
@@ -267,11 +240,7 @@ fn leaf_from_json(json: &Json, ty: &Type) -> Result<Value, String> {
         return Ok(data.get(0));
     }
     if !json.is_array() {
-        return Err(format!(
-            "expected {}, got {}",
-            type_desc(ty),
-            describe_json(json)
-        ));
+        return Err(format!("expected {}, got {}", type_desc(ty), describe_json(json)));
     }
     // Sizes from the first element at every level.
     let mut dims = Vec::with_capacity(rank);
@@ -297,16 +266,9 @@ fn leaf_from_json(json: &Json, ty: &Type) -> Result<Value, String> {
         }
     }
     if dims.iter().all(|&d| d > 0) && cur.is_array() {
-        return Err(format!(
-            "expected {}, got a {}-d array",
-            type_desc(ty),
-            rank + json_depth(cur)
-        ));
+        return Err(format!("expected {}, got a {}-d array", type_desc(ty), rank + json_depth(cur)));
     }
-    let total = dims
-        .iter()
-        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .ok_or("array too large")?;
+    let total = dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)).ok_or("array too large")?;
     let mut data = ArrayData::with_capacity(ty.elem, total.min(1 << 24));
     let mut path = Vec::with_capacity(rank);
     fill(json, 0, &dims, ty.elem, &mut path, &mut data)?;
@@ -325,14 +287,7 @@ pub(crate) fn row_name(path: &[usize]) -> String {
     }
 }
 
-fn fill(
-    j: &Json,
-    d: usize,
-    dims: &[usize],
-    elem: Scalar,
-    path: &mut Vec<usize>,
-    data: &mut ArrayData,
-) -> Result<(), String> {
+fn fill(j: &Json, d: usize, dims: &[usize], elem: Scalar, path: &mut Vec<usize>, data: &mut ArrayData) -> Result<(), String> {
     if d == dims.len() {
         return push_scalar(j, elem, data).map_err(|e| format!("{e} (at {})", path_str(path)));
     }
@@ -345,18 +300,8 @@ fn fill(
             }
             Ok(())
         }
-        Json::Array(xs) => Err(format!(
-            "ragged array: {} has length {}, expected {}",
-            row_name(path),
-            xs.len(),
-            dims[d]
-        )),
-        other => Err(format!(
-            "ragged array: {} is {}, expected an array of length {}",
-            row_name(path),
-            describe_json(other),
-            dims[d]
-        )),
+        Json::Array(xs) => Err(format!("ragged array: {} has length {}, expected {}", row_name(path), xs.len(), dims[d])),
+        other => Err(format!("ragged array: {} is {}, expected an array of length {}", row_name(path), describe_json(other), dims[d])),
     }
 }
 
@@ -382,10 +327,7 @@ pub(crate) fn push_scalar(j: &Json, elem: Scalar, data: &mut ArrayData) -> Resul
             let x = json_float(j).ok_or_else(bad)?;
             let y = x as f32;
             if x.is_finite() && !y.is_finite() {
-                return Err(format!(
-                    "the number {x:e} is out of range for f32 (the largest finite f32 is {:e})",
-                    f32::MAX
-                ));
+                return Err(format!("the number {x:e} is out of range for f32 (the largest finite f32 is {:e})", f32::MAX));
             }
             v.push(y)
         }
@@ -418,11 +360,7 @@ fn json_int(j: &Json, elem: Scalar) -> Result<i64, String> {
             }
         }
         Json::String(s) if s == "-0" => Ok(0),
-        _ => Err(format!(
-            "expected {}, got {}",
-            scalar_desc(elem),
-            describe_json(j)
-        )),
+        _ => Err(format!("expected {}, got {}", scalar_desc(elem), describe_json(j))),
     }
 }
 
@@ -441,9 +379,7 @@ pub const MAX_INPUT_ENV: &str = "ARDEN_MAX_INPUT_BYTES";
 pub fn max_input_bytes() -> Result<u64, String> {
     match std::env::var(MAX_INPUT_ENV) {
         Err(std::env::VarError::NotPresent) => Ok(DEFAULT_MAX_INPUT_BYTES),
-        Ok(v) => v.trim().parse::<u64>().map_err(|_| {
-            format!("{MAX_INPUT_ENV} must be a number of bytes, e.g. {MAX_INPUT_ENV}=4294967296; it is `{v}`")
-        }),
+        Ok(v) => v.trim().parse::<u64>().map_err(|_| format!("{MAX_INPUT_ENV} must be a number of bytes, e.g. {MAX_INPUT_ENV}=4294967296; it is `{v}`")),
         Err(e) => Err(format!("{MAX_INPUT_ENV}: {e}")),
     }
 }
@@ -465,11 +401,7 @@ pub fn read_input_file(path: &Path) -> Result<Vec<u8>, String> {
     if !meta.is_file() {
         return Err(not_regular(&meta));
     }
-    let too_big = |size: u64| {
-        format!(
-            "cannot read {name}: it is {size} bytes, over the input limit of {limit} bytes (set {MAX_INPUT_ENV} to raise it)"
-        )
-    };
+    let too_big = |size: u64| format!("cannot read {name}: it is {size} bytes, over the input limit of {limit} bytes (set {MAX_INPUT_ENV} to raise it)");
     if meta.len() > limit {
         return Err(too_big(meta.len()));
     }
@@ -483,13 +415,9 @@ pub fn read_input_file(path: &Path) -> Result<Vec<u8>, String> {
         return Err(too_big(meta.len()));
     }
     let mut buf = Vec::new();
-    buf.try_reserve_exact(meta.len() as usize).map_err(|e| {
-        format!("cannot read {name}: not enough memory for {} bytes: {e}", meta.len())
-    })?;
+    buf.try_reserve_exact(meta.len() as usize).map_err(|e| format!("cannot read {name}: not enough memory for {} bytes: {e}", meta.len()))?;
     // The file may also grow while it is read: never read past the limit.
-    file.take(limit + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| format!("cannot read {name}: {e}"))?;
+    file.take(limit + 1).read_to_end(&mut buf).map_err(|e| format!("cannot read {name}: {e}"))?;
     if buf.len() as u64 > limit {
         return Err(too_big(buf.len() as u64));
     }
@@ -535,9 +463,7 @@ pub fn write_file_atomic_with(path: &Path, write: impl FnOnce(&mut dyn std::io::
     } else {
         path
     };
-    let file_name = path
-        .file_name()
-        .ok_or_else(|| fail(&"the path does not name a file"))?;
+    let file_name = path.file_name().ok_or_else(|| fail(&"the path does not name a file"))?;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => std::path::PathBuf::from("."),
@@ -547,10 +473,7 @@ pub fn write_file_atomic_with(path: &Path, write: impl FnOnce(&mut dyn std::io::
     tmp_name.push(format!(".arden-tmp-{}", std::process::id()));
     let tmp = dir.join(tmp_name);
     let result = (|| -> std::io::Result<()> {
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
+        let f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         let mut f = std::io::BufWriter::new(f);
         write(&mut f)?;
         f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
@@ -583,21 +506,10 @@ fn check_npy_value(path: &str, v: &Value, ty: &Type) -> Result<(), String> {
     let elem = v.elem().expect("npy values are not tuples");
     let dims = v.shape();
     if elem != ty.elem {
-        return Err(format!(
-            "{path} holds {} ({}) data, but {} is expected ({})",
-            npy_name(elem),
-            elem.name(),
-            ty.elem.name(),
-            npy_name(ty.elem)
-        ));
+        return Err(format!("{path} holds {} ({}) data, but {} is expected ({})", npy_name(elem), elem.name(), ty.elem.name(), npy_name(ty.elem)));
     }
     if dims.len() != ty.rank() {
-        return Err(format!(
-            "{path} holds a {}-d array of shape {}, but {} is expected",
-            dims.len(),
-            shape_tuple(&dims),
-            type_desc(ty)
-        ));
+        return Err(format!("{path} holds a {}-d array of shape {}, but {} is expected", dims.len(), shape_tuple(&dims), type_desc(ty)));
     }
     Ok(())
 }
@@ -611,9 +523,7 @@ pub fn write_npy(path: &Path, v: &Value) -> Result<(), String> {
 pub fn npy_bytes(v: &Value) -> Result<Vec<u8>, String> {
     let bytes = match v {
         Value::Tuple(_) => {
-            return Err(
-                "--output .npy needs a single array result; this entry returns a tuple".to_string(),
-            );
+            return Err("--output .npy needs a single array result; this entry returns a tuple".to_string());
         }
         Value::Array(a) => crate::runtime::npy::encode(&a.shape, &a.data),
         scalar => {
@@ -638,10 +548,7 @@ mod tests {
     use crate::ir::{Size, VarId};
 
     fn leaf(elem: Scalar, rank: usize) -> Shape {
-        Shape::Leaf(Type::array(
-            elem,
-            (0..rank).map(|k| Size::var(VarId(k as u32))).collect(),
-        ))
+        Shape::Leaf(Type::array(elem, (0..rank).map(|k| Size::var(VarId(k as u32))).collect()))
     }
     fn j(text: &str) -> Json {
         parse_json_text(text).unwrap()
@@ -689,43 +596,14 @@ mod tests {
         assert_eq!(conv("-7", &leaf(Scalar::I64, 0)), Ok(Value::I64(-7)));
         assert_eq!(conv("7", &leaf(Scalar::I32, 0)), Ok(Value::I32(7)));
         assert_eq!(conv("true", &leaf(Scalar::Bool, 0)), Ok(Value::Bool(true)));
-        assert_eq!(
-            conv("2.5", &leaf(Scalar::I64, 0)),
-            Err("expected an integer, got 2.5".into())
-        );
-        assert_eq!(
-            conv("2.0", &leaf(Scalar::I64, 0)),
-            Err("expected an integer, got 2.0".into())
-        );
-        assert!(
-            conv("3000000000", &leaf(Scalar::I32, 0))
-                .unwrap_err()
-                .contains("does not fit in i32")
-        );
-        assert!(
-            conv("18446744073709551615", &leaf(Scalar::I64, 0))
-                .unwrap_err()
-                .contains("does not fit in i64")
-        );
-        assert!(
-            conv("1", &leaf(Scalar::Bool, 0))
-                .unwrap_err()
-                .contains("expected true or false")
-        );
-        assert!(
-            conv("true", &leaf(Scalar::F64, 0))
-                .unwrap_err()
-                .contains("expected a number (f64)")
-        );
-        assert_eq!(
-            conv("[1]", &leaf(Scalar::F64, 0)),
-            Err("expected a number (f64), got a 1-d array".into())
-        );
-        assert!(
-            conv("null", &leaf(Scalar::I64, 0))
-                .unwrap_err()
-                .contains("got null")
-        );
+        assert_eq!(conv("2.5", &leaf(Scalar::I64, 0)), Err("expected an integer, got 2.5".into()));
+        assert_eq!(conv("2.0", &leaf(Scalar::I64, 0)), Err("expected an integer, got 2.0".into()));
+        assert!(conv("3000000000", &leaf(Scalar::I32, 0)).unwrap_err().contains("does not fit in i32"));
+        assert!(conv("18446744073709551615", &leaf(Scalar::I64, 0)).unwrap_err().contains("does not fit in i64"));
+        assert!(conv("1", &leaf(Scalar::Bool, 0)).unwrap_err().contains("expected true or false"));
+        assert!(conv("true", &leaf(Scalar::F64, 0)).unwrap_err().contains("expected a number (f64)"));
+        assert_eq!(conv("[1]", &leaf(Scalar::F64, 0)), Err("expected a number (f64), got a 1-d array".into()));
+        assert!(conv("null", &leaf(Scalar::I64, 0)).unwrap_err().contains("got null"));
     }
 
     #[test]
@@ -733,197 +611,76 @@ mod tests {
         let s = leaf(Scalar::F64, 1);
         let v = conv("[NaN, Infinity, -Infinity, \"NaN\", \"-Infinity\", 1]", &s).unwrap();
         let Value::Array(a) = v else { panic!() };
-        let ArrayData::F64(xs) = &a.data else {
-            panic!()
-        };
+        let ArrayData::F64(xs) = &a.data else { panic!() };
         assert!(xs[0].is_nan() && xs[3].is_nan());
         assert_eq!(&xs[1..3], &[f64::INFINITY, f64::NEG_INFINITY]);
         assert_eq!(xs[4], f64::NEG_INFINITY);
         // Tokens inside strings and inside longer words are left alone.
-        assert_eq!(
-            quote_non_finite(r#"["NaN x", "a\"NaN", NaNa]"#),
-            r#"["NaN x", "a\"NaN", NaNa]"#
-        );
-        assert_eq!(
-            quote_non_finite("[NaN,-Infinity]"),
-            r#"["NaN","-Infinity"]"#
-        );
-        assert_eq!(
-            quote_non_finite("[\"é\", Infinity]"),
-            "[\"é\", \"Infinity\"]"
-        );
+        assert_eq!(quote_non_finite(r#"["NaN x", "a\"NaN", NaNa]"#), r#"["NaN x", "a\"NaN", NaNa]"#);
+        assert_eq!(quote_non_finite("[NaN,-Infinity]"), r#"["NaN","-Infinity"]"#);
+        assert_eq!(quote_non_finite("[\"é\", Infinity]"), "[\"é\", \"Infinity\"]");
         // Not accepted for integers.
-        assert_eq!(
-            conv("NaN", &leaf(Scalar::I64, 0)),
-            Err("expected an integer (i64), got NaN".into())
-        );
-        assert_eq!(
-            conv("-Infinity", &leaf(Scalar::F64, 1)),
-            Err("expected a 1-d array of f64, got -Infinity".into())
-        );
+        assert_eq!(conv("NaN", &leaf(Scalar::I64, 0)), Err("expected an integer (i64), got NaN".into()));
+        assert_eq!(conv("-Infinity", &leaf(Scalar::F64, 1)), Err("expected a 1-d array of f64, got -Infinity".into()));
         // Output of to_json parses back.
-        let v = arr(
-            vec![2, 2],
-            ArrayData::F64(vec![1.0, f64::INFINITY, -0.0, 2.5].into()),
-        );
+        let v = arr(vec![2, 2], ArrayData::F64(vec![1.0, f64::INFINITY, -0.0, 2.5].into()));
         assert_eq!(conv(&v.to_json(), &leaf(Scalar::F64, 2)).unwrap(), v);
     }
 
     #[test]
     fn arrays() {
-        assert_eq!(
-            conv("[[1, 2], [3, 4.5]]", &leaf(Scalar::F64, 2)),
-            Ok(arr(vec![2, 2], ArrayData::F64(vec![1.0, 2.0, 3.0, 4.5].into())))
-        );
-        assert_eq!(
-            conv("[1, 2, 3]", &leaf(Scalar::I32, 1)),
-            Ok(arr(vec![3], ArrayData::I32(vec![1, 2, 3].into())))
-        );
-        assert_eq!(
-            conv("[[true], [false]]", &leaf(Scalar::Bool, 2)),
-            Ok(arr(vec![2, 1], ArrayData::Bool(vec![true, false].into())))
-        );
-        assert_eq!(
-            conv("[[[1, 2]], [[3, 4]]]", &leaf(Scalar::I64, 3)),
-            Ok(arr(vec![2, 1, 2], ArrayData::I64(vec![1, 2, 3, 4].into())))
-        );
-        assert_eq!(
-            conv("[1.5, 2.25]", &leaf(Scalar::F32, 1)),
-            Ok(arr(vec![2], ArrayData::F32(vec![1.5, 2.25].into())))
-        );
+        assert_eq!(conv("[[1, 2], [3, 4.5]]", &leaf(Scalar::F64, 2)), Ok(arr(vec![2, 2], ArrayData::F64(vec![1.0, 2.0, 3.0, 4.5].into()))));
+        assert_eq!(conv("[1, 2, 3]", &leaf(Scalar::I32, 1)), Ok(arr(vec![3], ArrayData::I32(vec![1, 2, 3].into()))));
+        assert_eq!(conv("[[true], [false]]", &leaf(Scalar::Bool, 2)), Ok(arr(vec![2, 1], ArrayData::Bool(vec![true, false].into()))));
+        assert_eq!(conv("[[[1, 2]], [[3, 4]]]", &leaf(Scalar::I64, 3)), Ok(arr(vec![2, 1, 2], ArrayData::I64(vec![1, 2, 3, 4].into()))));
+        assert_eq!(conv("[1.5, 2.25]", &leaf(Scalar::F32, 1)), Ok(arr(vec![2], ArrayData::F32(vec![1.5, 2.25].into()))));
     }
 
     #[test]
     fn array_errors() {
         let m = leaf(Scalar::F64, 2);
-        assert_eq!(
-            conv("[[1, 2], [3, 4], [5, 6, 7]]", &m),
-            Err("ragged array: row 2 has length 3, expected 2".into())
-        );
-        assert_eq!(
-            conv("[[1, 2], 3]", &m),
-            Err("ragged array: row 1 is the number 3, expected an array of length 2".into())
-        );
-        assert_eq!(
-            conv("3", &m),
-            Err("expected a 2-d array of f64, got the number 3".into())
-        );
-        assert_eq!(
-            conv("[1, 2]", &m),
-            Err("expected a 2-d array of f64, got a 1-d array".into())
-        );
-        assert_eq!(
-            conv("[[[1]]]", &m),
-            Err("expected a 2-d array of f64, got a 3-d array".into())
-        );
-        assert_eq!(
-            conv("[[1], [[2]]]", &m),
-            Err("expected a number (f64), got a 1-d array (at [1][0])".into())
-        );
-        assert_eq!(
-            conv("[[[1, 2], [3]]]", &leaf(Scalar::F64, 3)),
-            Err("ragged array: row [0][1] has length 1, expected 2".into())
-        );
-        assert_eq!(
-            conv("[1, 2.5]", &leaf(Scalar::I64, 1)),
-            Err("expected an integer, got 2.5 (at [1])".into())
-        );
-        assert!(
-            conv("{\"a\": 1}", &m)
-                .unwrap_err()
-                .contains("got an object")
-        );
-        assert!(
-            conv("\"hello\"", &m)
-                .unwrap_err()
-                .contains("got the string \"hello\"")
-        );
+        assert_eq!(conv("[[1, 2], [3, 4], [5, 6, 7]]", &m), Err("ragged array: row 2 has length 3, expected 2".into()));
+        assert_eq!(conv("[[1, 2], 3]", &m), Err("ragged array: row 1 is the number 3, expected an array of length 2".into()));
+        assert_eq!(conv("3", &m), Err("expected a 2-d array of f64, got the number 3".into()));
+        assert_eq!(conv("[1, 2]", &m), Err("expected a 2-d array of f64, got a 1-d array".into()));
+        assert_eq!(conv("[[[1]]]", &m), Err("expected a 2-d array of f64, got a 3-d array".into()));
+        assert_eq!(conv("[[1], [[2]]]", &m), Err("expected a number (f64), got a 1-d array (at [1][0])".into()));
+        assert_eq!(conv("[[[1, 2], [3]]]", &leaf(Scalar::F64, 3)), Err("ragged array: row [0][1] has length 1, expected 2".into()));
+        assert_eq!(conv("[1, 2.5]", &leaf(Scalar::I64, 1)), Err("expected an integer, got 2.5 (at [1])".into()));
+        assert!(conv("{\"a\": 1}", &m).unwrap_err().contains("got an object"));
+        assert!(conv("\"hello\"", &m).unwrap_err().contains("got the string \"hello\""));
     }
 
     #[test]
     fn empty_arrays() {
-        assert_eq!(
-            conv("[]", &leaf(Scalar::F64, 1)),
-            Ok(arr(vec![0], ArrayData::F64(vec![].into())))
-        );
-        assert_eq!(
-            conv("[[], []]", &leaf(Scalar::F64, 2)),
-            Ok(arr(vec![2, 0], ArrayData::F64(vec![].into())))
-        );
-        assert_eq!(
-            conv("[]", &leaf(Scalar::I64, 2)),
-            Ok(arr(vec![0, 0], ArrayData::I64(vec![].into())))
-        );
+        assert_eq!(conv("[]", &leaf(Scalar::F64, 1)), Ok(arr(vec![0], ArrayData::F64(vec![].into()))));
+        assert_eq!(conv("[[], []]", &leaf(Scalar::F64, 2)), Ok(arr(vec![2, 0], ArrayData::F64(vec![].into()))));
+        assert_eq!(conv("[]", &leaf(Scalar::I64, 2)), Ok(arr(vec![0, 0], ArrayData::I64(vec![].into()))));
         // Constant inner sizes come from the type.
-        let t = Shape::Leaf(Type::array(
-            Scalar::F64,
-            vec![Size::var(VarId(0)), Size::constant(3)],
-        ));
+        let t = Shape::Leaf(Type::array(Scalar::F64, vec![Size::var(VarId(0)), Size::constant(3)]));
         assert_eq!(conv("[]", &t), Ok(arr(vec![0, 3], ArrayData::F64(vec![].into()))));
-        assert_eq!(
-            conv("[[], [1]]", &leaf(Scalar::F64, 2)),
-            Err("ragged array: row 1 has length 1, expected 0".into())
-        );
-        assert_eq!(
-            conv("[[[]], [[]]]", &leaf(Scalar::F64, 3)),
-            Ok(arr(vec![2, 1, 0], ArrayData::F64(vec![].into())))
-        );
-        assert!(
-            conv("[]", &leaf(Scalar::F64, 0))
-                .unwrap_err()
-                .contains("got an empty array")
-        );
+        assert_eq!(conv("[[], [1]]", &leaf(Scalar::F64, 2)), Err("ragged array: row 1 has length 1, expected 0".into()));
+        assert_eq!(conv("[[[]], [[]]]", &leaf(Scalar::F64, 3)), Ok(arr(vec![2, 1, 0], ArrayData::F64(vec![].into()))));
+        assert!(conv("[]", &leaf(Scalar::F64, 0)).unwrap_err().contains("got an empty array"));
     }
 
     #[test]
     fn tuples() {
         let t = Shape::Tuple(vec![leaf(Scalar::F64, 0), leaf(Scalar::I64, 1)]);
-        assert_eq!(
-            conv("[2.5, [1, 2]]", &t),
-            Ok(Value::Tuple(vec![
-                Value::F64(2.5),
-                arr(vec![2], ArrayData::I64(vec![1, 2].into()))
-            ]))
-        );
-        assert_eq!(
-            conv("[2.5]", &t),
-            Err("expected a tuple of (f64, []i64) as a JSON array of 2 elements, got an array of 1 element".into())
-        );
+        assert_eq!(conv("[2.5, [1, 2]]", &t), Ok(Value::Tuple(vec![Value::F64(2.5), arr(vec![2], ArrayData::I64(vec![1, 2].into()))])));
+        assert_eq!(conv("[2.5]", &t), Err("expected a tuple of (f64, []i64) as a JSON array of 2 elements, got an array of 1 element".into()));
         assert!(conv("2.5", &t).unwrap_err().contains("got the number 2.5"));
-        assert_eq!(
-            conv("[2.5, [1, 2.5]]", &t),
-            Err("tuple component 1: expected an integer, got 2.5 (at [1])".into())
-        );
-        let nested = Shape::Tuple(vec![
-            Shape::Tuple(vec![]),
-            Shape::Tuple(vec![leaf(Scalar::Bool, 0)]),
-        ]);
-        assert_eq!(
-            conv("[[], [false]]", &nested),
-            Ok(Value::Tuple(vec![
-                Value::Tuple(vec![]),
-                Value::Tuple(vec![Value::Bool(false)])
-            ]))
-        );
+        assert_eq!(conv("[2.5, [1, 2.5]]", &t), Err("tuple component 1: expected an integer, got 2.5 (at [1])".into()));
+        let nested = Shape::Tuple(vec![Shape::Tuple(vec![]), Shape::Tuple(vec![leaf(Scalar::Bool, 0)])]);
+        assert_eq!(conv("[[], [false]]", &nested), Ok(Value::Tuple(vec![Value::Tuple(vec![]), Value::Tuple(vec![Value::Bool(false)])])));
     }
 
     #[test]
     fn parse_arg_text_and_json_files() {
         let s = leaf(Scalar::F64, 1);
-        assert_eq!(
-            parse_arg(" [1, 2] ", &s),
-            Ok(arr(vec![2], ArrayData::F64(vec![1.0, 2.0].into())))
-        );
-        assert!(
-            parse_arg("[1, 2", &s)
-                .unwrap_err()
-                .starts_with("cannot parse argument as JSON: ")
-        );
-        assert!(
-            parse_arg("abc", &s)
-                .unwrap_err()
-                .starts_with("cannot parse argument as JSON: ")
-        );
+        assert_eq!(parse_arg(" [1, 2] ", &s), Ok(arr(vec![2], ArrayData::F64(vec![1.0, 2.0].into()))));
+        assert!(parse_arg("[1, 2", &s).unwrap_err().starts_with("cannot parse argument as JSON: "));
+        assert!(parse_arg("abc", &s).unwrap_err().starts_with("cannot parse argument as JSON: "));
         let dir = TmpDir::new("json");
         let f = dir.file("a.json");
         std::fs::write(&f, "[[1, NaN]]\n").unwrap();
@@ -936,22 +693,10 @@ mod tests {
         let e = parse_arg(&format!("@{}", f.display()), &s).unwrap_err();
         assert!(e.ends_with("as JSON: invalid UTF-8 at byte 4"), "{e}");
         std::fs::write(&f, "[1,").unwrap();
-        assert!(
-            parse_arg(&format!("@{}", f.display()), &s)
-                .unwrap_err()
-                .contains("as JSON")
-        );
+        assert!(parse_arg(&format!("@{}", f.display()), &s).unwrap_err().contains("as JSON"));
         let missing = dir.file("missing.json");
-        assert!(
-            parse_arg(&format!("@{}", missing.display()), &s)
-                .unwrap_err()
-                .starts_with("cannot read ")
-        );
-        assert!(
-            parse_arg(&format!("@{}", dir.file("missing.npy").display()), &s)
-                .unwrap_err()
-                .starts_with("cannot read ")
-        );
+        assert!(parse_arg(&format!("@{}", missing.display()), &s).unwrap_err().starts_with("cannot read "));
+        assert!(parse_arg(&format!("@{}", dir.file("missing.npy").display()), &s).unwrap_err().starts_with("cannot read "));
         assert!(parse_arg("@", &s).is_err());
     }
 
@@ -959,37 +704,13 @@ mod tests {
     fn npy_round_trips() {
         let dir = TmpDir::new("npy");
         let cases: Vec<(Value, Shape)> = vec![
-            (
-                arr(
-                    vec![2, 3],
-                    ArrayData::F64(vec![1.0, 2.0, 3.0, 4.0, f64::NAN, -0.0].into()),
-                ),
-                leaf(Scalar::F64, 2),
-            ),
-            (
-                arr(vec![3], ArrayData::F32(vec![0.1, 2.0, -3.5].into())),
-                leaf(Scalar::F32, 1),
-            ),
-            (
-                arr(
-                    vec![2, 1, 2],
-                    ArrayData::I64(vec![1, -2, i64::MAX, i64::MIN].into()),
-                ),
-                leaf(Scalar::I64, 3),
-            ),
-            (
-                arr(vec![2], ArrayData::I32(vec![7, -7].into())),
-                leaf(Scalar::I32, 1),
-            ),
-            (
-                arr(vec![3], ArrayData::Bool(vec![true, false, true].into())),
-                leaf(Scalar::Bool, 1),
-            ),
+            (arr(vec![2, 3], ArrayData::F64(vec![1.0, 2.0, 3.0, 4.0, f64::NAN, -0.0].into())), leaf(Scalar::F64, 2)),
+            (arr(vec![3], ArrayData::F32(vec![0.1, 2.0, -3.5].into())), leaf(Scalar::F32, 1)),
+            (arr(vec![2, 1, 2], ArrayData::I64(vec![1, -2, i64::MAX, i64::MIN].into())), leaf(Scalar::I64, 3)),
+            (arr(vec![2], ArrayData::I32(vec![7, -7].into())), leaf(Scalar::I32, 1)),
+            (arr(vec![3], ArrayData::Bool(vec![true, false, true].into())), leaf(Scalar::Bool, 1)),
             (arr(vec![0], ArrayData::F64(vec![].into())), leaf(Scalar::F64, 1)),
-            (
-                arr(vec![2, 0], ArrayData::I64(vec![].into())),
-                leaf(Scalar::I64, 2),
-            ),
+            (arr(vec![2, 0], ArrayData::I64(vec![].into())), leaf(Scalar::I64, 2)),
             (Value::F64(2.5), leaf(Scalar::F64, 0)),
             (Value::I32(-4), leaf(Scalar::I32, 0)),
             (Value::Bool(true), leaf(Scalar::Bool, 0)),
@@ -1014,19 +735,12 @@ mod tests {
     fn npy_errors() {
         let dir = TmpDir::new("npyerr");
         let f = dir.file("m.npy");
-        write_npy(
-            &f,
-            &arr(vec![2, 2], ArrayData::F32(vec![1.0, 2.0, 3.0, 4.0].into())),
-        )
-        .unwrap();
+        write_npy(&f, &arr(vec![2, 2], ArrayData::F32(vec![1.0, 2.0, 3.0, 4.0].into()))).unwrap();
         let spec = format!("@{}", f.display());
         let e = parse_arg(&spec, &leaf(Scalar::F64, 2)).unwrap_err();
         assert!(e.contains("float32") && e.contains("f64"), "{e}");
         let e = parse_arg(&spec, &leaf(Scalar::F32, 1)).unwrap_err();
-        assert!(
-            e.contains("2-d array of shape (2, 2)") && e.contains("a 1-d array of f32"),
-            "{e}"
-        );
+        assert!(e.contains("2-d array of shape (2, 2)") && e.contains("a 1-d array of f32"), "{e}");
         let e = parse_arg(&spec, &Shape::Tuple(vec![leaf(Scalar::F32, 2)])).unwrap_err();
         assert!(e.contains("tuple"), "{e}");
         // Unsupported dtype: a hand-written uint8 file.
@@ -1042,17 +756,10 @@ mod tests {
         // Not an npy file at all.
         let junk = dir.file("junk.npy");
         std::fs::write(&junk, "hello").unwrap();
-        assert!(
-            read_npy(&junk)
-                .unwrap_err()
-                .contains("not a valid .npy file")
-        );
+        assert!(read_npy(&junk).unwrap_err().contains("not a valid .npy file"));
         // Tuples cannot be written.
         let e = write_npy(&dir.file("t.npy"), &Value::Tuple(vec![Value::F64(1.0)])).unwrap_err();
-        assert_eq!(
-            e,
-            "--output .npy needs a single array result; this entry returns a tuple"
-        );
+        assert_eq!(e, "--output .npy needs a single array result; this entry returns a tuple");
         // Unwritable path.
         let e = write_npy(&dir.file("no/such/dir/x.npy"), &Value::F64(1.0)).unwrap_err();
         assert!(e.starts_with("cannot write "), "{e}");
@@ -1065,14 +772,8 @@ mod tests {
         let e = conv("[1, -1e39]", &leaf(Scalar::F32, 1)).unwrap_err();
         assert!(e.contains("out of range for f32") && e.contains("(at [1])"), "{e}");
         // The largest finite f32 and the explicit non-finite tokens are fine.
-        assert_eq!(
-            conv("3.4028235e38", &leaf(Scalar::F32, 0)),
-            Ok(Value::F32(f32::MAX))
-        );
-        assert_eq!(
-            conv("-Infinity", &leaf(Scalar::F32, 0)),
-            Ok(Value::F32(f32::NEG_INFINITY))
-        );
+        assert_eq!(conv("3.4028235e38", &leaf(Scalar::F32, 0)), Ok(Value::F32(f32::MAX)));
+        assert_eq!(conv("-Infinity", &leaf(Scalar::F32, 0)), Ok(Value::F32(f32::NEG_INFINITY)));
         // 1e39 is an ordinary f64.
         assert_eq!(conv("1e39", &leaf(Scalar::F64, 0)), Ok(Value::F64(1e39)));
     }
@@ -1081,26 +782,14 @@ mod tests {
     fn minus_zero() {
         assert_eq!(conv("-0", &leaf(Scalar::I64, 0)), Ok(Value::I64(0)));
         assert_eq!(conv("-0", &leaf(Scalar::I32, 0)), Ok(Value::I32(0)));
-        assert_eq!(
-            conv("[1, -0, -0]", &leaf(Scalar::I64, 1)),
-            Ok(arr(vec![3], ArrayData::I64(vec![1, 0, 0].into())))
-        );
+        assert_eq!(conv("[1, -0, -0]", &leaf(Scalar::I64, 1)), Ok(arr(vec![3], ArrayData::I64(vec![1, 0, 0].into()))));
         // For floats it stays negative zero.
-        let Value::F64(x) = conv("-0", &leaf(Scalar::F64, 0)).unwrap() else {
-            panic!()
-        };
+        let Value::F64(x) = conv("-0", &leaf(Scalar::F64, 0)).unwrap() else { panic!() };
         assert!(x == 0.0 && x.is_sign_negative());
         // Not rewritten inside strings or longer numbers.
         assert_eq!(quote_non_finite("[-0.5, -0e1, 1e-0, \"-0\"]"), "[-0.5, -0e1, 1e-0, \"-0\"]");
-        assert_eq!(
-            conv("-0.0", &leaf(Scalar::I64, 0)),
-            Err("expected an integer, got -0.0".into())
-        );
-        assert!(
-            conv("-0", &leaf(Scalar::Bool, 0))
-                .unwrap_err()
-                .contains("got -0")
-        );
+        assert_eq!(conv("-0.0", &leaf(Scalar::I64, 0)), Err("expected an integer, got -0.0".into()));
+        assert!(conv("-0", &leaf(Scalar::Bool, 0)).unwrap_err().contains("got -0"));
     }
 
     #[test]
@@ -1109,29 +798,11 @@ mod tests {
             let e = conv(text, &leaf(Scalar::I64, 0)).unwrap_err();
             assert!(e.contains("does not fit in i64"), "{text}: {e}");
         }
-        assert_eq!(
-            conv("-9223372036854775808", &leaf(Scalar::I64, 0)),
-            Ok(Value::I64(i64::MIN))
-        );
-        assert!(
-            conv("[2147483648]", &leaf(Scalar::I32, 1))
-                .unwrap_err()
-                .contains("does not fit in i32")
-        );
-        assert_eq!(
-            conv("-2147483648", &leaf(Scalar::I32, 0)),
-            Ok(Value::I32(i32::MIN))
-        );
-        assert!(
-            conv("1.5e3", &leaf(Scalar::I32, 0))
-                .unwrap_err()
-                .contains("expected an integer")
-        );
-        assert!(
-            conv("Infinity", &leaf(Scalar::I32, 0))
-                .unwrap_err()
-                .contains("expected an integer (i32)")
-        );
+        assert_eq!(conv("-9223372036854775808", &leaf(Scalar::I64, 0)), Ok(Value::I64(i64::MIN)));
+        assert!(conv("[2147483648]", &leaf(Scalar::I32, 1)).unwrap_err().contains("does not fit in i32"));
+        assert_eq!(conv("-2147483648", &leaf(Scalar::I32, 0)), Ok(Value::I32(i32::MIN)));
+        assert!(conv("1.5e3", &leaf(Scalar::I32, 0)).unwrap_err().contains("expected an integer"));
+        assert!(conv("Infinity", &leaf(Scalar::I32, 0)).unwrap_err().contains("expected an integer (i32)"));
     }
 
     fn npy_file(header: &str, data: &[u8]) -> Vec<u8> {
@@ -1144,14 +815,8 @@ mod tests {
 
     #[test]
     fn npy_headers_as_numpy_writes_them() {
-        let data: Vec<u8> = [1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0]
-            .iter()
-            .flat_map(|x| x.to_le_bytes())
-            .collect();
-        let want = arr(
-            vec![2, 3],
-            ArrayData::F64(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0].into()),
-        );
+        let data: Vec<u8> = [1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0].iter().flat_map(|x| x.to_le_bytes()).collect();
+        let want = arr(vec![2, 3], ArrayData::F64(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0].into()));
         for hdr in [
             "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }            \n",
             "{\"shape\": (2L, 3L), \"descr\": \"<f8\", \"fortran_order\": False}\n",
@@ -1162,27 +827,15 @@ mod tests {
         // Big-endian data.
         let be: Vec<u8> = [1i32, -2].iter().flat_map(|x| x.to_be_bytes()).collect();
         assert_eq!(
-            npy_from_bytes(
-                "t.npy",
-                &npy_file("{'descr': '>i4', 'fortran_order': False, 'shape': (2,), }\n", &be)
-            ),
+            npy_from_bytes("t.npy", &npy_file("{'descr': '>i4', 'fortran_order': False, 'shape': (2,), }\n", &be)),
             Ok(arr(vec![2], ArrayData::I32(vec![1, -2].into())))
         );
         // Fortran order is harmless for 1-d arrays and scalars.
-        assert_eq!(
-            npy_from_bytes(
-                "t.npy",
-                &npy_file("{'descr': '|b1', 'fortran_order': True, 'shape': (), }\n", &[1])
-            ),
-            Ok(Value::Bool(true))
-        );
+        assert_eq!(npy_from_bytes("t.npy", &npy_file("{'descr': '|b1', 'fortran_order': True, 'shape': (), }\n", &[1])), Ok(Value::Bool(true)));
         // Fortran order: column-major data, reordered.
         let col: Vec<u8> = [1i64, 4, 2, 5, 3, 6].iter().flat_map(|x| x.to_le_bytes()).collect();
         assert_eq!(
-            npy_from_bytes(
-                "t.npy",
-                &npy_file("{'descr': '<i8', 'fortran_order': True, 'shape': (2, 3), }\n", &col)
-            ),
+            npy_from_bytes("t.npy", &npy_file("{'descr': '<i8', 'fortran_order': True, 'shape': (2, 3), }\n", &col)),
             Ok(arr(vec![2, 3], ArrayData::I64(vec![1, 2, 3, 4, 5, 6].into())))
         );
         // 2x1x3 and 2x3x2: element [i][j][k] at i + 2j + 2*dj*k in the file.
@@ -1201,10 +854,7 @@ mod tests {
             }
             let bytes: Vec<u8> = file.iter().flat_map(|x| x.to_le_bytes()).collect();
             let hdr = format!("{{'descr': '<i4', 'fortran_order': True, 'shape': (2, {d1}, {d2}), }}\n");
-            assert_eq!(
-                npy_from_bytes("t.npy", &npy_file(&hdr, &bytes)),
-                Ok(arr(vec![2, d1, d2], ArrayData::I32(want.into())))
-            );
+            assert_eq!(npy_from_bytes("t.npy", &npy_file(&hdr, &bytes)), Ok(arr(vec![2, d1, d2], ArrayData::I32(want.into()))));
         }
         // Version 2.0: a 4-byte header length.
         let hdr = "{'descr': '<i8', 'fortran_order': False, 'shape': (1,), }\n";
@@ -1212,10 +862,7 @@ mod tests {
         v2.extend_from_slice(&(hdr.len() as u32).to_le_bytes());
         v2.extend_from_slice(hdr.as_bytes());
         v2.extend_from_slice(&7i64.to_le_bytes());
-        assert_eq!(
-            npy_from_bytes("t.npy", &v2),
-            Ok(arr(vec![1], ArrayData::I64(vec![7].into())))
-        );
+        assert_eq!(npy_from_bytes("t.npy", &v2), Ok(arr(vec![1], ArrayData::I64(vec![7].into()))));
         // What we write numpy can read: the data is 64-byte aligned.
         let bytes = npy_bytes(&want).unwrap();
         let hlen = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
@@ -1228,96 +875,24 @@ mod tests {
         let err = |hdr: &str, data: &[u8]| npy_from_bytes("h.npy", &npy_file(hdr, data)).unwrap_err();
         let cases: Vec<(String, &[u8], &str)> = vec![
             // Deeply nested brackets: refused at the first `[`, in linear time.
-            (
-                format!("{{'descr': {}", "[".repeat(60_000)),
-                &[],
-                "structured dtypes",
-            ),
-            (
-                format!("{{'descr': '<f8', 'fortran_order': False, 'shape': ({}", "(".repeat(1000)),
-                &[],
-                "non-negative integers",
-            ),
-            (
-                "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), 'extra': 1}".into(),
-                &[0; 16],
-                "unexpected key 'extra'",
-            ),
-            (
-                "{'descr': '<f8', 'descr': '<f8', 'fortran_order': False, 'shape': (2,)}".into(),
-                &[0; 16],
-                "appears twice",
-            ),
-            (
-                "{'descr': '<f8', 'fortran_order': False}".into(),
-                &[],
-                "no 'shape' key",
-            ),
-            (
-                "{'descr': '<f8', 'fortran_order': False, 'shape': (-1,)}".into(),
-                &[],
-                "non-negative integers, found `-`",
-            ),
-            (
-                "{'descr': '<f8', 'fortran_order': False, 'shape': (3)}".into(),
-                &[0; 24],
-                "(n,)",
-            ),
-            (
-                "{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999999999999,)}".into(),
-                &[],
-                "too large",
-            ),
-            (
-                "{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4294967296)}".into(),
-                &[],
-                "too many elements",
-            ),
-            (
-                "{'descr': '<f8', 'fortran_order': False, 'shape': (1000000000000000000,)}".into(),
-                &[],
-                "needs 8000000000000000000 bytes, the file holds 0",
-            ),
-            (
-                "{'descr': '<f8', 'fortran_order': False, 'shape': (3000000000000000000,)}".into(),
-                &[],
-                "of float64 is too large",
-            ),
-            (
-                "{'descr': '<f8', 'fortran_order': False, 'shape': (3,)}".into(),
-                &[0; 23],
-                "data section is too short",
-            ),
-            (
-                "{'descr': '<f8', 'fortran_order': False, 'shape': (3,)}".into(),
-                &[0; 25],
-                "1 bytes of trailing data",
-            ),
-            (
-                "{'descr': '|b1', 'fortran_order': False, 'shape': (2,)}".into(),
-                &[1, 7],
-                "not 0 or 1",
-            ),
-            (
-                "{'descr': '<f8', 'fortran_order': Maybe, 'shape': (2,)}".into(),
-                &[0; 16],
-                "True or False",
-            ),
-            (
-                "{'descr': '<f8', 'fortran_order': False, 'shape': (1,)} x".into(),
-                &[0; 8],
-                "after the dict",
-            ),
-            (
-                "{'descr': '<f8\\', 'fortran_order': False, 'shape': (1,)}".into(),
-                &[0; 8],
-                "escapes",
-            ),
-            (
-                format!("{{'descr': '<f8', 'fortran_order': False, 'shape': ({})}}", "1, ".repeat(65)),
-                &[0; 8],
-                "more than 64 axes",
-            ),
+            (format!("{{'descr': {}", "[".repeat(60_000)), &[], "structured dtypes"),
+            (format!("{{'descr': '<f8', 'fortran_order': False, 'shape': ({}", "(".repeat(1000)), &[], "non-negative integers"),
+            ("{'descr': '<f8', 'fortran_order': False, 'shape': (2,), 'extra': 1}".into(), &[0; 16], "unexpected key 'extra'"),
+            ("{'descr': '<f8', 'descr': '<f8', 'fortran_order': False, 'shape': (2,)}".into(), &[0; 16], "appears twice"),
+            ("{'descr': '<f8', 'fortran_order': False}".into(), &[], "no 'shape' key"),
+            ("{'descr': '<f8', 'fortran_order': False, 'shape': (-1,)}".into(), &[], "non-negative integers, found `-`"),
+            ("{'descr': '<f8', 'fortran_order': False, 'shape': (3)}".into(), &[0; 24], "(n,)"),
+            ("{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999999999999,)}".into(), &[], "too large"),
+            ("{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4294967296)}".into(), &[], "too many elements"),
+            ("{'descr': '<f8', 'fortran_order': False, 'shape': (1000000000000000000,)}".into(), &[], "needs 8000000000000000000 bytes, the file holds 0"),
+            ("{'descr': '<f8', 'fortran_order': False, 'shape': (3000000000000000000,)}".into(), &[], "of float64 is too large"),
+            ("{'descr': '<f8', 'fortran_order': False, 'shape': (3,)}".into(), &[0; 23], "data section is too short"),
+            ("{'descr': '<f8', 'fortran_order': False, 'shape': (3,)}".into(), &[0; 25], "1 bytes of trailing data"),
+            ("{'descr': '|b1', 'fortran_order': False, 'shape': (2,)}".into(), &[1, 7], "not 0 or 1"),
+            ("{'descr': '<f8', 'fortran_order': Maybe, 'shape': (2,)}".into(), &[0; 16], "True or False"),
+            ("{'descr': '<f8', 'fortran_order': False, 'shape': (1,)} x".into(), &[0; 8], "after the dict"),
+            ("{'descr': '<f8\\', 'fortran_order': False, 'shape': (1,)}".into(), &[0; 8], "escapes"),
+            (format!("{{'descr': '<f8', 'fortran_order': False, 'shape': ({})}}", "1, ".repeat(65)), &[0; 8], "more than 64 axes"),
         ];
         for (hdr, data, needle) in cases {
             let start = std::time::Instant::now();
@@ -1350,10 +925,7 @@ mod tests {
             }
         }
         let e = parse_arg("@/dev/zero", &s).unwrap_err();
-        assert_eq!(
-            e,
-            "cannot read /dev/zero: it is not a regular file (a device, pipe or socket); pass a regular file"
-        );
+        assert_eq!(e, "cannot read /dev/zero: it is not a regular file (a device, pipe or socket); pass a regular file");
         let e = parse_arg(&format!("@{}", std::env::temp_dir().display()), &s).unwrap_err();
         assert!(e.contains("it is a directory"), "{e}");
     }
@@ -1392,21 +964,12 @@ mod tests {
     /// the `float_roundtrip` feature makes it exact.
     #[test]
     fn floats_are_read_exactly() {
-        for text in [
-            "5e39",
-            "0.1",
-            "2.2250738585072014e-308",
-            "1.7976931348623157e308",
-            "5e-324",
-            "9007199254740993",
-            "4.9999999999999995e39",
-            "123456789.12345679",
-        ] {
+        for text in
+            ["5e39", "0.1", "2.2250738585072014e-308", "1.7976931348623157e308", "5e-324", "9007199254740993", "4.9999999999999995e39", "123456789.12345679"]
+        {
             let want: f64 = text.parse().unwrap();
             assert_eq!(conv(text, &leaf(Scalar::F64, 0)), Ok(Value::F64(want)), "{text}");
-            let Value::Array(a) = conv(&format!("[{text}]"), &leaf(Scalar::F64, 1)).unwrap() else {
-                panic!()
-            };
+            let Value::Array(a) = conv(&format!("[{text}]"), &leaf(Scalar::F64, 1)).unwrap() else { panic!() };
             assert_eq!(a.data, ArrayData::F64(vec![want].into()), "{text}");
         }
     }

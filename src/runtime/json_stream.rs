@@ -8,9 +8,7 @@
 //! messages are those of [`super::data::value_from_json`] (the unit tests
 //! of `data.rs` check that both agree on every case).
 
-use super::data::{
-    describe_json, json_depth, push_scalar, row_name, path_str, shape_desc, type_desc, plural,
-};
+use super::data::{describe_json, json_depth, path_str, plural, push_scalar, row_name, shape_desc, type_desc};
 use crate::ir::{Shape, Type};
 use crate::runtime::{ArrayData, Value};
 use serde::Deserialize;
@@ -64,13 +62,8 @@ impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
         match self.shape {
             Shape::Leaf(ty) => {
-                let mut st = Leaf {
-                    ty,
-                    dims: vec![None; ty.rank()],
-                    data: ArrayData::with_capacity(ty.elem, 0),
-                    path: Vec::with_capacity(ty.rank()),
-                    msg: self.msg,
-                };
+                let mut st =
+                    Leaf { ty, dims: vec![None; ty.rank()], data: ArrayData::with_capacity(ty.elem, 0), path: Vec::with_capacity(ty.rank()), msg: self.msg };
                 Level { st: &mut st, d: 0 }.deserialize(d)?;
                 if ty.rank() == 0 {
                     return Ok(st.data.get(0));
@@ -79,10 +72,7 @@ impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
                 debug_assert_eq!(dims.iter().product::<usize>(), st.data.len());
                 Ok(Value::array(dims, st.data))
             }
-            Shape::Tuple(_) => d.deserialize_any(TupleVisitor {
-                shape: self.shape,
-                msg: self.msg,
-            }),
+            Shape::Tuple(_) => d.deserialize_any(TupleVisitor { shape: self.shape, msg: self.msg }),
         }
     }
 }
@@ -94,15 +84,8 @@ struct TupleVisitor<'a> {
 
 impl TupleVisitor<'_> {
     fn want(&self) -> String {
-        let Shape::Tuple(comps) = self.shape else {
-            unreachable!("a tuple shape")
-        };
-        format!(
-            "expected a tuple of {} as a JSON array of {} element{}",
-            shape_desc(self.shape),
-            comps.len(),
-            plural(comps.len())
-        )
+        let Shape::Tuple(comps) = self.shape else { unreachable!("a tuple shape") };
+        format!("expected a tuple of {} as a JSON array of {} element{}", shape_desc(self.shape), comps.len(), plural(comps.len()))
     }
     fn not_array<E: de::Error>(&self, got: &Json) -> E {
         fail(self.msg, format!("{}, got {}", self.want(), describe_json(got)))
@@ -115,19 +98,14 @@ impl<'de> Visitor<'de> for TupleVisitor<'_> {
         f.write_str("a JSON array")
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let Shape::Tuple(comps) = self.shape else {
-            unreachable!("a tuple shape")
-        };
+        let Shape::Tuple(comps) = self.shape else { unreachable!("a tuple shape") };
         let mut vals = Vec::with_capacity(comps.len());
         for (k, comp) in comps.iter().enumerate() {
             let inner = RefCell::new(None);
             match seq.next_element_seed(ValueSeed { shape: comp, msg: &inner }) {
                 Ok(Some(v)) => vals.push(v),
                 Ok(None) => {
-                    return Err(fail(
-                        self.msg,
-                        format!("{}, got an array of {k} element{}", self.want(), plural(k)),
-                    ));
+                    return Err(fail(self.msg, format!("{}, got an array of {k} element{}", self.want(), plural(k))));
                 }
                 Err(e) => {
                     if let Some(m) = inner.into_inner() {
@@ -142,10 +120,7 @@ impl<'de> Visitor<'de> for TupleVisitor<'_> {
             n += 1;
         }
         if n != comps.len() {
-            return Err(fail(
-                self.msg,
-                format!("{}, got an array of {n} element{}", self.want(), plural(n)),
-            ));
+            return Err(fail(self.msg, format!("{}, got an array of {n} element{}", self.want(), plural(n))));
         }
         Ok(Value::Tuple(vals))
     }
@@ -196,12 +171,7 @@ impl Leaf<'_> {
         self.dims[d] = Some(0);
         for k in d + 1..self.dims.len() {
             if self.dims[k].is_none() {
-                self.dims[k] = Some(
-                    self.ty.shape[k]
-                        .as_const()
-                        .filter(|&c| c >= 0)
-                        .map_or(0, |c| c as usize),
-                );
+                self.dims[k] = Some(self.ty.shape[k].as_const().filter(|&c| c >= 0).map_or(0, |c| c as usize));
             }
         }
     }
@@ -210,30 +180,16 @@ impl Leaf<'_> {
     fn element<E: de::Error>(&mut self, j: &Json) -> Result<(), E> {
         let rank = self.ty.rank();
         if rank > 0 && j.is_array() && self.on_first_chain() {
-            return Err(fail(
-                self.msg,
-                format!(
-                    "expected {}, got a {}-d array",
-                    type_desc(self.ty),
-                    rank + json_depth(j)
-                ),
-            ));
+            return Err(fail(self.msg, format!("expected {}, got a {}-d array", type_desc(self.ty), rank + json_depth(j))));
         }
         if self.data.len() == self.data_capacity() {
             let extra = self.data.len().max(16);
             if let Err(e) = try_reserve(&mut self.data, extra) {
-                return Err(fail(
-                    self.msg,
-                    format!("not enough memory for {} elements: {e}", self.data.len() + extra),
-                ));
+                return Err(fail(self.msg, format!("not enough memory for {} elements: {e}", self.data.len() + extra)));
             }
         }
         push_scalar(j, self.ty.elem, &mut self.data).map_err(|e| {
-            let text = if rank == 0 {
-                e
-            } else {
-                format!("{e} (at {})", path_str(&self.path))
-            };
+            let text = if rank == 0 { e } else { format!("{e} (at {})", path_str(&self.path)) };
             fail(self.msg, text)
         })
     }
@@ -253,11 +209,7 @@ impl Leaf<'_> {
         let text = if d == 0 {
             format!("expected {}, got {}", type_desc(self.ty), describe_json(j))
         } else if let Some(n) = self.dims[d] {
-            format!(
-                "ragged array: {} is {}, expected an array of length {n}",
-                row_name(&self.path),
-                describe_json(j)
-            )
+            format!("ragged array: {} is {}, expected an array of length {n}", row_name(&self.path), describe_json(j))
         } else {
             format!("expected {}, got a {d}-d array", type_desc(self.ty))
         };
@@ -290,11 +242,7 @@ impl<'de> DeserializeSeed<'de> for Level<'_, '_> {
 
 impl Level<'_, '_> {
     fn other<E: de::Error>(self, j: Json) -> Result<(), E> {
-        if self.d == self.st.ty.rank() {
-            self.st.element(&j)
-        } else {
-            Err(self.st.not_row(self.d, &j))
-        }
+        if self.d == self.st.ty.rank() { self.st.element(&j) } else { Err(self.st.not_row(self.d, &j)) }
     }
 }
 
@@ -319,13 +267,7 @@ impl<'de> Visitor<'de> for Level<'_, '_> {
                     n += 1;
                 }
                 if n != i {
-                    return Err(fail(
-                        st.msg,
-                        format!(
-                            "ragged array: {} has length {n}, expected {i}",
-                            row_name(&st.path)
-                        ),
-                    ));
+                    return Err(fail(st.msg, format!("ragged array: {} has length {n}, expected {i}", row_name(&st.path))));
                 }
                 break;
             }
@@ -338,13 +280,7 @@ impl<'de> Visitor<'de> for Level<'_, '_> {
             i += 1;
         }
         match expected {
-            Some(n) if n != i => Err(fail(
-                st.msg,
-                format!(
-                    "ragged array: {} has length {i}, expected {n}",
-                    row_name(&st.path)
-                ),
-            )),
+            Some(n) if n != i => Err(fail(st.msg, format!("ragged array: {} has length {i}, expected {n}", row_name(&st.path)))),
             Some(_) => Ok(()),
             None if i == 0 => {
                 st.set_empty(d);

@@ -2,11 +2,11 @@
 //! conversion from and to JSON and NumPy `.npy`.
 
 pub mod buf;
-pub mod output;
-pub mod value;
 pub mod data;
 pub mod json_stream;
 pub mod npy;
+pub mod output;
+pub mod value;
 
 pub use buf::Buf;
 pub use output::{ForeignBuf, OutArray, Output};

@@ -49,12 +49,7 @@ pub fn decode(name: &str, bytes: &[u8]) -> Result<Value, String> {
         .shape
         .iter()
         .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .ok_or_else(|| {
-            format!(
-                "{name}: the shape {} has too many elements",
-                shape_tuple(&h.shape)
-            )
-        })?;
+        .ok_or_else(|| format!("{name}: the shape {} has too many elements", shape_tuple(&h.shape)))?;
     let size = elem_size(h.elem);
     let data = &bytes[h.data_offset..];
     let need = count.checked_mul(size);
@@ -77,35 +72,18 @@ pub fn decode(name: &str, bytes: &[u8]) -> Result<Value, String> {
             ));
         }
         None => {
-            return Err(format!(
-                "{name}: the shape {} of {} is too large",
-                shape_tuple(&h.shape),
-                npy_name(h.elem)
-            ));
+            return Err(format!("{name}: the shape {} of {} is too large", shape_tuple(&h.shape), npy_name(h.elem)));
         }
     }
-    let oom = |e: std::collections::TryReserveError| {
-        format!("{name}: not enough memory for {count} elements: {e}")
-    };
+    let oom = |e: std::collections::TryReserveError| format!("{name}: not enough memory for {count} elements: {e}");
     let out = match h.elem {
-        Scalar::F64 => ArrayData::F64(convert(data, count, oom, |b| {
-            f64::from_bits(word8(b, h.big_endian))
-        })?.into()),
-        Scalar::F32 => ArrayData::F32(convert(data, count, oom, |b| {
-            f32::from_bits(word4(b, h.big_endian))
-        })?.into()),
-        Scalar::I64 => ArrayData::I64(convert(data, count, oom, |b| {
-            word8(b, h.big_endian) as i64
-        })?.into()),
-        Scalar::I32 => ArrayData::I32(convert(data, count, oom, |b| {
-            word4(b, h.big_endian) as i32
-        })?.into()),
+        Scalar::F64 => ArrayData::F64(convert(data, count, oom, |b| f64::from_bits(word8(b, h.big_endian)))?.into()),
+        Scalar::F32 => ArrayData::F32(convert(data, count, oom, |b| f32::from_bits(word4(b, h.big_endian)))?.into()),
+        Scalar::I64 => ArrayData::I64(convert(data, count, oom, |b| word8(b, h.big_endian) as i64)?.into()),
+        Scalar::I32 => ArrayData::I32(convert(data, count, oom, |b| word4(b, h.big_endian) as i32)?.into()),
         Scalar::Bool => {
             if let Some(k) = data.iter().position(|&b| b > 1) {
-                return Err(format!(
-                    "{name}: element {k} of a bool array is the byte {}, not 0 or 1",
-                    data[k]
-                ));
+                return Err(format!("{name}: element {k} of a bool array is the byte {}, not 0 or 1", data[k]));
             }
             ArrayData::Bool(convert(data, count, oom, |b| b[0] == 1)?.into())
         }
@@ -130,10 +108,7 @@ pub fn decode(name: &str, bytes: &[u8]) -> Result<Value, String> {
 }
 
 /// Reorder column-major (Fortran) data of `shape` into row-major order.
-fn fortran_to_c<T: Copy>(
-    src: &[T],
-    shape: &[usize],
-) -> Result<Vec<T>, std::collections::TryReserveError> {
+fn fortran_to_c<T: Copy>(src: &[T], shape: &[usize]) -> Result<Vec<T>, std::collections::TryReserveError> {
     let r = shape.len();
     // Strides of the Fortran layout: the first axis varies fastest. None
     // overflows: each is at most the element count, checked by the caller.
@@ -163,28 +138,15 @@ fn fortran_to_c<T: Copy>(
 
 fn word8(b: &[u8], big: bool) -> u64 {
     let a: [u8; 8] = b.try_into().expect("8 bytes");
-    if big {
-        u64::from_be_bytes(a)
-    } else {
-        u64::from_le_bytes(a)
-    }
+    if big { u64::from_be_bytes(a) } else { u64::from_le_bytes(a) }
 }
 
 fn word4(b: &[u8], big: bool) -> u32 {
     let a: [u8; 4] = b.try_into().expect("4 bytes");
-    if big {
-        u32::from_be_bytes(a)
-    } else {
-        u32::from_le_bytes(a)
-    }
+    if big { u32::from_be_bytes(a) } else { u32::from_le_bytes(a) }
 }
 
-fn convert<T>(
-    data: &[u8],
-    count: usize,
-    oom: impl Fn(std::collections::TryReserveError) -> String,
-    f: impl Fn(&[u8]) -> T,
-) -> Result<Vec<T>, String> {
+fn convert<T>(data: &[u8], count: usize, oom: impl Fn(std::collections::TryReserveError) -> String, f: impl Fn(&[u8]) -> T) -> Result<Vec<T>, String> {
     let mut v = Vec::new();
     v.try_reserve_exact(count).map_err(oom)?;
     if let Some(size) = data.len().checked_div(count) {
@@ -215,13 +177,7 @@ pub fn npy_name(s: Scalar) -> &'static str {
 pub fn shape_tuple(dims: &[usize]) -> String {
     match dims {
         [d] => format!("({d},)"),
-        _ => format!(
-            "({})",
-            dims.iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        _ => format!("({})", dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
     }
 }
 
@@ -239,9 +195,7 @@ pub fn parse_header(bytes: &[u8]) -> Result<Header, String> {
         (2, 0) => (4, false),
         (3, 0) => (4, true),
         _ => {
-            return Err(format!(
-                "unsupported format version {major}.{minor} (1.0, 2.0 and 3.0 are read)"
-            ));
+            return Err(format!("unsupported format version {major}.{minor} (1.0, 2.0 and 3.0 are read)"));
         }
     };
     let start = 8 + len_bytes;
@@ -251,37 +205,19 @@ pub fn parse_header(bytes: &[u8]) -> Result<Header, String> {
         None => return Err("the file ends inside the header length".to_string()),
     };
     if len > MAX_HEADER_LEN {
-        return Err(format!(
-            "the header is {len} bytes long; at most {MAX_HEADER_LEN} are accepted"
-        ));
+        return Err(format!("the header is {len} bytes long; at most {MAX_HEADER_LEN} are accepted"));
     }
     let Some(text) = bytes.get(start..start + len) else {
-        return Err(format!(
-            "the header should be {len} bytes long but the file ends after {}",
-            bytes.len() - start
-        ));
+        return Err(format!("the header should be {len} bytes long but the file ends after {}", bytes.len() - start));
     };
     let text = if utf8 {
         std::str::from_utf8(text).map_err(|_| "the header is not valid UTF-8".to_string())?
     } else {
         // Versions 1 and 2 are latin-1; anything outside ASCII cannot be part of a valid header.
-        std::str::from_utf8(text)
-            .ok()
-            .filter(|t| t.is_ascii())
-            .ok_or("the header is not ASCII text")?
+        std::str::from_utf8(text).ok().filter(|t| t.is_ascii()).ok_or("the header is not ASCII text")?
     };
-    let dict = HeaderParser {
-        s: text.as_bytes(),
-        pos: 0,
-    }
-    .dict()?;
-    Ok(Header {
-        elem: dict.0,
-        big_endian: dict.1,
-        fortran_order: dict.2,
-        shape: dict.3,
-        data_offset: start + len,
-    })
+    let dict = HeaderParser { s: text.as_bytes(), pos: 0 }.dict()?;
+    Ok(Header { elem: dict.0, big_endian: dict.1, fortran_order: dict.2, shape: dict.3, data_offset: start + len })
 }
 
 /// A one-pass parser of the header dict literal.
@@ -292,8 +228,7 @@ struct HeaderParser<'a> {
 
 impl HeaderParser<'_> {
     fn skip_ws(&mut self) {
-        while self.pos < self.s.len() && matches!(self.s[self.pos], b' ' | b'\t' | b'\n' | b'\r')
-        {
+        while self.pos < self.s.len() && matches!(self.s[self.pos], b' ' | b'\t' | b'\n' | b'\r') {
             self.pos += 1;
         }
     }
@@ -326,10 +261,7 @@ impl HeaderParser<'_> {
         let q = match self.peek() {
             Some(q @ (b'\'' | b'"')) => q,
             _ => {
-                return Err(format!(
-                    "in the header, expected {what} (a quoted string), found {}",
-                    self.found()
-                ));
+                return Err(format!("in the header, expected {what} (a quoted string), found {}", self.found()));
             }
         };
         let start = self.pos + 1;
@@ -356,13 +288,8 @@ impl HeaderParser<'_> {
         match self.word() {
             "True" => Ok(true),
             "False" => Ok(false),
-            "" => Err(format!(
-                "in the header, `fortran_order` should be True or False, found {}",
-                self.found()
-            )),
-            w => Err(format!(
-                "in the header, `fortran_order` should be True or False, found `{w}`"
-            )),
+            "" => Err(format!("in the header, `fortran_order` should be True or False, found {}", self.found())),
+            w => Err(format!("in the header, `fortran_order` should be True or False, found `{w}`")),
         }
     }
 
@@ -378,42 +305,28 @@ impl HeaderParser<'_> {
             let w = self.word().to_string();
             let digits = w.strip_suffix('L').unwrap_or(&w);
             if digits.is_empty() {
-                return Err(format!(
-                    "in the header, the shape should hold non-negative integers, found {}",
-                    self.found()
-                ));
+                return Err(format!("in the header, the shape should hold non-negative integers, found {}", self.found()));
             }
             if !digits.bytes().all(|c| c.is_ascii_digit()) {
-                return Err(format!(
-                    "in the header, the shape should hold non-negative integers, found `{w}`"
-                ));
+                return Err(format!("in the header, the shape should hold non-negative integers, found `{w}`"));
             }
-            let d: usize = digits
-                .parse()
-                .map_err(|_| format!("in the header, the axis length {digits} is too large"))?;
+            let d: usize = digits.parse().map_err(|_| format!("in the header, the axis length {digits} is too large"))?;
             dims.push(d);
             if dims.len() > MAX_RANK {
-                return Err(format!(
-                    "in the header, the shape has more than {MAX_RANK} axes"
-                ));
+                return Err(format!("in the header, the shape has more than {MAX_RANK} axes"));
             }
             match self.peek() {
                 Some(b',') => self.pos += 1,
                 Some(b')') => {
                     // `(3)` is not a tuple in Python.
                     if dims.len() == 1 {
-                        return Err(
-                            "in the header, a 1-d shape must be written `(n,)`".to_string()
-                        );
+                        return Err("in the header, a 1-d shape must be written `(n,)`".to_string());
                     }
                     self.pos += 1;
                     break;
                 }
                 _ => {
-                    return Err(format!(
-                        "in the header, expected `,` or `)` in the shape, found {}",
-                        self.found()
-                    ));
+                    return Err(format!("in the header, expected `,` or `)` in the shape, found {}", self.found()));
                 }
             }
         }
@@ -422,10 +335,7 @@ impl HeaderParser<'_> {
 
     fn descr(&mut self) -> Result<(Scalar, bool), String> {
         if self.peek() == Some(b'[') {
-            return Err(
-                "structured dtypes (a list as `descr`) are not supported; use float64, float32, int64, int32 or bool"
-                    .to_string(),
-            );
+            return Err("structured dtypes (a list as `descr`) are not supported; use float64, float32, int64, int32 or bool".to_string());
         }
         let d = self.string("the dtype as `descr`")?;
         let (order, code) = match d.as_bytes().first() {
@@ -439,9 +349,7 @@ impl HeaderParser<'_> {
             "i4" => Scalar::I32,
             "b1" | "?" => Scalar::Bool,
             _ => {
-                return Err(format!(
-                    "unsupported dtype '{d}' (float64, float32, int64, int32 and bool are read)"
-                ));
+                return Err(format!("unsupported dtype '{d}' (float64, float32, int64, int32 and bool are read)"));
             }
         };
         let big = order == b'>' || (order == b'=' && cfg!(target_endian = "big"));
@@ -466,9 +374,7 @@ impl HeaderParser<'_> {
                 "shape" => shape.replace(self.shape()?).is_some(),
                 other => {
                     let short: String = other.chars().take(40).collect();
-                    return Err(format!(
-                        "unexpected key '{short}' in the header (only 'descr', 'fortran_order' and 'shape' are allowed)"
-                    ));
+                    return Err(format!("unexpected key '{short}' in the header (only 'descr', 'fortran_order' and 'shape' are allowed)"));
                 }
             };
             if dup {
@@ -481,27 +387,16 @@ impl HeaderParser<'_> {
                     break;
                 }
                 _ => {
-                    return Err(format!(
-                        "in the header, expected `,` or `}}` after a value, found {}",
-                        self.found()
-                    ));
+                    return Err(format!("in the header, expected `,` or `}}` after a value, found {}", self.found()));
                 }
             }
         }
         if self.peek().is_some() {
-            return Err(format!(
-                "in the header, unexpected {} after the dict",
-                self.found()
-            ));
+            return Err(format!("in the header, unexpected {} after the dict", self.found()));
         }
         let missing = |k: &str| format!("the header has no '{k}' key");
         let (elem, big) = descr.ok_or_else(|| missing("descr"))?;
-        Ok((
-            elem,
-            big,
-            fortran.ok_or_else(|| missing("fortran_order"))?,
-            shape.ok_or_else(|| missing("shape"))?,
-        ))
+        Ok((elem, big, fortran.ok_or_else(|| missing("fortran_order"))?, shape.ok_or_else(|| missing("shape"))?))
     }
 }
 
@@ -518,10 +413,7 @@ pub fn encode(shape: &[usize], data: &ArrayData) -> Vec<u8> {
         Scalar::I32 => "<i4",
         Scalar::Bool => "|b1",
     };
-    let mut dict = format!(
-        "{{'descr': '{descr}', 'fortran_order': False, 'shape': {}, }}",
-        shape_tuple(shape)
-    );
+    let mut dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {}, }}", shape_tuple(shape));
     // Magic (6) + version (2) + length (2) + dict + padding + '\n'.
     let unpadded = 10 + dict.len() + 1;
     let pad = (64 - unpadded % 64) % 64;

@@ -248,7 +248,10 @@ pub enum ArgRef<'a> {
     Bool(bool),
     /// A row-major array of `shape` (rank at least 1 for array parameters; a
     /// rank-0 array stands for a scalar).
-    Array { shape: Vec<usize>, data: ArrayRef<'a> },
+    Array {
+        shape: Vec<usize>,
+        data: ArrayRef<'a>,
+    },
     Tuple(Vec<ArgRef<'a>>),
 }
 
@@ -355,7 +358,7 @@ impl ArgRef<'_> {
             ArgRef::I64(x) => Value::I64(*x),
             ArgRef::I32(x) => Value::I32(*x),
             ArgRef::Bool(x) => Value::Bool(*x),
-            ArgRef::Array { shape, data } if shape.is_empty() && data.len() == 1 => data.to_owned_scalar(),
+            ArgRef::Array { shape, data } if shape.is_empty() && data.len() == 1 => data.first_as_scalar(),
             ArgRef::Array { shape, data } => Value::array(shape.clone(), data.to_owned()),
             ArgRef::Tuple(xs) => Value::Tuple(xs.iter().map(ArgRef::to_value).collect()),
         }
@@ -367,7 +370,7 @@ impl ArgRef<'_> {
     /// [`ArrayRef::to_borrowed`]'s, for the value and all its parts.
     pub unsafe fn to_value_borrowed(&self) -> Value {
         match self {
-            ArgRef::Array { shape, data } if shape.is_empty() && data.len() == 1 => data.to_owned_scalar(),
+            ArgRef::Array { shape, data } if shape.is_empty() && data.len() == 1 => data.first_as_scalar(),
             // SAFETY: by the caller's contract.
             ArgRef::Array { shape, data } => Value::array(shape.clone(), unsafe { data.to_borrowed() }),
             // SAFETY: by the caller's contract.
@@ -378,7 +381,7 @@ impl ArgRef<'_> {
 }
 
 impl ArrayRef<'_> {
-    fn to_owned_scalar(&self) -> Value {
+    fn first_as_scalar(&self) -> Value {
         match self {
             ArrayRef::F64(v) => Value::F64(v[0]),
             ArrayRef::F32(v) => Value::F32(v[0]),

@@ -77,11 +77,7 @@ pub enum TypeExpr {
 impl TypeExpr {
     pub fn span(&self) -> Span {
         match self {
-            TypeExpr::Scalar(_, s)
-            | TypeExpr::Idx(_, s)
-            | TypeExpr::Array(_, _, s)
-            | TypeExpr::Tuple(_, s)
-            | TypeExpr::Fun(_, _, s) => s.clone(),
+            TypeExpr::Scalar(_, s) | TypeExpr::Idx(_, s) | TypeExpr::Array(_, _, s) | TypeExpr::Tuple(_, s) | TypeExpr::Fun(_, _, s) => s.clone(),
         }
     }
 }
@@ -251,10 +247,7 @@ impl Expr {
 impl ExprKind {
     /// Whether this node has no child expressions.
     fn is_leaf(&self) -> bool {
-        matches!(
-            self,
-            ExprKind::Int(..) | ExprKind::Float(..) | ExprKind::Bool(_) | ExprKind::Var(_) | ExprKind::OpSection(_)
-        )
+        matches!(self, ExprKind::Int(..) | ExprKind::Float(..) | ExprKind::Bool(_) | ExprKind::Var(_) | ExprKind::OpSection(_))
     }
 
     /// Call `f` on every direct child expression.

@@ -186,9 +186,7 @@ pub fn lex(text: &str) -> (Vec<Token>, Vec<Diagnostic>) {
                 }
                 let first = bad.chars().next().unwrap_or('?');
                 diags.push(
-                    Diagnostic::new(format!("unknown character {}", show_chars(bad)), span)
-                        .label("not part of arden's syntax")
-                        .hint(unknown_char_hint(first)),
+                    Diagnostic::new(format!("unknown character {}", show_chars(bad)), span).label("not part of arden's syntax").hint(unknown_char_hint(first)),
                 );
             }
         }
@@ -209,11 +207,7 @@ fn show_chars(s: &str) -> String {
                 | '\u{3164}' | '\u{fe00}'..='\u{fe0f}' | '\u{feff}' | '\u{ffa0}' | '\u{fff0}'..='\u{fffb}'
                 | '\u{e0000}'..='\u{e0fff}')
     };
-    if s.chars().any(invisible) {
-        s.chars().map(|c| format!("U+{:04X}", c as u32)).collect::<Vec<_>>().join(" ")
-    } else {
-        format!("`{s}`")
-    }
+    if s.chars().any(invisible) { s.chars().map(|c| format!("U+{:04X}", c as u32)).collect::<Vec<_>>().join(" ") } else { format!("`{s}`") }
 }
 
 fn unknown_char_hint(c: char) -> &'static str {
@@ -346,10 +340,7 @@ mod tests {
 
     #[test]
     fn keywords_idents_comments() {
-        assert_eq!(
-            kinds("def define x' _y -- comment\nentry in int"),
-            vec![Def, Ident, Ident, Ident, Entry, In, Ident, Eof]
-        );
+        assert_eq!(kinds("def define x' _y -- comment\nentry in int"), vec![Def, Ident, Ident, Ident, Entry, In, Ident, Eof]);
     }
 
     #[test]
@@ -357,8 +348,8 @@ mod tests {
         assert_eq!(
             kinds("|> || && == != < <= > >= + - * / % ** ! = : :> -> \\ . , ( ) [ ]"),
             vec![
-                Pipe, OrOr, AndAnd, EqEq, NotEq, Lt, Le, Gt, Ge, Plus, Minus, Star, Slash, Percent, StarStar, Bang,
-                Assign, Colon, ColonGt, Arrow, Backslash, Dot, Comma, LParen, RParen, LBracket, RBracket, Eof
+                Pipe, OrOr, AndAnd, EqEq, NotEq, Lt, Le, Gt, Ge, Plus, Minus, Star, Slash, Percent, StarStar, Bang, Assign, Colon, ColonGt, Arrow, Backslash,
+                Dot, Comma, LParen, RParen, LBracket, RBracket, Eof
             ]
         );
         assert_eq!(kinds("a-->b\nc"), vec![Ident, Ident, Eof]);

@@ -209,22 +209,7 @@ struct Parser<'a> {
 use TokenKind as T;
 
 fn starts_expr(k: TokenKind) -> bool {
-    matches!(
-        k,
-        T::Ident
-            | T::Number
-            | T::True
-            | T::False
-            | T::LParen
-            | T::LBracket
-            | T::Backslash
-            | T::Minus
-            | T::Bang
-            | T::Let
-            | T::If
-            | T::For
-            | T::Loop
-    )
+    matches!(k, T::Ident | T::Number | T::True | T::False | T::LParen | T::LBracket | T::Backslash | T::Minus | T::Bang | T::Let | T::If | T::For | T::Loop)
 }
 
 /// Tokens that can start an argument of an application.
@@ -377,35 +362,33 @@ impl<'a> Parser<'a> {
         loop {
             match self.peek() {
                 T::Eof => break,
-                T::Def | T::Entry => {
-                    match self.decl() {
-                        Ok(d) if d.body.is_deeper_than(MAX_EXPR_DEPTH) => {
-                            let at = d.body.span.start;
-                            self.diags.push(
+                T::Def | T::Entry => match self.decl() {
+                    Ok(d) if d.body.is_deeper_than(MAX_EXPR_DEPTH) => {
+                        let at = d.body.span.start;
+                        self.diags.push(
                                 Diagnostic::new(format!("the body of `{}` is too deeply nested", d.name.name), at..at)
                                     .label(format!("more than {MAX_EXPR_DEPTH} levels of operations below the body"))
                                     .hint("every operator in a chain like `x + x + … + x` adds a level, as does every `let` in a row; bind parts of a long chain with `let`, or put the values in an array and use `sum`"),
                             );
+                        self.recover();
+                    }
+                    Ok(d) => {
+                        let name = d.name.name.clone();
+                        decls.push(d);
+                        if !matches!(self.peek(), T::Eof | T::Def | T::Entry | T::Let) {
+                            let what = match self.peek() {
+                                T::Ident | T::Number => format!("`{}`", self.slice(&self.tok().span)),
+                                k => k.describe().to_string(),
+                            };
+                            let _: PResult<()> = self.error_expected_hint(
+                                format!("unexpected {what} after the body of `{name}`"),
+                                Some("a body is one expression; check for a missing operator, parenthesis or `let ... in`".to_string()),
+                            );
                             self.recover();
                         }
-                        Ok(d) => {
-                            let name = d.name.name.clone();
-                            decls.push(d);
-                            if !matches!(self.peek(), T::Eof | T::Def | T::Entry | T::Let) {
-                                let what = match self.peek() {
-                                    T::Ident | T::Number => format!("`{}`", self.slice(&self.tok().span)),
-                                    k => k.describe().to_string(),
-                                };
-                                let _: PResult<()> = self.error_expected_hint(
-                                    format!("unexpected {what} after the body of `{name}`"),
-                                    Some("a body is one expression; check for a missing operator, parenthesis or `let ... in`".to_string()),
-                                );
-                                self.recover();
-                            }
-                        }
-                        Err(()) => self.recover(),
                     }
-                }
+                    Err(()) => self.recover(),
+                },
                 T::Let => {
                     let t = self.bump();
                     self.diags.push(
@@ -545,31 +528,26 @@ impl<'a> Parser<'a> {
 
     /// A pattern: a name, `()`, or a tuple of patterns `(a, (b, c))`.
     fn pat(&mut self) -> PResult<Pat> {
-        self.nested(|p| {
-            match p.peek() {
-                T::Ident => Ok(Pat::Var(p.ident("expected a pattern")?)),
-                T::LParen => {
-                    let lp = p.bump();
-                    if let Some(rp) = p.eat(T::RParen) {
-                        return Ok(Pat::Tuple(vec![], lp.span.start..rp.span.end));
-                    }
-                    let first = p.pat()?;
-                    if !p.at(T::Comma) {
-                        p.expect(T::RParen, "expected `)` after the pattern")?;
-                        return Ok(first);
-                    }
-                    let mut pats = vec![first];
-                    while p.eat(T::Comma).is_some() {
-                        pats.push(p.pat()?);
-                    }
-                    let rp = p.expect(T::RParen, "expected `)` or `,` in the tuple pattern")?;
-                    Ok(Pat::Tuple(pats, lp.span.start..rp.span.end))
+        self.nested(|p| match p.peek() {
+            T::Ident => Ok(Pat::Var(p.ident("expected a pattern")?)),
+            T::LParen => {
+                let lp = p.bump();
+                if let Some(rp) = p.eat(T::RParen) {
+                    return Ok(Pat::Tuple(vec![], lp.span.start..rp.span.end));
                 }
-                _ => p.error_expected_hint(
-                    "expected a pattern".to_string(),
-                    Some("a pattern is a name or a tuple of patterns like `(a, b)`".to_string()),
-                ),
+                let first = p.pat()?;
+                if !p.at(T::Comma) {
+                    p.expect(T::RParen, "expected `)` after the pattern")?;
+                    return Ok(first);
+                }
+                let mut pats = vec![first];
+                while p.eat(T::Comma).is_some() {
+                    pats.push(p.pat()?);
+                }
+                let rp = p.expect(T::RParen, "expected `)` or `,` in the tuple pattern")?;
+                Ok(Pat::Tuple(pats, lp.span.start..rp.span.end))
             }
+            _ => p.error_expected_hint("expected a pattern".to_string(), Some("a pattern is a name or a tuple of patterns like `(a, b)`".to_string())),
         })
     }
 
@@ -610,9 +588,7 @@ impl<'a> Parser<'a> {
                             "Bool" | "boolean" => "did you mean `bool`?",
                             _ => "the types are `f64`, `f32`, `i64`, `i32`, `bool`, `idx n`, `[n]t`, tuples `(t1, t2)` and functions `t1 -> t2`",
                         };
-                        self.diags.push(
-                            Diagnostic::new(format!("unknown type `{other}`"), t.span).label("not a type").hint(hint),
-                        );
+                        self.diags.push(Diagnostic::new(format!("unknown type `{other}`"), t.span).label("not a type").hint(hint));
                         return Err(());
                     }
                 };
@@ -621,10 +597,7 @@ impl<'a> Parser<'a> {
             T::LBracket => {
                 let lb = self.bump();
                 if self.at(T::RBracket) {
-                    return self.error_expected_hint(
-                        "expected a size in `[...]`".to_string(),
-                        Some("array types carry their size, e.g. `[n]f64`".to_string()),
-                    );
+                    return self.error_expected_hint("expected a size in `[...]`".to_string(), Some("array types carry their size, e.g. `[n]f64`".to_string()));
                 }
                 let n = self.size_expr()?;
                 self.expect(T::RBracket, "expected `]` after the size")?;
@@ -740,19 +713,15 @@ impl<'a> Parser<'a> {
                 let lp = self.bump();
                 let inner = self.nested(|p| p.size_expr())?;
                 if !self.at(T::RParen) {
-                    let d = Diagnostic::new("expected `)` in the size expression", self.culprit())
-                        .label(self.found())
-                        .note(lp.span, "opened here");
+                    let d = Diagnostic::new("expected `)` in the size expression", self.culprit()).label(self.found()).note(lp.span, "opened here");
                     self.diags.push(d);
                     return Err(());
                 }
                 self.bump();
                 Ok(inner)
             }
-            _ => self.error_expected_hint(
-                msg.to_string(),
-                Some("sizes are size variables and integers combined with `+ - * /`, e.g. `[d*(d-1)/2]f64`".to_string()),
-            ),
+            _ => self
+                .error_expected_hint(msg.to_string(), Some("sizes are size variables and integers combined with `+ - * /`, e.g. `[d*(d-1)/2]f64`".to_string())),
         }
     }
 
@@ -797,10 +766,7 @@ impl<'a> Parser<'a> {
         while self.at(T::ColonGt) {
             self.bump();
             if !matches!(self.peek(), T::Ident | T::LParen | T::LBracket) {
-                return self.error_expected_hint(
-                    "expected a type after `:>`".to_string(),
-                    Some("a size coercion reads `e :> [m]f64`".to_string()),
-                );
+                return self.error_expected_hint("expected a type after `:>`".to_string(), Some("a size coercion reads `e :> [m]f64`".to_string()));
             }
             let t = self.ty()?;
             let span = lhs.span.start..t.span().end;
@@ -809,11 +775,7 @@ impl<'a> Parser<'a> {
         Ok(lhs)
     }
 
-    fn left_assoc(
-        &mut self,
-        ops: &[TokenKind],
-        next: fn(&mut Self) -> PResult<Expr>,
-    ) -> PResult<Expr> {
+    fn left_assoc(&mut self, ops: &[TokenKind], next: fn(&mut Self) -> PResult<Expr>) -> PResult<Expr> {
         let mut lhs = next(self)?;
         while ops.contains(&self.peek()) {
             let t = self.bump();
@@ -991,9 +953,7 @@ impl<'a> Parser<'a> {
             }
         }
         if !self.at(T::RBracket) {
-            let d = Diagnostic::new("expected `]` after the index", self.culprit())
-                .label(self.found())
-                .note(lb.span, "index opened here");
+            let d = Diagnostic::new("expected `]` after the index", self.culprit()).label(self.found()).note(lb.span, "index opened here");
             let d = if self.at(T::Assign) { d.hint("to compare two values use `==`") } else { d };
             self.diags.push(d);
             return Err(());
@@ -1089,9 +1049,7 @@ impl<'a> Parser<'a> {
             elems.push(self.expr_after("`,`")?);
         }
         if !self.at(T::RBracket) {
-            let d = Diagnostic::new("expected `]` or `,` in the array literal", self.culprit())
-                .label(self.found())
-                .note(lb.span, "array starts here");
+            let d = Diagnostic::new("expected `]` or `,` in the array literal", self.culprit()).label(self.found()).note(lb.span, "array starts here");
             self.diags.push(d);
             return Err(());
         }
@@ -1117,17 +1075,12 @@ impl<'a> Parser<'a> {
             params.push(self.param()?);
         }
         if params.is_empty() {
-            return self.error_expected_hint(
-                "expected a parameter after `\\`".to_string(),
-                Some("a lambda reads `\\x y -> e` or `\\(x: f64) -> e`".to_string()),
-            );
+            return self
+                .error_expected_hint("expected a parameter after `\\`".to_string(), Some("a lambda reads `\\x y -> e` or `\\(x: f64) -> e`".to_string()));
         }
         if !self.at(T::Arrow) {
-            let hint = if self.at(T::Dot) {
-                "a lambda reads `\\x -> e` (the `.` form is for `for i. e`)"
-            } else {
-                "a lambda reads `\\x y -> e` or `\\(x: f64) -> e`"
-            };
+            let hint =
+                if self.at(T::Dot) { "a lambda reads `\\x -> e` (the `.` form is for `for i. e`)" } else { "a lambda reads `\\x y -> e` or `\\(x: f64) -> e`" };
             return self.error_expected_hint("expected `->` after the lambda parameters".to_string(), Some(hint.to_string()));
         }
         self.bump();
@@ -1154,10 +1107,7 @@ impl<'a> Parser<'a> {
                         } else {
                             "a local function reads `let f x y = e1 in e2`"
                         };
-                        return self.error_expected_hint(
-                            format!("expected `=` after the parameters of `{}`", name.name),
-                            Some(hint.to_string()),
-                        );
+                        return self.error_expected_hint(format!("expected `=` after the parameters of `{}`", name.name), Some(hint.to_string()));
                     }
                     self.bump();
                     let e1 = self.expr_after("`=`")?;
@@ -1167,10 +1117,8 @@ impl<'a> Parser<'a> {
                 _ => {
                     let ty = if self.eat(T::Colon).is_some() { Some(self.ty()?) } else { None };
                     if !self.at(T::Assign) {
-                        return self.error_expected_hint(
-                            "expected `=` in the `let` binding".to_string(),
-                            Some("a binding reads `let x = e1 in e2`".to_string()),
-                        );
+                        return self
+                            .error_expected_hint("expected `=` in the `let` binding".to_string(), Some("a binding reads `let x = e1 in e2`".to_string()));
                     }
                     self.bump();
                     (ty, self.expr_after("`=`")?)
@@ -1205,11 +1153,7 @@ impl<'a> Parser<'a> {
         let c = self.expr_after("`if`")?;
         self.expect(T::Then, "expected `then` after the condition")?;
         let a = self.expr_after("`then`")?;
-        self.expect_hint(
-            T::Else,
-            "expected `else` after the `then` branch",
-            "every `if` needs an `else` branch: `if c then a else b`",
-        )?;
+        self.expect_hint(T::Else, "expected `else` after the `then` branch", "every `if` needs an `else` branch: `if c then a else b`")?;
         let b = self.expr_after("`else`")?;
         let span = kw.span.start..b.span.end;
         Ok(mk(ExprKind::If(Box::new(c), Box::new(a), Box::new(b)), span))
@@ -1665,10 +1609,7 @@ mod tests {
     #[test]
     fn loops() {
         assert_eq!(ex("loop acc = 0 for i < n do acc + i"), "(loop acc 0 (for i n) (+ acc i))");
-        assert_eq!(
-            ex("loop (a, b) = (0, 1.0) for i < n do (a + i, b * 2.0)"),
-            "(loop (a, b) (tuple 0 1.0) (for i n) (tuple (+ a i) (* b 2.0)))"
-        );
+        assert_eq!(ex("loop (a, b) = (0, 1.0) for i < n do (a + i, b * 2.0)"), "(loop (a, b) (tuple 0 1.0) (for i n) (tuple (+ a i) (* b 2.0)))");
         assert_eq!(ex("loop x = 1.0 while x < 10.0 do x * 2.0"), "(loop x 1.0 (while (< x 10.0)) (* x 2.0))");
         assert_eq!(ex("loop x = f y for i < length a do g x"), "(loop x (app f y) (for i (app length a)) (app g x))");
         assert_eq!(ex("loop x = for i. a[i] for j < n do x"), "(loop x (for i (idx a i)) (for j n) x)");
@@ -2036,10 +1977,69 @@ def g = if x = 1 then 2 else 3
     #[test]
     fn no_panic_on_token_soup() {
         const VOCAB: &[&str] = &[
-            "def", "entry", "let", "in", "if", "then", "else", "for", "loop", "while", "do", "true", "false", "x",
-            "f", "n", "idx", "f64", "i32", "bool", "0", "1", "2.5", "1e3", "3i32", "1.5f32", "99999999999999999999",
-            "t.0.1", ".", ",", ":", ":>", "->", "\\", "(", ")", "[", "]", "=", "|>", "||", "&&", "==", "!=", "<",
-            "<=", ">", ">=", "+", "-", "*", "/", "%", "**", "!", "$", "é", "--c\n", "\n", " ", "a[", "[n]", "(+)",
+            "def",
+            "entry",
+            "let",
+            "in",
+            "if",
+            "then",
+            "else",
+            "for",
+            "loop",
+            "while",
+            "do",
+            "true",
+            "false",
+            "x",
+            "f",
+            "n",
+            "idx",
+            "f64",
+            "i32",
+            "bool",
+            "0",
+            "1",
+            "2.5",
+            "1e3",
+            "3i32",
+            "1.5f32",
+            "99999999999999999999",
+            "t.0.1",
+            ".",
+            ",",
+            ":",
+            ":>",
+            "->",
+            "\\",
+            "(",
+            ")",
+            "[",
+            "]",
+            "=",
+            "|>",
+            "||",
+            "&&",
+            "==",
+            "!=",
+            "<",
+            "<=",
+            ">",
+            ">=",
+            "+",
+            "-",
+            "*",
+            "/",
+            "%",
+            "**",
+            "!",
+            "$",
+            "é",
+            "--c\n",
+            "\n",
+            " ",
+            "a[",
+            "[n]",
+            "(+)",
         ];
         let mut rng = Rng(0x1234_5678_9abc_def1);
         for _ in 0..3000 {
@@ -2069,9 +2069,8 @@ def g = if x = 1 then 2 else 3
         let mut rng = Rng(0xdead_beef_cafe_f00d);
         for _ in 0..3000 {
             let len = rng.below(80);
-            let bytes: Vec<u8> = (0..len)
-                .map(|_| if rng.below(2) == 0 { (rng.next() & 0xff) as u8 } else { b"def x=()[].:\\-> 1+\n"[rng.below(19)] })
-                .collect();
+            let bytes: Vec<u8> =
+                (0..len).map(|_| if rng.below(2) == 0 { (rng.next() & 0xff) as u8 } else { b"def x=()[].:\\-> 1+\n"[rng.below(19)] }).collect();
             let s = String::from_utf8_lossy(&bytes).into_owned();
             let (_, d) = prog(&s);
             for dg in &d {

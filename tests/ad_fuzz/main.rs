@@ -25,7 +25,7 @@ mod programs;
 use arden::runtime::data::value_from_json;
 use arden::{Program, Value};
 use common::{Rng, direction, floats, with_big_stack};
-use programs::{Env, Ty, E};
+use programs::{E, Env, Ty};
 
 /// What a program is checked for; a failure keeps its kind so shrinking
 /// keeps the same failure.
@@ -306,7 +306,12 @@ fn run_part(part: u64) {
             }
         }
         eprintln!("ad_fuzz part {part}: {stats:?}");
-        assert!(failures.is_empty(), "{} failing program(s) (reproduce one alone with ARDEN_FUZZ_SEED=<seed> ARDEN_FUZZ_CASES=1):\n\n{}", failures.len(), failures.join("\n\n"));
+        assert!(
+            failures.is_empty(),
+            "{} failing program(s) (reproduce one alone with ARDEN_FUZZ_SEED=<seed> ARDEN_FUZZ_CASES=1):\n\n{}",
+            failures.len(),
+            failures.join("\n\n")
+        );
         // the checks must not be vacuous: most programs are compared, and
         // most of those against finite differences too
         let compared = stats.programs - stats.non_finite;
@@ -343,10 +348,42 @@ fn generator_covers_every_construct() {
         text += &source(&random_case(seed));
     }
     for needle in [
-        "loop", "while", "for (", "if ", "map (", "map2", "reduce (\\a b", "scan (", "scatter_add", "[1:n]", "concat", "reverse", "rotate", "matvec", "outer",
-        "stop_gradient", "grad (", "jvp (", "vjp (", "jacrev", "jacfwd", "hessian", "let g", "% n", "i64 (abs", "prod", "maximum", "logsumexp", "unflatten",
+        "loop",
+        "while",
+        "for (",
+        "if ",
+        "map (",
+        "map2",
+        "reduce (\\a b",
+        "scan (",
+        "scatter_add",
+        "[1:n]",
+        "concat",
+        "reverse",
+        "rotate",
+        "matvec",
+        "outer",
+        "stop_gradient",
+        "grad (",
+        "jvp (",
+        "vjp (",
+        "jacrev",
+        "jacfwd",
+        "hessian",
+        "let g",
+        "% n",
+        "i64 (abs",
+        "prod",
+        "maximum",
+        "logsumexp",
+        "unflatten",
         // reads of derived arrays at a loop index, scans with other operators (issue 24)
-        ")[1:n][q_", "[0][q_", "(map sin ", "+ n]", "(sum (scan (*)", "(a1, b1) (a2, b2)",
+        ")[1:n][q_",
+        "[0][q_",
+        "(map sin ",
+        "+ n]",
+        "(sum (scan (*)",
+        "(a1, b1) (a2, b2)",
     ] {
         assert!(text.contains(needle), "no generated program uses `{needle}`");
     }

@@ -151,14 +151,7 @@ pub struct Env(Vec<(String, Ty)>);
 
 impl Env {
     pub fn params() -> Env {
-        Env(vec![
-            ("x".into(), Ty::F),
-            ("y".into(), Ty::F),
-            ("v".into(), Ty::VN),
-            ("w".into(), Ty::VK),
-            ("m".into(), Ty::M),
-            ("p".into(), Ty::I),
-        ])
+        Env(vec![("x".into(), Ty::F), ("y".into(), Ty::F), ("v".into(), Ty::VN), ("w".into(), Ty::VK), ("m".into(), Ty::M), ("p".into(), Ty::I)])
     }
     fn with(&self, name: &str, ty: Ty) -> Env {
         let mut e = self.clone();
@@ -397,7 +390,7 @@ impl Gen {
                 // a slice, with bounds the checker proves
                 let a = self.expr(Ty::VN, env, d);
                 let s = self.pick(&["[1:n]", "[0:n-1]", "[0:1]"]);
-                node(f, vec![], vec![S("(sum ("), K(a), O(format!("){s})")) ])
+                node(f, vec![], vec![S("(sum ("), K(a), O(format!("){s})"))])
             }
             29 => {
                 let i = self.int(env);
@@ -605,7 +598,17 @@ impl Gen {
             node(
                 Ty::F,
                 vec![g.clone(), a.clone(), b.clone(), h.clone()],
-                vec![O(format!("(let {g} {a} {b} = ")), K(body), O(format!(" in let {h} = {g} ")), K(x1), O(format!(" in {h} ")), K(x2), O(format!(" + {h} ")), K(x3), S(")")],
+                vec![
+                    O(format!("(let {g} {a} {b} = ")),
+                    K(body),
+                    O(format!(" in let {h} = {g} ")),
+                    K(x1),
+                    O(format!(" in {h} ")),
+                    K(x2),
+                    O(format!(" + {h} ")),
+                    K(x3),
+                    S(")"),
+                ],
             )
         } else {
             node(
@@ -739,18 +742,34 @@ impl Gen {
                     // reads it (out of range where the branch does not run)
                     // (or nested: the inner branch's index computed in the outer)
                     let (j, q) = (self.name("j"), self.name("q"));
-                    let read = if self.chance(50) { format!("{z}[{i}] * {z}[{j}]") } else { format!("(let {q} = {j} + 1 in if {q} < {sz} then {z}[{q}] * {z}[{j}] else {z}[{j}])") };
+                    let read = if self.chance(50) {
+                        format!("{z}[{i}] * {z}[{j}]")
+                    } else {
+                        format!("(let {q} = {j} + 1 in if {q} < {sz} then {z}[{q}] * {z}[{j}] else {z}[{j}])")
+                    };
                     return node(
                         ty,
                         vec![i.clone(), z.clone(), j.clone(), q.clone()],
-                        vec![O(format!("(let {z} = ")), K(a), O(format!(" in for ({i} < {sz}). let {j} = {i} + 1 in if {j} < {sz} then {read} else ")), K(b), S(")")],
+                        vec![
+                            O(format!("(let {z} = ")),
+                            K(a),
+                            O(format!(" in for ({i} < {sz}). let {j} = {i} + 1 in if {j} < {sz} then {read} else ")),
+                            K(b),
+                            S(")"),
+                        ],
                     );
                 }
                 let (test, near) = if self.chance(50) { ("0".to_string(), format!("{i} - 1")) } else { (format!("{sz} - 1"), format!("{i} + 1")) };
                 node(
                     ty,
                     vec![i.clone(), z.clone()],
-                    vec![O(format!("(let {z} = ")), K(a), O(format!(" in for ({i} < {sz}). if {i} == {test} then ")), K(b), O(format!(" else {z}[{i}] * {z}[{near}])"))],
+                    vec![
+                        O(format!("(let {z} = ")),
+                        K(a),
+                        O(format!(" in for ({i} < {sz}). if {i} == {test} then ")),
+                        K(b),
+                        O(format!(" else {z}[{i}] * {z}[{near}])")),
+                    ],
                 )
             }
             _ => {

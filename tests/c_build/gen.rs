@@ -39,13 +39,109 @@ impl<'a> Bytes<'a> {
 
 /// Names that C, libc, the C++ header reader or the generated code use.
 pub const HOSTILE_NAMES: &[&str] = &[
-    "int", "double", "char", "return", "static", "struct", "void", "const", "auto", "register", "goto", "switch", "case", "default", "sizeof",
-    "typedef", "union", "volatile", "inline", "restrict", "signed", "unsigned", "long", "short", "float", "extern", "main", "memset", "memcpy",
-    "malloc", "free", "calloc", "realloc", "strncpy", "printf", "abort", "exit", "errno", "NULL", "INFINITY", "NAN", "EOF", "stdin",
-    "int64_t", "size_t", "uint8_t", "M_PI", "assert", "isnan", "exp", "omp_get_num_threads", "ctx", "err", "errlen", "nthreads", "out",
-    "out_0", "out_dims", "out_0_dims", "i", "v0", "v1", "v2", "a0_x", "s0_n", "ard_ctx", "ard_entry_0", "ard_fail", "ard_sizes",
-    "ard_args", "arden_free", "arden_f", "arden_", "x_0", "x_1", "x", "n", "f", "f'", "f_", "f''", "f_'", "f'_", "a'b", "a_pb", "f_p", "f_u",
-    "_", "_x", "_X", "__x", "x__", "class", "new", "delete", "this", "template", "bool", "true_", "complex", "_Bool", "p", "pu",
+    "int",
+    "double",
+    "char",
+    "return",
+    "static",
+    "struct",
+    "void",
+    "const",
+    "auto",
+    "register",
+    "goto",
+    "switch",
+    "case",
+    "default",
+    "sizeof",
+    "typedef",
+    "union",
+    "volatile",
+    "inline",
+    "restrict",
+    "signed",
+    "unsigned",
+    "long",
+    "short",
+    "float",
+    "extern",
+    "main",
+    "memset",
+    "memcpy",
+    "malloc",
+    "free",
+    "calloc",
+    "realloc",
+    "strncpy",
+    "printf",
+    "abort",
+    "exit",
+    "errno",
+    "NULL",
+    "INFINITY",
+    "NAN",
+    "EOF",
+    "stdin",
+    "int64_t",
+    "size_t",
+    "uint8_t",
+    "M_PI",
+    "assert",
+    "isnan",
+    "exp",
+    "omp_get_num_threads",
+    "ctx",
+    "err",
+    "errlen",
+    "nthreads",
+    "out",
+    "out_0",
+    "out_dims",
+    "out_0_dims",
+    "i",
+    "v0",
+    "v1",
+    "v2",
+    "a0_x",
+    "s0_n",
+    "ard_ctx",
+    "ard_entry_0",
+    "ard_fail",
+    "ard_sizes",
+    "ard_args",
+    "arden_free",
+    "arden_f",
+    "arden_",
+    "x_0",
+    "x_1",
+    "x",
+    "n",
+    "f",
+    "f'",
+    "f_",
+    "f''",
+    "f_'",
+    "f'_",
+    "a'b",
+    "a_pb",
+    "f_p",
+    "f_u",
+    "_",
+    "_x",
+    "_X",
+    "__x",
+    "x__",
+    "class",
+    "new",
+    "delete",
+    "this",
+    "template",
+    "bool",
+    "true_",
+    "complex",
+    "_Bool",
+    "p",
+    "pu",
 ];
 
 const PREFIXES: &[&str] = &["arden_", "arden_", "arden_", "p", "x_", "lib1_", "mylib", "f"];
@@ -55,7 +151,7 @@ const PREFIXES: &[&str] = &["arden_", "arden_", "arden_", "p", "x_", "lib1_", "m
 const FILES: &[&str] = &["fuzz.ard", "a*/b.ard", "x\n#include <stdio.h>\n??/b.ard", "q\"\\.ard", "/*c*/.ard", "é\u{202e}.ard"];
 
 fn name(b: &mut Bytes, taken: &[String]) -> String {
-    loop {
+    {
         let n = if b.below(4) == 0 {
             let first = b.pick(&['a', 'x', 'f', 'Z', '_']);
             let len = b.below(5);
@@ -99,11 +195,13 @@ pub fn program(b: &mut Bytes) -> (String, String, String) {
         let ename = name(b, &entries);
         entries.push(ename.clone());
         let mut scope: Vec<String> = vec!["ix'".into()];
-        let sizes: Vec<String> = (0..b.below(3)).map(|_| {
-            let n = name(b, &scope);
-            scope.push(n.clone());
-            n
-        }).collect();
+        let sizes: Vec<String> = (0..b.below(3))
+            .map(|_| {
+                let n = name(b, &scope);
+                scope.push(n.clone());
+                n
+            })
+            .collect();
         let mut params = vec![];
         // every size is the dimension of a parameter (arden requires it)
         for k in 0..sizes.len() {
@@ -190,7 +288,9 @@ pub fn build_and_compile(source: &str, file: &str, prefix: &str, dir: &Path) -> 
     std::fs::write(dir.join("lib.c"), &c).map_err(|e| e.to_string())?;
     std::fs::write(dir.join("lib.h"), &h).map_err(|e| e.to_string())?;
     let names = arden::backend::c::emit::exported_names(prog.module(), prefix);
-    let mut main = String::from("#include <stdlib.h>\n#include <string.h>\n#include <stdio.h>\n#include <math.h>\n#include <errno.h>\n#include <stdint.h>\n#include \"lib.h\"\n");
+    let mut main = String::from(
+        "#include <stdlib.h>\n#include <string.h>\n#include <stdio.h>\n#include <math.h>\n#include <errno.h>\n#include <stdint.h>\n#include \"lib.h\"\n",
+    );
     let refs: Vec<String> = names.iter().map(|n| format!("(void (*)(void)){n}")).collect();
     let _ = writeln!(main, "int main(void) {{\n    void (*const refs[])(void) = {{ (void (*)(void)){prefix}free, {} }};", refs.join(", "));
     main.push_str("    return refs[0] == 0;\n}\n");

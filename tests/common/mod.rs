@@ -7,8 +7,8 @@
 use arden::runtime::data::value_from_json;
 use arden::runtime::{Array, ArrayData};
 use arden::{Program, Value};
-use std::rc::Rc;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 /// One `-- test: {...}` line.
 pub struct Case {

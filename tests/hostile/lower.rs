@@ -169,15 +169,8 @@ enum Doubling {
     TuplePair,
 }
 
-const DOUBLINGS: [Doubling; 7] = [
-    Doubling::TupleLet,
-    Doubling::DupCall,
-    Doubling::LambdaTwice,
-    Doubling::DefTwice,
-    Doubling::ConcatSelf,
-    Doubling::SquareSize,
-    Doubling::TuplePair,
-];
+const DOUBLINGS: [Doubling; 7] =
+    [Doubling::TupleLet, Doubling::DupCall, Doubling::LambdaTwice, Doubling::DefTwice, Doubling::ConcatSelf, Doubling::SquareSize, Doubling::TuplePair];
 
 /// A program of `n` lines, each doubling something of the line before.
 fn doubling_program(kind: Doubling, n: usize) -> String {

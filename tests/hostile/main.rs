@@ -4,12 +4,12 @@
 //! is valid), never an abort, a signal, a hang or unbounded memory
 //! (issue 8, items 7–15). One module per area of the compiler.
 
-mod frontend;
-mod lower;
-mod runtime;
-mod interp;
 #[path = "../common/mod.rs"]
 mod common;
+mod frontend;
+mod interp;
+mod lower;
+mod runtime;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;

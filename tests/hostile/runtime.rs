@@ -49,10 +49,7 @@ fn npy_nested_bracket_header_is_refused_quickly() {
     assert!(o.stderr.contains("structured dtypes"), "{}", o.stderr);
     assert!(o.elapsed.as_secs() < 5, "took {:?}", o.elapsed);
     // Brackets in the shape, and a long header of them.
-    let hdr = format!(
-        "{{'descr': '<f8', 'fortran_order': False, 'shape': {}}}",
-        "([".repeat(30_000)
-    );
+    let hdr = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': {}}}", "([".repeat(30_000));
     let f = scratch("rt_nested2.npy", &npy(&hdr, b""));
     let o = run_total_on(&f);
     assert_user_error(&o, "rt_nested2.npy: not a valid .npy file", false);
@@ -78,23 +75,13 @@ fn npy_truncated_and_trailing_data() {
 
 #[test]
 fn npy_huge_shapes() {
-    for (k, shape) in [
-        "(4611686018427387904,)",
-        "(1000000, 1000000, 1000000, 1000000)",
-        "(123456789012345678901234567890,)",
-        "(1000000000,)",
-    ]
-    .iter()
-    .enumerate()
+    for (k, shape) in
+        ["(4611686018427387904,)", "(1000000, 1000000, 1000000, 1000000)", "(123456789012345678901234567890,)", "(1000000000,)"].iter().enumerate()
     {
         let hdr = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': {shape}, }}\n");
         let name = format!("rt_huge{k}.npy");
         let f = scratch(&name, &npy(&hdr, &[0; 64]));
-        let o = run_limited(
-            &["run", &prog("rt_total.ard", VEC_PROG), "--arg", &format!("@{}", f.display())],
-            b"",
-            QUICK,
-        );
+        let o = run_limited(&["run", &prog("rt_total.ard", VEC_PROG), "--arg", &format!("@{}", f.display())], b"", QUICK);
         assert_user_error(&o, &format!("{name}: "), false);
     }
 }
@@ -134,11 +121,7 @@ fn input_files_over_the_size_limit_are_refused() {
     let file = std::fs::OpenOptions::new().write(true).open(&f).unwrap();
     file.set_len((1 << 30) + 1).unwrap();
     drop(file);
-    let o = run_limited(
-        &["run", &prog("rt_total.ard", VEC_PROG), "--arg", &format!("@{}", f.display())],
-        b"",
-        Limits { memory_mb: 512, seconds: 10 },
-    );
+    let o = run_limited(&["run", &prog("rt_total.ard", VEC_PROG), "--arg", &format!("@{}", f.display())], b"", Limits { memory_mb: 512, seconds: 10 });
     std::fs::remove_file(&f).unwrap();
     assert_user_error(&o, "rt_big.json: it is 1073741825 bytes, over the input limit of 1073741824 bytes", false);
     assert!(o.stderr.contains("ARDEN_MAX_INPUT_BYTES"), "{}", o.stderr);
@@ -150,13 +133,7 @@ fn input_size_limit_is_configurable() {
     let p = prog("rt_total.ard", VEC_PROG);
     let arg = format!("@{}", f.display());
     let exe = env!("CARGO_BIN_EXE_arden");
-    let run = |limit: &str| {
-        std::process::Command::new(exe)
-            .args(["run", &p, "--arg", &arg])
-            .env("ARDEN_MAX_INPUT_BYTES", limit)
-            .output()
-            .unwrap()
-    };
+    let run = |limit: &str| std::process::Command::new(exe).args(["run", &p, "--arg", &arg]).env("ARDEN_MAX_INPUT_BYTES", limit).output().unwrap();
     let o = run("8");
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
@@ -355,11 +332,7 @@ fn results_are_streamed_to_stdout_and_files() {
     std::fs::create_dir_all(&dir).unwrap();
     let (stdout_file, output_file) = (dir.join("stdout.json"), dir.join("output.json"));
     let run = |extra: &str| {
-        let script = format!(
-            "ulimit -v {}; exec \"$0\" run '{p}' --arg {rows} --backend interp {extra} > '{}'",
-            450 * 1024,
-            stdout_file.display()
-        );
+        let script = format!("ulimit -v {}; exec \"$0\" run '{p}' --arg {rows} --backend interp {extra} > '{}'", 450 * 1024, stdout_file.display());
         let o = Command::new("sh").arg("-c").arg(script).arg(env!("CARGO_BIN_EXE_arden")).output().expect("run arden");
         assert!(o.status.success(), "{extra}: {}", String::from_utf8_lossy(&o.stderr));
     };

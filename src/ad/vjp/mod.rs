@@ -18,12 +18,12 @@
 //! size varies between iterations; an `if` recomputes the branch taken.
 //! docs/ARCHITECTURE.md explains why.
 
-use super::build::{lit, size_of_atom, Builder};
+use super::AdError;
+use super::build::{Builder, lit, size_of_atom};
 use super::jvp::elementwise;
 use super::rules::prim_jvp;
-use super::transpose::{transpose, Cotangents};
-use super::AdError;
-use crate::ir::walk::{bound_vars_block, dce, free_vars_block, free_vars_stmt, Copier};
+use super::transpose::{Cotangents, transpose};
+use crate::ir::walk::{Copier, bound_vars_block, dce, free_vars_block, free_vars_stmt};
 use crate::ir::{Atom, Binder, Block, Expr, Lambda, Lit, Loc, LoopKind, Prim, ReduceOp, Scalar, Size, Stmt, Type, VarId};
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -33,14 +33,7 @@ use parallel::*;
 use sequential::*;
 
 /// Expand `binds = vjp lam primals cotangents` into statements of `b`.
-pub(super) fn expand_vjp(
-    b: &mut Builder,
-    lam: &Lambda,
-    primals: &[Atom],
-    cotangents: &[Atom],
-    binds: &[Binder],
-    loc: Option<&Loc>,
-) -> Result<(), AdError> {
+pub(super) fn expand_vjp(b: &mut Builder, lam: &Lambda, primals: &[Atom], cotangents: &[Atom], binds: &[Binder], loc: Option<&Loc>) -> Result<(), AdError> {
     let mut r = Rev::default();
     let mut body = lam.body.clone();
     for p in &lam.params {
@@ -331,7 +324,11 @@ impl Rev {
                 let scan = matches!(s.expr, Expr::Scan { .. });
                 for (j, arr) in arrs.clone().into_iter().enumerate() {
                     if let Some(ct) = self.take(b, s.binds[j].var) {
-                        let e = if scan { Expr::Scan { op: ReduceOp::Add, ne: vec![], arrs: vec![arr] } } else { Expr::Reduce { op: ReduceOp::Add, ne: vec![], arrs: vec![arr] } };
+                        let e = if scan {
+                            Expr::Scan { op: ReduceOp::Add, ne: vec![], arrs: vec![arr] }
+                        } else {
+                            Expr::Reduce { op: ReduceOp::Add, ne: vec![], arrs: vec![arr] }
+                        };
                         let one = Stmt { binds: vec![s.binds[j].clone()], expr: e, loc: None };
                         transpose(b, self, &one, ct)?;
                     }
@@ -639,7 +636,6 @@ impl Rev {
         swept?;
         Ok((rev, outs))
     }
-
 }
 
 /// Add `ct` to the cotangent of `v` kept in `map` (the first one is just

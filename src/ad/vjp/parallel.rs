@@ -278,7 +278,8 @@ impl Rev {
         let mut reads = vec![];
         for r in residuals {
             let ty = b.type_of(&Atom::Var(r));
-            let store = Binder { var: b.fresh(&format!("{}_saved", b.name(r))), ty: Type { elem: ty.elem, shape: [vec![size.clone()], ty.shape.clone()].concat() } };
+            let store =
+                Binder { var: b.fresh(&format!("{}_saved", b.name(r))), ty: Type { elem: ty.elem, shape: [vec![size.clone()], ty.shape.clone()].concat() } };
             b.set_type(store.var, store.ty.clone());
             b.residuals.push(store.var);
             binds.push(store.clone());
@@ -598,10 +599,13 @@ fn positions(b: &mut Builder, shape: &[Size], parts: &[Part], ct: Atom) -> Atom 
 
 fn positions_over(b: &mut Builder, shape: &[Size], parts: &[Part], dims: &[Size], vars: &mut Vec<Atom>) -> Atom {
     if vars.len() == dims.len() {
-        let idx: Vec<Atom> = parts.iter().map(|p| match p {
-            Part::At(a) => *a,
-            Part::All(k) => vars[*k],
-        }).collect();
+        let idx: Vec<Atom> = parts
+            .iter()
+            .map(|p| match p {
+                Part::At(a) => *a,
+                Part::All(k) => vars[*k],
+            })
+            .collect();
         return flat_index(b, &idx, shape);
     }
     let ivar = b.fresh("cell");

@@ -4,7 +4,7 @@
 //! Reductions with operators that have no parallel transpose here run as
 //! such loops.
 
-use super::parallel::{as_pairs, hoist, rematerializable, Kind, Record};
+use super::parallel::{Kind, Record, as_pairs, hoist, rematerializable};
 use super::*;
 
 impl Rev {
@@ -27,10 +27,10 @@ impl Rev {
         // buffers by the transposed loop, when all they get is records.
         if let Some(parallel) = self.parallel_bound() {
             let (inside, outside): (Vec<VarId>, Vec<VarId>) = threaded.iter().partition(|v| parallel.contains(v));
-            if !outside.is_empty() {
-                if let Some(replacement) = self.rev_loop_stored(b, s, &cts, &inside, Some(&parallel))? {
-                    return Ok(Some(replacement));
-                }
+            if !outside.is_empty()
+                && let Some(replacement) = self.rev_loop_stored(b, s, &cts, &inside, Some(&parallel))?
+            {
+                return Ok(Some(replacement));
             }
         }
         if let Some(replacement) = self.rev_loop_stored(b, s, &cts, &threaded, None)? {
@@ -136,7 +136,19 @@ impl Rev {
     /// Emit the transposed loop and hand its results on: the initial
     /// state's cotangents, the threaded ones.
     #[allow(clippy::too_many_arguments)]
-    fn emit_reverse_loop(&mut self, b: &mut Builder, kind: &LoopKind, rparams: Vec<Binder>, rinit: Vec<Atom>, riv: VarId, n: Atom, body: Block, init: &[Atom], floats: &[usize], threaded: &[VarId]) -> Vec<Atom> {
+    fn emit_reverse_loop(
+        &mut self,
+        b: &mut Builder,
+        kind: &LoopKind,
+        rparams: Vec<Binder>,
+        rinit: Vec<Atom>,
+        riv: VarId,
+        n: Atom,
+        body: Block,
+        init: &[Atom],
+        floats: &[usize],
+        threaded: &[VarId],
+    ) -> Vec<Atom> {
         let tys: Vec<Type> = rparams.iter().map(|p| p.ty.clone()).collect();
         // backwards through the iterations, whichever way the primal ran
         let down = !matches!(kind, LoopKind::Count { down: true, .. });
@@ -188,11 +200,14 @@ impl Rev {
 
         // the transposed body, reading the copy's values
         let rtys: Vec<Type> = floats.iter().map(|&j| params[j].ty.clone()).chain(threaded.iter().map(|v| b.type_of(&Atom::Var(*v)))).collect();
-        let rvars: Vec<VarId> = rtys.iter().map(|t| {
-            let v = b.fresh("ct");
-            b.set_type(v, t.clone());
-            v
-        }).collect();
+        let rvars: Vec<VarId> = rtys
+            .iter()
+            .map(|t| {
+                let v = b.fresh("ct");
+                b.set_type(v, t.clone());
+                v
+            })
+            .collect();
         let mut cts_body = vec![None; params.len()];
         for (k, &jf) in floats.iter().enumerate() {
             cts_body[jf] = Some(Atom::Var(rvars[k]));
@@ -249,10 +264,13 @@ impl Rev {
             b.push(h);
         }
         let nsize = size_of_atom(&n);
-        let saved_tys: Vec<Type> = residuals.iter().map(|r| {
-            let t = b.type_of(&Atom::Var(*r));
-            Type { elem: t.elem, shape: [vec![nsize.clone()], t.shape].concat() }
-        }).collect();
+        let saved_tys: Vec<Type> = residuals
+            .iter()
+            .map(|r| {
+                let t = b.type_of(&Atom::Var(*r));
+                Type { elem: t.elem, shape: [vec![nsize.clone()], t.shape].concat() }
+            })
+            .collect();
         let zeros: Vec<Atom> = saved_tys.iter().map(|t| b.zeros(t)).collect();
         let saved_params: Vec<Binder> = saved_tys.iter().map(|t| Binder { var: b.fresh("saved"), ty: t.clone() }).collect();
         b.begin();
@@ -266,7 +284,12 @@ impl Rev {
         let saved: Vec<Atom> = out_binds[params.len()..].iter().map(|x| Atom::Var(x.var)).collect();
         b.residuals.extend(out_binds[params.len()..].iter().map(|x| x.var));
         let lbody = Block { stmts: [copy.stmts.clone(), save_stmts].concat(), result: [copy.result.clone(), saves].concat() };
-        let expr = Expr::Loop { params: [new_params, saved_params].concat(), init: [init.clone(), zeros].concat(), kind: LoopKind::Count { ivar: iv, n, down: matches!(kind, LoopKind::Count { down: true, .. }) }, body: lbody };
+        let expr = Expr::Loop {
+            params: [new_params, saved_params].concat(),
+            init: [init.clone(), zeros].concat(),
+            kind: LoopKind::Count { ivar: iv, n, down: matches!(kind, LoopKind::Count { down: true, .. }) },
+            body: lbody,
+        };
         b.push(Stmt { binds: out_binds, expr, loc: None });
         let replacement = b.end();
 
@@ -322,7 +345,10 @@ impl Rev {
         self.note_bound(&replacement);
         for (r, pair) in records.into_iter().zip(filled.chunks(2)) {
             let Kind::Pairs { axes, bulk, .. } = r.kind else { unreachable!("made pairs") };
-            self.record(b, Record { arr: r.arr, kind: Kind::Pairs { flat: pair[0], axes, bulk: bulk + 1 }, ct: pair[1], conditional: r.conditional, nested: r.nested });
+            self.record(
+                b,
+                Record { arr: r.arr, kind: Kind::Pairs { flat: pair[0], axes, bulk: bulk + 1 }, ct: pair[1], conditional: r.conditional, nested: r.nested },
+            );
         }
         Ok(Some(replacement))
     }
@@ -404,7 +430,12 @@ impl Rev {
         let out_binds: Vec<Binder> = binds.into_iter().chain(saved_tys.iter().map(|t| Binder { var: b.fresh("saved"), ty: t.clone() })).collect();
         let saved: Vec<Atom> = out_binds[params.len()..].iter().map(|x| Atom::Var(x.var)).collect();
         b.residuals.extend(out_binds[params.len()..].iter().map(|x| x.var));
-        let expr = Expr::Loop { params: all_params, init: all_init, kind: LoopKind::Count { ivar: iv, n, down: matches!(kind, LoopKind::Count { down: true, .. }) }, body: lbody };
+        let expr = Expr::Loop {
+            params: all_params,
+            init: all_init,
+            kind: LoopKind::Count { ivar: iv, n, down: matches!(kind, LoopKind::Count { down: true, .. }) },
+            body: lbody,
+        };
         b.push(Stmt { binds: out_binds, expr, loc: None });
         saved
     }
@@ -481,13 +512,11 @@ pub(super) fn fold_as_loop(b: &mut Builder, s: &Stmt) -> (Vec<Stmt>, Stmt) {
         }
     }
     let stmts = b.end();
-    let binds = if scan {
-        acc.iter().map(|p| Binder { var: b.fresh("acc"), ty: p.ty.clone() }).chain(s.binds.iter().cloned()).collect()
-    } else {
-        s.binds.clone()
-    };
+    let binds =
+        if scan { acc.iter().map(|p| Binder { var: b.fresh("acc"), ty: p.ty.clone() }).chain(s.binds.iter().cloned()).collect() } else { s.binds.clone() };
     let params = [acc, outs].concat();
-    let lp = Stmt { binds, expr: Expr::Loop { params, init, kind: LoopKind::Count { ivar, n, down: false }, body: Block { stmts, result } }, loc: s.loc.clone() };
+    let lp =
+        Stmt { binds, expr: Expr::Loop { params, init, kind: LoopKind::Count { ivar, n, down: false }, body: Block { stmts, result } }, loc: s.loc.clone() };
     b.declare(&lp);
     (pre, lp)
 }

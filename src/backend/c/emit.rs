@@ -179,10 +179,11 @@ fn var_names_in(c: &str) -> FxHashSet<VarId> {
             while j < b.len() && b[j].is_ascii_digit() {
                 j += 1;
             }
-            if j > i + 1 && (j == b.len() || !ident(b[j])) {
-                if let Ok(n) = c[i + 1..j].parse() {
-                    out.insert(VarId(n));
-                }
+            if j > i + 1
+                && (j == b.len() || !ident(b[j]))
+                && let Ok(n) = c[i + 1..j].parse()
+            {
+                out.insert(VarId(n));
             }
             i = j.max(i + 1);
         } else {
@@ -194,7 +195,15 @@ fn var_names_in(c: &str) -> FxHashSet<VarId> {
 
 fn uses_in(e: &Expr, v: VarId) -> usize {
     let mut n = 0;
-    crate::ir::walk::visit_expr(e, &mut |u| if u == v { n += 1 }, &mut |_| {});
+    crate::ir::walk::visit_expr(
+        e,
+        &mut |u| {
+            if u == v {
+                n += 1
+            }
+        },
+        &mut |_| {},
+    );
     n
 }
 
@@ -611,7 +620,9 @@ impl Em {
         };
         for s in &b.stmts {
             match &s.expr {
-                Expr::For { size, body, .. } | Expr::ForAcc { size, body, .. } => terms.push(format!("ard_wmul({}, {})", self.trips(Some(size)), self.work(body))),
+                Expr::For { size, body, .. } | Expr::ForAcc { size, body, .. } => {
+                    terms.push(format!("ard_wmul({}, {})", self.trips(Some(size)), self.work(body)))
+                }
                 Expr::Loop { kind, body, .. } => {
                     let n = match kind {
                         LoopKind::Count { n: Atom::Lit(Lit::I64(n)), .. } => n.max(&0).to_string(),
@@ -674,7 +685,13 @@ impl Em {
     fn block_inner(&mut self, b: &Block, extra: &[VarId], targets: &[String], owned: &FxHashSet<VarId>) -> R<()> {
         let mut last: FxHashMap<VarId, usize> = FxHashMap::default();
         for (k, s) in b.stmts.iter().enumerate() {
-            crate::ir::walk::visit_expr(&s.expr, &mut |u| { last.insert(u, k); }, &mut |_| {});
+            crate::ir::walk::visit_expr(
+                &s.expr,
+                &mut |u| {
+                    last.insert(u, k);
+                },
+                &mut |_| {},
+            );
         }
         let in_result: FxHashSet<VarId> = b.result.iter().filter_map(|a| if let Atom::Var(v) = a { Some(*v) } else { None }).collect();
         // extra variables nobody reads
@@ -854,7 +871,10 @@ impl Em {
                 self.line(&format!("int64_t ard_lo{k} = {lo}, ard_hi{k} = {hi};"));
                 if let Some(loc) = check {
                     self.open(&format!("if (!(0 <= ard_lo{k} && ard_lo{k} <= ard_hi{k} && ard_hi{k} <= {a}.d[0]))"));
-                    self.fail("slice [%lld:%lld] out of bounds at %s for an axis of size %lld", &[format!("(long long)ard_lo{k}"), format!("(long long)ard_hi{k}"), loc_str(loc), format!("(long long){a}.d[0]")]);
+                    self.fail(
+                        "slice [%lld:%lld] out of bounds at %s for an axis of size %lld",
+                        &[format!("(long long)ard_lo{k}"), format!("(long long)ard_hi{k}"), loc_str(loc), format!("(long long){a}.d[0]")],
+                    );
                     self.ind -= 1;
                 }
                 self.alias(&o, arr, s, dying, &mut consumed);
@@ -970,7 +990,10 @@ impl Em {
                 let i = self.int(idx);
                 self.line(&format!("int64_t ard_i{k} = {i};"));
                 self.open(&format!("if ((uint64_t)ard_i{k} >= (uint64_t){a}.d[0])"));
-                self.fail("update index %lld out of range for size %lld at %s", &[format!("(long long)ard_i{k}"), format!("(long long){a}.d[0]"), loc_str(loc)]);
+                self.fail(
+                    "update index %lld out of range for size %lld at %s",
+                    &[format!("(long long)ard_i{k}"), format!("(long long){a}.d[0]"), loc_str(loc)],
+                );
                 self.ind -= 1;
                 self.writable(&o, arr, s, dying, &mut consumed)?;
                 let m = self.rowlen(&o, t.rank(), 1);
@@ -1102,7 +1125,10 @@ impl Em {
                 let (n, m) = (self.int(n), self.int(m));
                 self.line(&format!("int64_t ard_n{k} = {n}, ard_m{k} = {m}, ard_p{k};"));
                 self.open(&format!("if (ard_n{k} < 0 || ard_m{k} < 0 || __builtin_mul_overflow(ard_n{k}, ard_m{k}, &ard_p{k}) || ard_p{k} != {x}.d[0])"));
-                self.fail("cannot unflatten an axis of size %lld into [%lld][%lld]%s", &[format!("(long long){x}.d[0]"), format!("(long long)ard_n{k}"), format!("(long long)ard_m{k}"), at_str(&s.loc)]);
+                self.fail(
+                    "cannot unflatten an axis of size %lld into [%lld][%lld]%s",
+                    &[format!("(long long){x}.d[0]"), format!("(long long)ard_n{k}"), format!("(long long)ard_m{k}"), at_str(&s.loc)],
+                );
                 self.ind -= 1;
                 self.alias(&o, arr, s, dying, &mut consumed);
                 for i in (1..t.rank()).rev() {
@@ -1156,7 +1182,11 @@ impl Em {
                         (0..t.rank()).map(|i| format!("{x}.d[{i}] == ard_w{k}[{i}]")).collect::<Vec<_>>().join(" && ")
                     };
                     self.open(&format!("if (!({same})) {{"));
-                    self.line(&format!("char ard_g[256], ard_h[256]; ard_shape_str(ard_g, sizeof ard_g, {}, {x}.d); ard_shape_str(ard_h, sizeof ard_h, {}, ard_w{k});", t.rank(), b.ty.rank()));
+                    self.line(&format!(
+                        "char ard_g[256], ard_h[256]; ard_shape_str(ard_g, sizeof ard_g, {}, {x}.d); ard_shape_str(ard_h, sizeof ard_h, {}, ard_w{k});",
+                        t.rank(),
+                        b.ty.rank()
+                    ));
                     self.fail("size coercion failed at %s: value has shape %s but %s was required", &[loc_str(loc), "ard_g".into(), "ard_h".into()]);
                     self.close("}");
                     self.alias(&o, arr, s, dying, &mut consumed);
@@ -1195,7 +1225,10 @@ impl Em {
             self.line(&format!("int64_t ard_i{k}_{j} = {iv};"));
             if let Some(loc) = c {
                 self.open(&format!("if ((uint64_t)ard_i{k}_{j} >= (uint64_t){x}.d[{j}])"));
-                self.fail("index out of bounds at %s: index %lld into an axis of size %lld", &[loc_str(loc), format!("(long long)ard_i{k}_{j}"), format!("(long long){x}.d[{j}]")]);
+                self.fail(
+                    "index out of bounds at %s: index %lld into an axis of size %lld",
+                    &[loc_str(loc), format!("(long long)ard_i{k}_{j}"), format!("(long long){x}.d[{j}]")],
+                );
                 self.ind -= 1;
             }
             off = if j == 0 { format!("ard_i{k}_{j}") } else { format!("({off}) * {x}.d[{j}] + ard_i{k}_{j}") };
@@ -1219,7 +1252,31 @@ impl Em {
         let o = self.v(self.one(s)?.var);
         let a: Vec<String> = args.iter().map(|x| self.atom(x)).collect();
         let arity = match p {
-            P::Neg | P::Abs | P::Exp | P::Log | P::Sqrt | P::Sin | P::Cos | P::Tan | P::Tanh | P::Asin | P::Acos | P::Atan | P::Sinh | P::Cosh | P::Floor | P::Ceil | P::Lgamma | P::Digamma | P::Trigamma | P::Erf | P::Sigmoid | P::Relu | P::IsNan | P::Not | P::Convert(_) => 1,
+            P::Neg
+            | P::Abs
+            | P::Exp
+            | P::Log
+            | P::Sqrt
+            | P::Sin
+            | P::Cos
+            | P::Tan
+            | P::Tanh
+            | P::Asin
+            | P::Acos
+            | P::Atan
+            | P::Sinh
+            | P::Cosh
+            | P::Floor
+            | P::Ceil
+            | P::Lgamma
+            | P::Digamma
+            | P::Trigamma
+            | P::Erf
+            | P::Sigmoid
+            | P::Relu
+            | P::IsNan
+            | P::Not
+            | P::Convert(_) => 1,
             P::Select => 3,
             _ => 2,
         };
@@ -1253,7 +1310,13 @@ impl Em {
             }
             P::Div | P::Rem => {
                 if t.is_float() {
-                    if p == P::Div { format!("({} / {})", a[0], a[1]) } else if f32 { format!("fmodf({}, {})", a[0], a[1]) } else { format!("fmod({}, {})", a[0], a[1]) }
+                    if p == P::Div {
+                        format!("({} / {})", a[0], a[1])
+                    } else if f32 {
+                        format!("fmodf({}, {})", a[0], a[1])
+                    } else {
+                        format!("fmod({}, {})", a[0], a[1])
+                    }
                 } else if t.is_int() {
                     self.open(&format!("if ({} == 0)", a[1]));
                     self.fail("integer division by zero%s", &[at_str(&s.loc)]);
@@ -1290,7 +1353,9 @@ impl Em {
                 let name = if p == P::Pow { "pow" } else { "atan2" };
                 format!("{name}{}({}, {})", if f32 { "f" } else { "" }, a[0], a[1])
             }
-            P::Exp | P::Log | P::Sqrt | P::Sin | P::Cos | P::Tan | P::Tanh | P::Asin | P::Acos | P::Atan | P::Sinh | P::Cosh | P::Floor | P::Ceil if t.is_float() => {
+            P::Exp | P::Log | P::Sqrt | P::Sin | P::Cos | P::Tan | P::Tanh | P::Asin | P::Acos | P::Atan | P::Sinh | P::Cosh | P::Floor | P::Ceil
+                if t.is_float() =>
+            {
                 fun(&format!("{p:?}").to_lowercase())
             }
             P::Lgamma if t.is_float() => wide("ard_lgamma"),
@@ -1837,7 +1902,10 @@ impl Em {
         self.line(&format!("int64_t ard_k{k} = {is}.d[0], ard_n{k} = {d}.d[0], ard_m{k} = {};", self.rowlen(&d, t.rank(), 1)));
         self.line(&format!("const int64_t *ard_ix{k} = (const int64_t *){is}.p;"));
         self.open(&format!("for (int64_t ard_j = 0; ard_j < ard_k{k}; ard_j++) if ((uint64_t)ard_ix{k}[ard_j] >= (uint64_t)ard_n{k})"));
-        self.fail("scatter_add index %lld out of range for size %lld at %s", &[format!("(long long)ard_ix{k}[ard_j]"), format!("(long long)ard_n{k}"), loc_str(loc)]);
+        self.fail(
+            "scatter_add index %lld out of range for size %lld at %s",
+            &[format!("(long long)ard_ix{k}[ard_j]"), format!("(long long)ard_n{k}"), loc_str(loc)],
+        );
         self.ind -= 1;
         self.writable(&o, dest, s, dying, consumed)?;
         let po = self.elem_ptr(&o, t.elem);
@@ -1847,7 +1915,7 @@ impl Em {
             // adding a zero that changes nothing is not stored: only +0.0
             // onto -0.0 changes a bit (reverse mode pads its index/value
             // pairs with (0, 0.0), which chained stores to element 0)
-            format!("ard_scatter_add_f(&ard_o[ard_ix[ard_j] * ard_m + ard_e], ard_v[ard_j * ard_m + ard_e])")
+            "ard_scatter_add_f(&ard_o[ard_ix[ard_j] * ard_m + ard_e], ard_v[ard_j * ard_m + ard_e])".to_string()
         } else {
             format!("ard_o[ard_ix[ard_j] * ard_m + ard_e] = {}", add("ard_o[ard_ix[ard_j] * ard_m + ard_e]", "ard_v[ard_j * ard_m + ard_e]")?)
         };
@@ -1860,7 +1928,9 @@ impl Em {
             self.open("if (ard_nm <= 65536) {");
             self.line("ard_arr ard_pv; int ard_nt = ctx->nthreads;");
             let (fl, at) = (is_float(t.elem), self.at.clone());
-            self.line(&format!("{{ int64_t ard_pd[1] = {{ard_nt * ard_nm}}; if (ard_new_at(ctx, ard_it, &ard_pv, sizeof({ct}), {fl}, 1, ard_pd, {at})) goto {fail}; }}"));
+            self.line(&format!(
+                "{{ int64_t ard_pd[1] = {{ard_nt * ard_nm}}; if (ard_new_at(ctx, ard_it, &ard_pv, sizeof({ct}), {fl}, 1, ard_pd, {at})) goto {fail}; }}"
+            ));
             self.line(&format!("{ct} *ard_pp = ({ct} *)ard_pv.p; int ard_used = 1;"));
             self.line("#pragma omp parallel num_threads(ard_nt)");
             self.open("{");
@@ -2065,7 +2135,11 @@ pub fn emit_library(m: &Module, file: &str, stem: &str, prefix: &str) -> R<(Stri
             if t.rank() == 0 {
                 let _ = writeln!(c, "    *{n} = ard_res[{j}].{};", io_field(t.elem));
             } else {
-                let _ = writeln!(c, "    {{ int64_t ard_len = 1; for (int ard_d = 0; ard_d < {}; ard_d++) {{ {n}_dims[ard_d] = ard_res[{j}].dims[ard_d]; ard_len *= ard_res[{j}].dims[ard_d]; }}", t.rank());
+                let _ = writeln!(
+                    c,
+                    "    {{ int64_t ard_len = 1; for (int ard_d = 0; ard_d < {}; ard_d++) {{ {n}_dims[ard_d] = ard_res[{j}].dims[ard_d]; ard_len *= ard_res[{j}].dims[ard_d]; }}",
+                    t.rank()
+                );
                 let _ = writeln!(c, "      {ct} *ard_p = ({ct} *)malloc((size_t)(ard_len > 0 ? ard_len : 1) * sizeof({ct}));");
                 let _ = writeln!(c, "      if (!ard_p) {{ ard_set_err(err, errlen, \"out of memory\"); ard_ctx_free(ctx); return 1; }}");
                 let _ = writeln!(c, "      ard_copy(ard_p, ard_res[{j}].data, ard_len * (int64_t)sizeof({ct})); *{n} = ard_p; }}");

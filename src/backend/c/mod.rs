@@ -465,15 +465,13 @@ fn arg_io(a: &ArgRef, ty: &Type) -> Result<ArdIo, String> {
         (ArgRef::I64(x), 0) => io.i64 = *x,
         (ArgRef::I32(x), 0) => io.i32 = *x,
         (ArgRef::Bool(x), 0) => io.b = *x as u8,
-        (ArgRef::Array { shape, data }, 0) if shape.is_empty() && data.len() == 1 && data.scalar() == ty.elem => {
-            match data {
-                ArrayRef::F64(v) => io.f64 = v[0],
-                ArrayRef::F32(v) => io.f32 = v[0],
-                ArrayRef::I64(v) => io.i64 = v[0],
-                ArrayRef::I32(v) => io.i32 = v[0],
-                ArrayRef::Bool(v) => io.b = (v[0] != 0) as u8,
-            }
-        }
+        (ArgRef::Array { shape, data }, 0) if shape.is_empty() && data.len() == 1 && data.scalar() == ty.elem => match data {
+            ArrayRef::F64(v) => io.f64 = v[0],
+            ArrayRef::F32(v) => io.f32 = v[0],
+            ArrayRef::I64(v) => io.i64 = v[0],
+            ArrayRef::I32(v) => io.i32 = v[0],
+            ArrayRef::Bool(v) => io.b = (v[0] != 0) as u8,
+        },
         (ArgRef::Array { shape, data }, r) if shape.len() == r && data.scalar() == ty.elem && r > 0 && shape.iter().product::<usize>() == data.len() => {
             io.rank = r as i64;
             for (d, s) in io.dims.iter_mut().zip(shape) {

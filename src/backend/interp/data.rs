@@ -6,7 +6,6 @@ use crate::backend::limits::{Oom, try_clone, try_vec};
 use crate::ir::{ReduceOp, Scalar};
 use crate::runtime::{ArrayData, Value};
 
-
 /// An empty buffer of element type `elem` with room for exactly `cap`
 /// elements, or an [`Oom`] (checked against the memory limit).
 pub(super) fn with_capacity(elem: Scalar, cap: usize) -> Result<ArrayData, Oom> {
@@ -387,4 +386,3 @@ pub(super) fn scatter_add_into(dest: &mut ArrayData, idxs: &[i64], vals: &ArrayD
     }
     Ok(true)
 }
-

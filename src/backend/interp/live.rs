@@ -82,12 +82,8 @@ impl Liveness {
         let uses: Vec<(Vec<VarId>, FxHashSet<VarId>)> = b.stmts.iter().map(|s| self.stmt_uses(&s.expr)).collect();
 
         // a result atom is moved out unless it is read again later in the list
-        let moves: Vec<bool> = b
-            .result
-            .iter()
-            .enumerate()
-            .map(|(k, a)| matches!(a, Atom::Var(v) if local.contains(v) && !b.result[k + 1..].contains(a)))
-            .collect();
+        let moves: Vec<bool> =
+            b.result.iter().enumerate().map(|(k, a)| matches!(a, Atom::Var(v) if local.contains(v) && !b.result[k + 1..].contains(a))).collect();
         let mut live: FxHashSet<VarId> = b
             .result
             .iter()

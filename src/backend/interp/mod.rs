@@ -42,11 +42,11 @@ pub(crate) mod special;
 #[cfg(test)]
 mod tests;
 
+use crate::backend::limits::{self, Oom};
 use crate::ir::{Atom, Block, Expr, Function, Lambda, Lit, Loc, LoopKind, ReduceOp, Size, Stmt, Type, VarId};
 use crate::runtime::{ArgRef, Array, ArrayData, Value};
 use data::{map_data, shape_str};
 use live::Liveness;
-use crate::backend::limits::{self, Oom};
 use std::rc::Rc;
 
 /// Operation counts of one call: scalar arithmetic, element reads and writes.
@@ -120,10 +120,7 @@ impl From<Oom> for RuntimeError {
 fn stopped(why: u8) -> RuntimeError {
     let message = if why == limits::TIMED_OUT {
         let t = limits::timeout();
-        format!(
-            "time limit of {} s exceeded{HERE}: this loop was still running (raise the limit with --timeout SECONDS)",
-            t.as_secs_f64()
-        )
+        format!("time limit of {} s exceeded{HERE}: this loop was still running (raise the limit with --timeout SECONDS)", t.as_secs_f64())
     } else {
         format!("interrupted{HERE}: this loop was running when Ctrl-C was pressed")
     };
@@ -142,20 +139,10 @@ fn at(loc: &Option<Loc>) -> String {
 /// arguments for `func.params`; returns the flat results.
 pub fn run(func: &Function, sizes: &[i64], args: &[Value], counts: &mut OpCounts) -> Result<Vec<Value>, RuntimeError> {
     if sizes.len() != func.size_params.len() {
-        return Err(internal(format!(
-            "`{}` takes {} size(s) but {} were given",
-            func.name,
-            func.size_params.len(),
-            sizes.len()
-        )));
+        return Err(internal(format!("`{}` takes {} size(s) but {} were given", func.name, func.size_params.len(), sizes.len())));
     }
     if args.len() != func.params.len() {
-        return Err(internal(format!(
-            "`{}` takes {} flat argument(s) but {} were given",
-            func.name,
-            func.params.len(),
-            args.len()
-        )));
+        return Err(internal(format!("`{}` takes {} flat argument(s) but {} were given", func.name, func.params.len(), args.len())));
     }
     let live = Liveness::of_function(&func.body, &func.params, &func.stored);
     let mut it = Interp { env: vec![None; func.names.len()], counts, live: &live, near: None };
@@ -167,12 +154,7 @@ pub fn run(func: &Function, sizes: &[i64], args: &[Value], counts: &mut OpCounts
         if let Value::Array(x) = &a
             && x.shape.iter().try_fold(1usize, |p, &d| p.checked_mul(d)) != Some(x.data.len())
         {
-            return Err(internal(format!(
-                "argument {} has shape {} but {} elements",
-                func.var_name(b.var),
-                shape_str(&x.shape),
-                x.data.len()
-            )));
+            return Err(internal(format!("argument {} has shape {} but {} elements", func.var_name(b.var), shape_str(&x.shape), x.data.len())));
         }
         let want = it.shape_of(&b.ty)?;
         let got = a.shape();
@@ -428,11 +410,7 @@ impl Interp<'_> {
 
     fn bind(&mut self, s: &Stmt, vals: Vec<Value>) -> R<()> {
         if vals.len() != s.binds.len() {
-            return Err(internal(format!(
-                "a statement binds {} variable(s) but its expression gives {}",
-                s.binds.len(),
-                vals.len()
-            )));
+            return Err(internal(format!("a statement binds {} variable(s) but its expression gives {}", s.binds.len(), vals.len())));
         }
         for (b, v) in s.binds.iter().zip(vals) {
             self.set(b.var, v);
@@ -536,11 +514,7 @@ impl Interp<'_> {
             Expr::Concat(a, b) => {
                 let (a, b) = (self.array(a)?, self.array(b)?);
                 if a.shape[1..] != b.shape[1..] {
-                    return Err(internal(format!(
-                        "concat of shapes {} and {}",
-                        shape_str(&a.shape),
-                        shape_str(&b.shape)
-                    )));
+                    return Err(internal(format!("concat of shapes {} and {}", shape_str(&a.shape), shape_str(&b.shape))));
                 }
                 let d = data::concat(&a.data, &b.data)?.ok_or_else(|| internal("concat of different element types"))?;
                 let mut shape = a.shape.clone();
@@ -577,11 +551,7 @@ impl Interp<'_> {
                 let (n, m) = (self.int(n)?, self.int(m)?);
                 let outer = a.shape[0];
                 if n < 0 || m < 0 || n.checked_mul(m) != Some(outer as i64) {
-                    return fail(format!(
-                        "cannot unflatten an axis of size {outer} into {}{}",
-                        shape_str(&[n, m]),
-                        at(&s.loc)
-                    ));
+                    return fail(format!("cannot unflatten an axis of size {outer} into {}{}", shape_str(&[n, m]), at(&s.loc)));
                 }
                 let shape = [vec![n as usize, m as usize], a.shape[1..].to_vec()].concat();
                 // a reshape, like `flatten`: not counted
@@ -616,11 +586,7 @@ impl Interp<'_> {
                 let want = self.shape_of(&b.ty)?;
                 let got = v.shape();
                 if got.len() != want.len() || got.iter().zip(&want).any(|(g, w)| *g as i64 != *w) {
-                    return fail(format!(
-                        "size coercion failed at {loc}: value has shape {} but {} was required",
-                        shape_str(&got),
-                        shape_str(&want)
-                    ));
+                    return fail(format!("size coercion failed at {loc}: value has shape {} but {} was required", shape_str(&got), shape_str(&want)));
                 }
                 self.bind1(s, v)
             }
@@ -721,11 +687,7 @@ impl Interp<'_> {
         let n = self.size(size)?;
         let n = usize::try_from(n).or_else(|_| fail(format!("negative size {n} in a `for`{}", at(&s.loc))))?;
         if s.binds.len() != body.result.len() || acc.is_some_and(|a| a.len() != s.binds.len()) {
-            return Err(internal(format!(
-                "a `for` binds {} variable(s) but its body returns {}",
-                s.binds.len(),
-                body.result.len()
-            )));
+            return Err(internal(format!("a `for` binds {} variable(s) but its body returns {}", s.binds.len(), body.result.len())));
         }
         let summed = |k: usize| acc.is_some_and(|a| a[k]);
         // One typed buffer per result, its rows' shape taken from the binder
@@ -843,19 +805,12 @@ impl Interp<'_> {
     fn fold_lambda(&mut self, l: &Lambda, arrays: Vec<Rc<Array>>, mut acc: Vec<Value>, scan: bool) -> R<Vec<Value>> {
         let k = arrays.len();
         if l.params.len() != 2 * k || l.body.result.len() != k {
-            return Err(internal(format!(
-                "an operator over {k} arrays takes {} parameters and returns {} values",
-                l.params.len(),
-                l.body.result.len()
-            )));
+            return Err(internal(format!("an operator over {k} arrays takes {} parameters and returns {} values", l.params.len(), l.body.result.len())));
         }
         let n = arrays[0].shape[0];
         let lens = arrays.iter().map(|a| count(&a.shape[1..])).collect::<R<Vec<_>>>()?;
-        let mut outs: Vec<ArrayData> = if scan {
-            arrays.iter().map(|a| data::with_capacity(a.elem(), a.data.len())).collect::<Result<_, _>>()?
-        } else {
-            vec![]
-        };
+        let mut outs: Vec<ArrayData> =
+            if scan { arrays.iter().map(|a| data::with_capacity(a.elem(), a.data.len())).collect::<Result<_, _>>()? } else { vec![] };
         for i in 0..n {
             let why = limits::stop();
             if why != 0 {
@@ -866,11 +821,7 @@ impl Interp<'_> {
             }
             for (j, a) in arrays.iter().enumerate() {
                 let m = lens[j];
-                let row = if a.shape.len() == 1 {
-                    a.data.get(i)
-                } else {
-                    Value::array(a.shape[1..].to_vec(), data::range(&a.data, i * m, (i + 1) * m)?)
-                };
+                let row = if a.shape.len() == 1 { a.data.get(i) } else { Value::array(a.shape[1..].to_vec(), data::range(&a.data, i * m, (i + 1) * m)?) };
                 self.counts.reads += m as u64;
                 self.set(l.params[k + j].var, row);
             }
@@ -1003,11 +954,7 @@ impl Interp<'_> {
         };
         let k = idx.len();
         if vs.shape[0] != k || vs.shape[1..] != d.shape[1..] {
-            return Err(internal(format!(
-                "scatter_add of values {} into {} at {k} indexes",
-                shape_str(&vs.shape),
-                shape_str(&d.shape)
-            )));
+            return Err(internal(format!("scatter_add of values {} into {} at {k} indexes", shape_str(&vs.shape), shape_str(&d.shape))));
         }
         let n = d.shape[0];
         let m = count(&d.shape[1..])?;
@@ -1034,10 +981,7 @@ impl Interp<'_> {
                 self.counts.reads += total as u64;
                 self.counts.writes += total as u64;
                 let name = a.elem().name();
-                (
-                    [vec![n], a.shape.clone()].concat(),
-                    map_data!(&a.data, x => data::repeat(x, n, name)?.into()),
-                )
+                ([vec![n], a.shape.clone()].concat(), map_data!(&a.data, x => data::repeat(x, n, name)?.into()))
             }
             x => {
                 count(&[n])?;

@@ -174,8 +174,8 @@ fn convert(to: Scalar, x: &Value) -> Option<Value> {
 fn arity(p: Prim) -> usize {
     use Prim::*;
     match p {
-        Neg | Abs | Exp | Log | Sqrt | Sin | Cos | Tan | Tanh | Asin | Acos | Atan | Sinh | Cosh | Floor | Ceil
-        | Lgamma | Digamma | Trigamma | Erf | Sigmoid | Relu | IsNan | Not | Convert(_) => 1,
+        Neg | Abs | Exp | Log | Sqrt | Sin | Cos | Tan | Tanh | Asin | Acos | Atan | Sinh | Cosh | Floor | Ceil | Lgamma | Digamma | Trigamma | Erf
+        | Sigmoid | Relu | IsNan | Not | Convert(_) => 1,
         Select => 3,
         _ => 2,
     }

@@ -202,10 +202,7 @@ fn shapes_function_errors_in_order() {
     assert_eq!(r.unwrap_err().message, "a \"bad\" size at t.ard:1:1");
     // k < n: the slice is fine but the coercion to [n][3] fails
     let (r, _) = run_fn(&f, &[2], &[a.clone(), Value::I64(1)]);
-    assert_eq!(
-        r.unwrap_err().message,
-        "size coercion failed at t.ard:1:1: value has shape [1][3] but [2][3] was required"
-    );
+    assert_eq!(r.unwrap_err().message, "size coercion failed at t.ard:1:1: value has shape [1][3] but [2][3] was required");
     // k > n: the checked slice fails
     let (r, _) = run_fn(&f, &[2], &[a, Value::I64(3)]);
     assert_eq!(r.unwrap_err().message, "slice [0:3] out of bounds at t.ard:1:1 for an axis of size 2");
@@ -384,11 +381,7 @@ fn index_rows_and_scalars() {
     let mut g = Prog::default();
     let a = g.param("a", f64v(&[c(2), c(3)]), fm(2, 3, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]));
     let r = g.let1("r", f64v(&[c(3)]), Expr::Index { arr: v(a), idx: vec![i(1)], checks: vec![Some(loc())] });
-    let x = g.let1(
-        "x",
-        f64t(),
-        Expr::Index { arr: v(a), idx: vec![i(1), Atom::Lit(Lit::I32(2))], checks: vec![None, Some(loc())] },
-    );
+    let x = g.let1("x", f64t(), Expr::Index { arr: v(a), idx: vec![i(1), Atom::Lit(Lit::I32(2))], checks: vec![None, Some(loc())] });
     let (res, k) = g.run(vec![v(r), v(x)]);
     assert_eq!(res.unwrap(), vec![fa(&[4.0, 5.0, 6.0]), Value::F64(6.0)]);
     // a row of 3 is 3 reads and 3 writes; a scalar is one read
@@ -444,20 +437,11 @@ fn for_builds_arrays_of_rows_and_handles_empty() {
         let row = g.var("row");
         let body = block(vec![let1(row, arr(Scalar::I64, &[c(2)]), Expr::Replicate { n: i(2), val: v(iv) })], vec![v(iv), v(row)]);
         let (xs, ys) = (g.var("xs"), g.var("ys"));
-        g.stmts.push(st(
-            vec![bd(xs, arr(Scalar::I64, &[sz(n)])), bd(ys, arr(Scalar::I64, &[sz(n), c(2)]))],
-            Expr::For { ivar: iv, size: sz(n), body },
-        ));
+        g.stmts.push(st(vec![bd(xs, arr(Scalar::I64, &[sz(n)])), bd(ys, arr(Scalar::I64, &[sz(n), c(2)]))], Expr::For { ivar: iv, size: sz(n), body }));
         let (r, k) = g.run(vec![v(xs), v(ys)]);
         let nn = n_val as usize;
         let ys_data: Vec<i64> = (0..n_val).flat_map(|x| [x, x]).collect();
-        assert_eq!(
-            r.unwrap(),
-            vec![
-                Value::array(vec![nn], ArrayData::I64((0..n_val).collect())),
-                Value::array(vec![nn, 2], ArrayData::I64(ys_data.into())),
-            ]
-        );
+        assert_eq!(r.unwrap(), vec![Value::array(vec![nn], ArrayData::I64((0..n_val).collect())), Value::array(vec![nn, 2], ArrayData::I64(ys_data.into())),]);
         // replicate writes 2 per iteration, the for writes n + 2n
         assert_eq!(k, counts(0, 0, 2 * n_val as u64 + 3 * n_val as u64));
     }
@@ -468,11 +452,7 @@ fn negative_for_size() {
     let mut g = Prog::default();
     let n = g.size("n", 4);
     let iv = g.var("i");
-    let xs = g.let_at(
-        "xs",
-        arr(Scalar::I64, &[sz(n).sub(&c(5))]),
-        Expr::For { ivar: iv, size: sz(n).sub(&c(5)), body: block(vec![], vec![v(iv)]) },
-    );
+    let xs = g.let_at("xs", arr(Scalar::I64, &[sz(n).sub(&c(5))]), Expr::For { ivar: iv, size: sz(n).sub(&c(5)), body: block(vec![], vec![v(iv)]) });
     assert_eq!(g.err(vec![v(xs)]), "negative size -1 in a `for` at t.ard:1:1");
 }
 
@@ -486,11 +466,7 @@ fn builtin_reductions_and_scans() {
     let p = g.let1("p", f64v(&[c(2)]), red(ReduceOp::Mul, 1.0));
     let mx = g.let1("mx", f64v(&[c(2)]), red(ReduceOp::Max, f64::NEG_INFINITY));
     let mn = g.let1("mn", f64v(&[c(2)]), red(ReduceOp::Min, f64::INFINITY));
-    let sc_ = g.let1(
-        "sc",
-        f64v(&[c(3), c(2)]),
-        Expr::Scan { op: ReduceOp::Add, ne: vec![f(0.0)], arrs: vec![v(a)] },
-    );
+    let sc_ = g.let1("sc", f64v(&[c(3), c(2)]), Expr::Scan { op: ReduceOp::Add, ne: vec![f(0.0)], arrs: vec![v(a)] });
     let (r, k) = g.run(vec![v(s), v(p), v(mx), v(mn), v(sc_)]);
     let r = r.unwrap();
     let get = |x: &Value| match x {
@@ -520,16 +496,15 @@ fn builtin_reductions_and_scans() {
         let a = g.param("a", arr(Scalar::I64, &[sz(n)]), ia(&xs));
         let s = g.let1("s", i64t(), Expr::Reduce { op: ReduceOp::Add, ne: vec![i(0)], arrs: vec![v(a)] });
         let m = g.let1("m", i64t(), Expr::Reduce { op: ReduceOp::Max, ne: vec![i(i64::MIN)], arrs: vec![v(a)] });
-        let sc_ = g.let1(
-            "sc",
-            arr(Scalar::I64, &[sz(n)]),
-            Expr::Scan { op: ReduceOp::Min, ne: vec![i(i64::MAX)], arrs: vec![v(a)] },
-        );
+        let sc_ = g.let1("sc", arr(Scalar::I64, &[sz(n)]), Expr::Scan { op: ReduceOp::Min, ne: vec![i(i64::MAX)], arrs: vec![v(a)] });
         let r = g.ok(vec![v(s), v(m), v(sc_)]);
-        let mins: Vec<i64> = xs.iter().scan(i64::MAX, |acc, &x| {
-            *acc = (*acc).min(x);
-            Some(*acc)
-        }).collect();
+        let mins: Vec<i64> = xs
+            .iter()
+            .scan(i64::MAX, |acc, &x| {
+                *acc = (*acc).min(x);
+                Some(*acc)
+            })
+            .collect();
         assert_eq!(r, vec![Value::I64(sum), Value::I64(mx), ia(&mins)]);
     }
 }
@@ -544,13 +519,7 @@ fn lambda_scan_over_pairs() {
     let (a1, a2, e1, e2, s1, s2) = (g.var("a1"), g.var("a2"), g.var("e1"), g.var("e2"), g.var("s1"), g.var("s2"));
     let lam = Lambda {
         params: vec![bd(a1, f64t()), bd(a2, i64t()), bd(e1, f64t()), bd(e2, i64t())],
-        body: block(
-            vec![
-                let1(s1, f64t(), prim(Prim::Add, vec![v(a1), v(e1)])),
-                let1(s2, i64t(), prim(Prim::Add, vec![v(a2), v(e2)])),
-            ],
-            vec![v(s1), v(s2)],
-        ),
+        body: block(vec![let1(s1, f64t(), prim(Prim::Add, vec![v(a1), v(e1)])), let1(s2, i64t(), prim(Prim::Add, vec![v(a2), v(e2)]))], vec![v(s1), v(s2)]),
     };
     let (o1, o2) = (g.var("o1"), g.var("o2"));
     g.stmts.push(st(
@@ -627,10 +596,7 @@ fn loops_count_and_while() {
                 init: vec![i(1)],
                 kind: LoopKind::Count { ivar: iv, n: v(nn), down: false },
                 body: block(
-                    vec![
-                        let1(i1, i64t(), prim(Prim::Add, vec![v(iv), i(1)])),
-                        let1(acc2, i64t(), prim(Prim::Mul, vec![v(acc), v(i1)])),
-                    ],
+                    vec![let1(i1, i64t(), prim(Prim::Add, vec![v(iv), i(1)])), let1(acc2, i64t(), prim(Prim::Mul, vec![v(acc), v(i1)]))],
                     vec![v(acc2)],
                 ),
             },
@@ -659,12 +625,7 @@ fn loops_count_and_while() {
     );
     g.stmts.push(st(
         vec![bd(ox, i64t()), bd(os, i64t())],
-        Expr::Loop {
-            params: vec![bd(x, i64t()), bd(st_, i64t())],
-            init: vec![i(6), i(0)],
-            kind: LoopKind::While { cond },
-            body,
-        },
+        Expr::Loop { params: vec![bd(x, i64t()), bd(st_, i64t())], init: vec![i(6), i(0)], kind: LoopKind::While { cond }, body },
     ));
     // 6 3 10 5 16 8 4 2 1: 8 steps, 9 conditions
     let (r, k) = g.run(vec![v(ox), v(os)]);
@@ -680,8 +641,7 @@ fn if_evaluates_only_the_taken_branch() {
         let (q, out) = (g.var("q"), g.var("out"));
         // the untaken branch would divide by zero
         let bad = block(vec![let1(q, i64t(), prim(Prim::Div, vec![i(1), i(0)]))], vec![v(q)]);
-        let (then_b, else_b) =
-            if b { (block(vec![], vec![i(1)]), bad) } else { (bad, block(vec![], vec![i(2)])) };
+        let (then_b, else_b) = if b { (block(vec![], vec![i(1)]), bad) } else { (bad, block(vec![], vec![i(2)])) };
         g.stmts.push(let1(out, i64t(), Expr::If { cond: v(cnd), then_b, else_b }));
         let (r, k) = g.run(vec![v(out)]);
         assert_eq!(r.unwrap(), vec![Value::I64(want)]);
@@ -719,10 +679,7 @@ fn building_arrays() {
     let n = g.size("n", 0);
     let io = g.let1("io", arr(Scalar::I64, &[sz(n)]), Expr::Iota { n: v(n) });
     let rr = g.let1("rr", arr(Scalar::I64, &[sz(n), sz(n)]), Expr::Replicate { n: v(n), val: v(io) });
-    assert_eq!(
-        g.ok(vec![v(io), v(rr)]),
-        vec![ia(&[]), Value::array(vec![0, 0], ArrayData::I64(vec![].into()))]
-    );
+    assert_eq!(g.ok(vec![v(io), v(rr)]), vec![ia(&[]), Value::array(vec![0, 0], ArrayData::I64(vec![].into()))]);
 
     // negative counts
     let mut g = Prog::default();
@@ -776,10 +733,7 @@ fn reshaping_and_reordering() {
     let mut g = Prog::default();
     let a = g.param("a", f64v(&[c(2), c(2), c(2)]), Value::array(vec![2, 2, 2], ArrayData::F64((0..8).map(|x| x as f64).collect())));
     let t = g.let1("t", f64v(&[c(2), c(2), c(2)]), Expr::Transpose(v(a)));
-    assert_eq!(
-        g.ok(vec![v(t)]),
-        vec![Value::array(vec![2, 2, 2], ArrayData::F64(vec![0.0, 1.0, 4.0, 5.0, 2.0, 3.0, 6.0, 7.0].into()))]
-    );
+    assert_eq!(g.ok(vec![v(t)]), vec![Value::array(vec![2, 2, 2], ArrayData::F64(vec![0.0, 1.0, 4.0, 5.0, 2.0, 3.0, 6.0, 7.0].into()))]);
 
     // empty arrays
     let mut g = Prog::default();
@@ -870,10 +824,7 @@ fn deep_nesting_does_not_overflow_the_stack() {
     let mut inner = block(vec![], vec![i(7)]);
     for _ in 0..3000 {
         let o = g.var("o");
-        inner = block(
-            vec![let1(o, i64t(), Expr::If { cond: Atom::Lit(Lit::Bool(true)), then_b: inner, else_b: block(vec![], vec![i(0)]) })],
-            vec![v(o)],
-        );
+        inner = block(vec![let1(o, i64t(), Expr::If { cond: Atom::Lit(Lit::Bool(true)), then_b: inner, else_b: block(vec![], vec![i(0)]) })], vec![v(o)]);
     }
     g.stmts = inner.stmts;
     let (f, sizes, args) = g.build(inner.result);
@@ -890,18 +841,12 @@ fn gmm_sized_workload_is_fast_enough() {
     let nv = g.size("n", n);
     let kv = g.size("k", k);
     let dv = g.size("d", d);
-    let xs = g.param(
-        "x",
-        f64v(&[sz(nv), sz(dv)]),
-        Value::array(vec![n as usize, d as usize], ArrayData::F64((0..n * d).map(|t| (t % 7) as f64 * 0.1).collect())),
-    );
+    let xs =
+        g.param("x", f64v(&[sz(nv), sz(dv)]), Value::array(vec![n as usize, d as usize], ArrayData::F64((0..n * d).map(|t| (t % 7) as f64 * 0.1).collect())));
     let qs = g.param(
         "q",
         f64v(&[sz(kv), sz(dv), sz(dv)]),
-        Value::array(
-            vec![k as usize, d as usize, d as usize],
-            ArrayData::F64((0..k * d * d).map(|t| (t % 5) as f64 * 0.01).collect()),
-        ),
+        Value::array(vec![k as usize, d as usize, d as usize], ArrayData::F64((0..k * d * d).map(|t| (t % 5) as f64 * 0.01).collect())),
     );
     let (i_, j_, r_, c_) = (g.var("i"), g.var("j"), g.var("r"), g.var("c"));
     let (xi, qj, qr, prods, pr, x_c, q_rc, m, dotv, sq, rows, tot, per) = (

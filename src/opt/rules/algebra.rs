@@ -7,18 +7,18 @@ use crate::ir::{Atom, Block, Expr, Lit, Prim, Size, Stmt, VarId};
 use crate::opt::rule::{Ctx, Rule};
 
 pub const RULES: &[Rule] = &[
-    Rule::on_stmt("fold_constant", "a primitive on literals becomes its value, computed as a run computes it (never an integer division by zero)", fold_constant),
+    Rule::on_stmt(
+        "fold_constant",
+        "a primitive on literals becomes its value, computed as a run computes it (never an integer division by zero)",
+        fold_constant,
+    ),
     Rule::on_stmt(
         "simplify_arith",
         "exact identities: x*1, 1*x, x/1, x-0.0, x+(-0.0), -(-x) → x, and 0.0+x, x+0.0 → x where x is never -0.0 (a square a*a, abs, exp, or a sum with +0.0); on integers also x+0, x*0 → 0, x-x → 0, and for the index i of a loop over n, min i n → i and max i 0 → i; on booleans the and/or/not laws; select c x x → x",
         simplify_arith,
     ),
     Rule::on_stmt("if_constant", "`if true/false` becomes the statements of the branch taken", if_constant),
-    Rule::on_stmt(
-        "select_arith",
-        "(select c a 0) ± (select c b 0) → select c (a ± b) 0: exact, both sides are 0 ± 0 = 0 when c is false",
-        select_arith,
-    ),
+    Rule::on_stmt("select_arith", "(select c a 0) ± (select c b 0) → select c (a ± b) 0: exact, both sides are 0 ± 0 = 0 when c is false", select_arith),
     Rule::on_stmt(
         "mul_onehot",
         "x * (select c a 0) → select c (x * a) 0 when the 0 is structural (a one-hot seed of jacfwd/jacrev, or what fusion copied from one) made in the same loop body as the product; NOT exact when x is NaN or ±∞ (the literal program gives NaN) or negative (it gives -0.0): this gives the true derivative component +0.0",

@@ -33,8 +33,16 @@ pub const RULES: &[Rule] = &[
         "`(transpose a)[i, j, …]` → `a[j, i, …]`; not where the innermost loop runs over j (the copy made those reads contiguous) nor inside a loop whose index is not i",
         index_transpose,
     ),
-    Rule::on_stmt("slice_for", "`(for i < n. body)[lo:hi]` (checked or proven) → `for i' < hi - lo. body[i := i' + lo]`, for a `for` that only moves data or is read only here", slice_for),
-    Rule::on_stmt("transpose_for", "`transpose (for i < n. for j < m. e)` → `for j < m. for i < n. e` (loop interchange instead of a copy), for a `for` that only moves data or is read only here", transpose_for),
+    Rule::on_stmt(
+        "slice_for",
+        "`(for i < n. body)[lo:hi]` (checked or proven) → `for i' < hi - lo. body[i := i' + lo]`, for a `for` that only moves data or is read only here",
+        slice_for,
+    ),
+    Rule::on_stmt(
+        "transpose_for",
+        "`transpose (for i < n. for j < m. e)` → `for j < m. for i < n. e` (loop interchange instead of a copy), for a `for` that only moves data or is read only here",
+        transpose_for,
+    ),
     Rule::on_stmt("for_identity", "`for i < n. a[…, i]` (a's axis has size n, the other indices fixed and proven) → `a[…]`", for_identity),
     Rule::on_stmt(
         "fuse_reduce_for",
@@ -81,7 +89,16 @@ pub(crate) fn cheap_to_recompute(b: &Block, budget: &mut usize) -> bool {
             Expr::Atom(_) | Expr::Index { .. } => true,
             Expr::Prim(p, _) => matches!(
                 p,
-                crate::ir::Prim::Add | crate::ir::Prim::Sub | crate::ir::Prim::Mul | crate::ir::Prim::Neg | crate::ir::Prim::Select | crate::ir::Prim::Eq | crate::ir::Prim::Lt | crate::ir::Prim::Le | crate::ir::Prim::Gt | crate::ir::Prim::Ge
+                crate::ir::Prim::Add
+                    | crate::ir::Prim::Sub
+                    | crate::ir::Prim::Mul
+                    | crate::ir::Prim::Neg
+                    | crate::ir::Prim::Select
+                    | crate::ir::Prim::Eq
+                    | crate::ir::Prim::Lt
+                    | crate::ir::Prim::Le
+                    | crate::ir::Prim::Gt
+                    | crate::ir::Prim::Ge
             ),
             Expr::For { body, .. } => cheap_to_recompute(body, budget),
             _ => false,
@@ -142,7 +159,7 @@ fn worth_fusing(def: &Stmt, slice: &Block, (uses, depth, per_element): (u32, Opt
     // transpose): reading through it would make those reads strided
     let moves = moves_data(slice) && (uses == 1 || depth == Some(0));
     // a `for` that can fail stays (dce keeps it), so fusing is only worth a cheap copy
-    (moves || recompute || once) && (moves || recompute || !ctx.can_fail(def))
+    moves || recompute || (once && !ctx.can_fail(def))
 }
 
 fn fuse_index_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
@@ -284,10 +301,8 @@ fn fuse_index_flatten(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     // k < n*m, so m > 0: neither the division nor the remainder fails
     let int = Type::scalar(crate::ir::Scalar::I64);
     let (q, rem) = (ctx.fresh("row"), ctx.fresh("col"));
-    let mut out = vec![
-        bind(q, int.clone(), Expr::Prim(crate::ir::Prim::Div, vec![idx[0], m])),
-        bind(rem, int, Expr::Prim(crate::ir::Prim::Rem, vec![idx[0], m])),
-    ];
+    let mut out =
+        vec![bind(q, int.clone(), Expr::Prim(crate::ir::Prim::Div, vec![idx[0], m])), bind(rem, int, Expr::Prim(crate::ir::Prim::Rem, vec![idx[0], m]))];
     let copy = copy_block(&elem, FxHashMap::from_iter([(ivar, Atom::Var(q)), (jvar, Atom::Var(rem))]), ctx);
     let x = copy.result[0];
     carry_onehot(a, y.var, x, ctx);
@@ -367,7 +382,7 @@ fn for_identity(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     if single(read)?.var != *r || idx[last] != Atom::Var(*ivar) || checks[..last].iter().any(Option::is_some) {
         return None;
     }
-    if idx[..last].iter().any(|a| *a == Atom::Var(*ivar)) {
+    if idx[..last].contains(&Atom::Var(*ivar)) {
         return None;
     }
     let arr_ty: Type = ctx.type_of(arr)?;

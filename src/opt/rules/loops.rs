@@ -213,7 +213,9 @@ fn merge_loop_params(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
             rep[b] = a;
         }
     }
-    let merge_of = |rep: &[usize]| -> FxHashMap<VarId, Atom> { (0..params.len()).filter(|&b| rep[b] != b).map(|b| (params[b].var, Atom::Var(params[rep[b]].var))).collect() };
+    let merge_of = |rep: &[usize]| -> FxHashMap<VarId, Atom> {
+        (0..params.len()).filter(|&b| rep[b] != b).map(|b| (params[b].var, Atom::Var(params[rep[b]].var))).collect()
+    };
     loop {
         if rep.iter().enumerate().all(|(b, a)| *a == b) {
             return None;
@@ -232,17 +234,21 @@ fn merge_loop_params(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
         }
     }
     let mut c = walk::Copier { map: merge_of(&rep), fresh: None };
-    let (mut body, kind) = (c.block(body), match kind {
-        LoopKind::While { cond } => LoopKind::While { cond: c.block(cond) },
-        k => k.clone(),
-    });
+    let (mut body, kind) = (
+        c.block(body),
+        match kind {
+            LoopKind::While { cond } => LoopKind::While { cond: c.block(cond) },
+            k => k.clone(),
+        },
+    );
     let keep = |b: &usize| rep[*b] == *b;
     let pick = |xs: &[Binder]| (0..xs.len()).filter(keep).map(|b| xs[b].clone()).collect::<Vec<_>>();
     // a merged parameter's step statement computes what its representative's
     // does (same value number: it fails exactly when that one fails), so it
     // goes when only the result read it; `dce` takes what fed it
     let kept: FxHashSet<VarId> = (0..params.len()).filter(keep).filter_map(|b| var(&body.result[b])).collect();
-    let dead: FxHashSet<VarId> = (0..params.len()).filter(|b| !keep(b)).filter_map(|b| var(&body.result[b])).filter(|v| ctx.uses(*v) == 1 && !kept.contains(v)).collect();
+    let dead: FxHashSet<VarId> =
+        (0..params.len()).filter(|b| !keep(b)).filter_map(|b| var(&body.result[b])).filter(|v| ctx.uses(*v) == 1 && !kept.contains(v)).collect();
     body.stmts.retain(|st| !st.binds.iter().any(|x| dead.contains(&x.var)));
     body.result = (0..params.len()).filter(keep).map(|b| body.result[b]).collect();
     let new_init = (0..params.len()).filter(keep).map(|b| init[b]).collect();
@@ -259,7 +265,8 @@ fn merge_loop_params(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
 fn collapse(binds: &[Binder], body: &Block, i: VarId, n: &Size, terms: &[(Atom, Atom)], ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let e = terms[0].1;
     let copy = copy_block(body, FxHashMap::from_iter([(i, e)]), ctx);
-    let map: FxHashMap<VarId, Atom> = body.stmts.iter().flat_map(|s| s.binds.iter()).map(|b| b.var).zip(copy.stmts.iter().flat_map(|s| s.binds.iter()).map(|b| Atom::Var(b.var))).collect();
+    let map: FxHashMap<VarId, Atom> =
+        body.stmts.iter().flat_map(|s| s.binds.iter()).map(|b| b.var).zip(copy.stmts.iter().flat_map(|s| s.binds.iter()).map(|b| Atom::Var(b.var))).collect();
     let moved = |a: &Atom| match a {
         Atom::Var(v) if *v == i => e,
         Atom::Var(v) => map.get(v).copied().unwrap_or(*a),
@@ -490,7 +497,11 @@ fn hoist_invariant_nest(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
                 let v = ctx.fresh("inv");
                 // a `for` over level lv + 1 and everything inside it
                 let ty = Type { elem: elem.ty.elem, shape: shape[lv + 1..].to_vec() };
-                stmts.push(Stmt { binds: vec![Binder { var: v, ty }], expr: Expr::For { ivar: levels[lv + 1].0, size: levels[lv + 1].1.clone(), body: inner_block }, loc: None });
+                stmts.push(Stmt {
+                    binds: vec![Binder { var: v, ty }],
+                    expr: Expr::For { ivar: levels[lv + 1].0, size: levels[lv + 1].1.clone(), body: inner_block },
+                    loc: None,
+                });
                 Atom::Var(v)
             }
         };
@@ -501,7 +512,11 @@ fn hoist_invariant_nest(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     shape.truncate(levels.len());
     let table_ty = Type { elem: elem.ty.elem, shape: shape.clone() };
     let whole = Block {
-        stmts: vec![Stmt { binds: vec![Binder { var: elem.var, ty: table_ty.clone() }], expr: Expr::For { ivar: levels[0].0, size: levels[0].1.clone(), body: block0 }, loc: None }],
+        stmts: vec![Stmt {
+            binds: vec![Binder { var: elem.var, ty: table_ty.clone() }],
+            expr: Expr::For { ivar: levels[0].0, size: levels[0].1.clone(), body: block0 },
+            loc: None,
+        }],
         result: vec![Atom::Var(elem.var)],
     };
     // everything the table reads must be in scope before the loop
@@ -755,7 +770,11 @@ fn sum_cond_range(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
             j
         }
     };
-    out.push(Stmt { binds: s.binds.clone(), expr: Expr::ForAcc { ivar: new_ivar, size: Size::var(count), body: new_body, acc: acc.clone() }, loc: s.loc.clone() });
+    out.push(Stmt {
+        binds: s.binds.clone(),
+        expr: Expr::ForAcc { ivar: new_ivar, size: Size::var(count), body: new_body, acc: acc.clone() },
+        loc: s.loc.clone(),
+    });
     Some(out)
 }
 
@@ -818,7 +837,13 @@ fn interchange_sum(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
         .map(|t| Binder { var: ctx.fresh("r"), ty: Type { elem: s.binds[t].ty.elem, shape: if acc[t] { vec![] } else { vec![m.clone()] } } })
         .collect();
     let rows: Vec<Binder> = (0..pos.len())
-        .map(|t| if acc[t] { s.binds[t].clone() } else { Binder { var: ctx.fresh("cols"), ty: Type { elem: s.binds[t].ty.elem, shape: vec![k.clone(), m.clone()] } } })
+        .map(|t| {
+            if acc[t] {
+                s.binds[t].clone()
+            } else {
+                Binder { var: ctx.fresh("cols"), ty: Type { elem: s.binds[t].ty.elem, shape: vec![k.clone(), m.clone()] } }
+            }
+        })
         .collect();
     let nest = Block {
         stmts: vec![Stmt { binds: sums.clone(), expr: Expr::ForAcc { ivar: j2, size: m.clone(), body: inner_body, acc: acc.clone() }, loc: inner.loc.clone() }],

@@ -59,7 +59,7 @@ pub(crate) fn copy_block(b: &Block, subst: FxHashMap<VarId, Atom>, ctx: &mut Ctx
 }
 
 /// The statement of `body` binding `v`.
-pub(crate) fn local_def<'b>(body: &'b Block, v: VarId) -> Option<&'b Stmt> {
+pub(crate) fn local_def(body: &Block, v: VarId) -> Option<&Stmt> {
     body.stmts.iter().find(|s| s.binds.iter().any(|b| b.var == v))
 }
 

@@ -54,7 +54,9 @@ fn onehot_add(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let (k, arr) = (0..2).find_map(|k| {
         let Atom::Var(r) = xs[k] else { return None };
         match &local_def(body, r)?.expr {
-            Expr::Index { arr: a @ Atom::Var(av), idx, checks } if idx == &[Atom::Var(*ivar)] && checks[0].is_none() && !local_vars.contains(av) => Some((k, *a)),
+            Expr::Index { arr: a @ Atom::Var(av), idx, checks } if idx == &[Atom::Var(*ivar)] && checks[0].is_none() && !local_vars.contains(av) => {
+                Some((k, *a))
+            }
             _ => None,
         }
     })?;
@@ -120,7 +122,9 @@ fn onehot_scatter(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
 fn scatter_term(ib: &Block, i: VarId) -> Option<(Atom, Atom, VarId, VarId, Vec<Stmt>)> {
     let Atom::Var(sel) = ib.result[0] else { return None };
     let (c, x, then_stmts) = match &local_def(ib, sel)?.expr {
-        Expr::If { cond, then_b, else_b } if else_b.stmts.is_empty() && super::is_lit(&else_b.result[0], 0.0) && then_b.result.len() == 1 => (*cond, then_b.result[0], then_b.stmts.clone()),
+        Expr::If { cond, then_b, else_b } if else_b.stmts.is_empty() && super::is_lit(&else_b.result[0], 0.0) && then_b.result.len() == 1 => {
+            (*cond, then_b.result[0], then_b.stmts.clone())
+        }
         e => {
             let (c, x) = super::select_zero(e)?;
             (c, x, vec![])
@@ -146,7 +150,18 @@ fn scatter_term(ib: &Block, i: VarId) -> Option<(Atom, Atom, VarId, VarId, Vec<S
 /// an `if` branch would copy it at every item). Adding the +0 of a miss is
 /// exact: a bin sums from +0 and is never -0.0.
 #[allow(clippy::too_many_arguments)]
-fn scatter_loop(y: VarId, ty: &Type, n: &Size, j: VarId, m: &Size, ib: &Block, (x, then_stmts): (Atom, Vec<Stmt>), e: Atom, drop: &[VarId], ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+fn scatter_loop(
+    y: VarId,
+    ty: &Type,
+    n: &Size,
+    j: VarId,
+    m: &Size,
+    ib: &Block,
+    (x, then_stmts): (Atom, Vec<Stmt>),
+    e: Atom,
+    drop: &[VarId],
+    ctx: &mut Ctx,
+) -> Option<Vec<Stmt>> {
     let (zeros, accv) = (ctx.fresh("zeros"), ctx.fresh("acc"));
     let elem = Type::scalar(ty.elem);
     let int = Type::scalar(crate::ir::Scalar::I64);
@@ -180,7 +195,11 @@ fn scatter_loop(y: VarId, ty: &Type, n: &Size, j: VarId, m: &Size, ib: &Block, (
         bind(zeros, ty.clone(), Expr::Replicate { n: n_atom, val: super::lit_f(ty.elem, 0.0) }),
         bind(some, Type::scalar(crate::ir::Scalar::Bool), Expr::Prim(Prim::Gt, vec![n_atom, Atom::Lit(crate::ir::Lit::I64(0))])),
         bind(count, int, Expr::Prim(Prim::Select, vec![Atom::Var(some), m_atom, Atom::Lit(crate::ir::Lit::I64(0))])),
-        Stmt { binds: vec![crate::ir::Binder { var: y, ty: ty.clone() }], expr: Expr::Loop { params: vec![crate::ir::Binder { var: accv, ty: ty.clone() }], init: vec![Atom::Var(zeros)], kind, body }, loc: None },
+        Stmt {
+            binds: vec![crate::ir::Binder { var: y, ty: ty.clone() }],
+            expr: Expr::Loop { params: vec![crate::ir::Binder { var: accv, ty: ty.clone() }], init: vec![Atom::Var(zeros)], kind, body },
+            loc: None,
+        },
     ])
 }
 
@@ -205,11 +224,7 @@ impl Shift {
     /// Whether every `g(i)`, `0 <= i < n`, lies in `0 .. n`: the shift
     /// moves away from the boundary that the test excludes.
     fn in_range(&self) -> bool {
-        match (self.boundary, self.shift) {
-            (_, 0) => true,
-            (Some((End::First, _)), -1) | (Some((End::Last, _)), 1) => true,
-            _ => false,
-        }
+        matches!((self.boundary, self.shift), (_, 0) | (Some((End::First, _)), -1) | (Some((End::Last, _)), 1))
     }
 }
 
@@ -284,7 +299,10 @@ fn scatter_shift(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     // `cur + v[src]` when `cond` holds: both reads are in range there
     let add_if = |cond: Option<Atom>, src: Atom, stmts: &mut Vec<Stmt>, cur: &mut Atom, ctx: &mut Ctx| {
         let (x, sum) = (ctx.fresh("at"), ctx.fresh("at"));
-        let add = vec![bind(x, elem.clone(), Expr::Index { arr: *vals, idx: vec![src], checks: vec![None] }), bind(sum, elem.clone(), Expr::Prim(Prim::Add, vec![*cur, Atom::Var(x)]))];
+        let add = vec![
+            bind(x, elem.clone(), Expr::Index { arr: *vals, idx: vec![src], checks: vec![None] }),
+            bind(sum, elem.clone(), Expr::Prim(Prim::Add, vec![*cur, Atom::Var(x)])),
+        ];
         match cond {
             None => {
                 stmts.extend(add);
