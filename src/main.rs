@@ -870,11 +870,11 @@ fn ir_size(b: &ir::Block) -> (usize, usize) {
         if matches!(s.expr, ir::Expr::For { .. } | ir::Expr::ForAcc { .. } | ir::Expr::Loop { .. }) {
             loops += 1;
         }
-        ir::walk::sub_blocks(&s.expr, &mut |c| {
+        for c in ir::walk::sub_blocks(&s.expr) {
             let (a, b) = ir_size(c);
             stmts += a;
             loops += b;
-        });
+        }
     }
     (stmts, loops)
 }

@@ -168,10 +168,7 @@ fn count_uses(b: &Block, uses: &mut FxHashMap<VarId, usize>) {
 
 fn stmt_count(b: &Block) -> usize {
     let mut n = 0;
-    for s in &b.stmts {
-        n += 1;
-        walk::sub_blocks(&s.expr, &mut |blk| n += stmt_count(blk));
-    }
+    walk::for_each_stmt(b, &mut |_| n += 1);
     n
 }
 
@@ -653,10 +650,9 @@ fn safe_to_hoist(s: &Stmt, nonneg: &FxHashSet<VarId>) -> bool {
 
 /// The arrays `b` reads with `index` (nested blocks included).
 fn index_reads(b: &Block, out: &mut FxHashSet<VarId>) {
-    for st in &b.stmts {
+    walk::for_each_stmt(b, &mut |st| {
         if let Expr::Index { arr: Atom::Var(a), .. } = &st.expr {
             out.insert(*a);
         }
-        walk::sub_blocks(&st.expr, &mut |blk| index_reads(blk, out));
-    }
+    });
 }

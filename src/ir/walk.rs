@@ -9,82 +9,225 @@ use rustc_hash::{FxHashMap, FxHashSet};
 /// types, nested blocks included) and `binds` on every variable it binds
 /// inside nested blocks.
 pub fn visit_expr(e: &Expr, uses: &mut dyn FnMut(VarId), binds: &mut dyn FnMut(VarId)) {
-    let atom = |a: &Atom, uses: &mut dyn FnMut(VarId)| {
+    for_each_operand(e, &mut |a| {
         if let Atom::Var(v) = a {
             uses(*v)
         }
-    };
-    match e {
-        Expr::Atom(a) | Expr::Transpose(a) | Expr::Flatten(a) | Expr::Reverse(a) | Expr::StopGradient(a) => atom(a, uses),
-        Expr::Prim(_, args) | Expr::ArrayLit(args) => args.iter().for_each(|a| atom(a, uses)),
-        Expr::Index { arr, idx, .. } => {
-            atom(arr, uses);
-            idx.iter().for_each(|a| atom(a, uses));
+    });
+    for scope in scopes(e) {
+        if let Some(i) = scope.binds.index() {
+            binds(i);
         }
-        Expr::Slice { arr, lo, hi, .. } => [arr, lo, hi].into_iter().for_each(|a| atom(a, uses)),
-        Expr::For { ivar, size, body } | Expr::ForAcc { ivar, size, body, .. } => {
-            binds(*ivar);
+        if let Binds::ForBody { size, .. } = scope.binds {
             size.vars().into_iter().for_each(&mut *uses);
-            visit_block(body, uses, binds);
         }
-        Expr::Reduce { op, ne, arrs } | Expr::Scan { op, ne, arrs } => {
-            if let ReduceOp::Lambda(l) = op {
-                visit_lambda(l, uses, binds);
-            }
-            ne.iter().chain(arrs).for_each(|a| atom(a, uses));
+        visit_binders(scope.binds.params(), uses, binds);
+        visit_block(scope.block, uses, binds);
+    }
+}
+
+/// What a construct binds for one block nested in it (see [`scopes`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Binds<'e> {
+    /// The body of a parallel `for` (accumulating or not): `ivar` runs over `0..size`.
+    ForBody { ivar: VarId, size: &'e Size },
+    /// The condition of a `while` loop. It reads the loop's parameters but
+    /// does not own them: the body after it consumes them, so they are
+    /// listed here only for who needs to know what is in scope.
+    LoopCondition { params: &'e [Binder] },
+    /// The body of a sequential loop: its parameters, and a counted loop's
+    /// counter with its trip count.
+    LoopBody { params: &'e [Binder], counter: Option<(VarId, &'e Atom)> },
+    /// A branch of an `if`; it binds nothing.
+    Branch,
+    /// The body of a reduction's or scan's operator, run once per element.
+    Operator { params: &'e [Binder] },
+    /// The function a `jvp` or `vjp` differentiates, run once.
+    Derivative { params: &'e [Binder] },
+}
+
+impl<'e> Binds<'e> {
+    /// The `i64` index the block gets afresh at each run: a `for` index
+    /// or a loop counter.
+    pub fn index(&self) -> Option<VarId> {
+        match self {
+            Binds::ForBody { ivar, .. } | Binds::LoopBody { counter: Some((ivar, _)), .. } => Some(*ivar),
+            Binds::LoopBody { counter: None, .. } | Binds::LoopCondition { .. } | Binds::Branch | Binds::Operator { .. } | Binds::Derivative { .. } => None,
         }
-        Expr::ArgExt { arr, .. } => atom(arr, uses),
-        Expr::Loop { params, init, kind, body } => {
-            visit_binders(params, uses, binds);
-            init.iter().for_each(|a| atom(a, uses));
-            match kind {
-                LoopKind::Count { ivar, n, .. } => {
-                    binds(*ivar);
-                    atom(n, uses);
-                }
-                LoopKind::While { cond } => visit_block(cond, uses, binds),
-            }
-            visit_block(body, uses, binds);
-        }
-        Expr::If { cond, then_b, else_b } => {
-            atom(cond, uses);
-            visit_block(then_b, uses, binds);
-            visit_block(else_b, uses, binds);
-        }
-        Expr::ScatterAdd { dest, idxs, vals, .. } => [dest, idxs, vals].into_iter().for_each(|a| atom(a, uses)),
-        Expr::Update { arr, idx, val, .. } => [arr, idx, val].into_iter().for_each(|a| atom(a, uses)),
-        Expr::Iota { n } => atom(n, uses),
-        Expr::Replicate { n, val } => [n, val].into_iter().for_each(|a| atom(a, uses)),
-        Expr::Concat(a, b) => [a, b].into_iter().for_each(|a| atom(a, uses)),
-        Expr::Unflatten { arr, n, m } => [arr, n, m].into_iter().for_each(|a| atom(a, uses)),
-        Expr::Rotate { k, arr } => [k, arr].into_iter().for_each(|a| atom(a, uses)),
-        Expr::Coerce { arr, .. } => atom(arr, uses),
-        Expr::Fail { .. } => {}
-        Expr::Jvp { lam, primals, tangents: others } | Expr::Vjp { lam, primals, cotangents: others } => {
-            visit_lambda(lam, uses, binds);
-            primals.iter().chain(others).for_each(|a| atom(a, uses));
+    }
+
+    /// The parameters the block owns: bound afresh each time it runs, dead
+    /// when it ends. A `while` condition owns none (the body does).
+    pub fn params(&self) -> &'e [Binder] {
+        match self {
+            Binds::LoopBody { params, .. } | Binds::Operator { params } | Binds::Derivative { params } => params,
+            Binds::ForBody { .. } | Binds::LoopCondition { .. } | Binds::Branch => &[],
         }
     }
 }
 
-/// Call `f` on each block nested directly in `e` (loop bodies, a `while`
-/// condition, branches, reduction and derivative lambdas' bodies).
-pub fn sub_blocks<'e>(e: &'e Expr, f: &mut dyn FnMut(&'e Block)) {
+/// A block nested directly in an expression (`B` is `&Block` or `&mut Block`)
+/// with what its construct binds for it.
+#[derive(Debug)]
+pub struct Scope<'e, B> {
+    pub block: B,
+    pub binds: Binds<'e>,
+}
+
+/// The blocks of one expression: at most two (an `if`'s branches, a
+/// `while` loop's condition and body).
+pub type Scopes<'e, B> = std::iter::Flatten<std::array::IntoIter<Option<Scope<'e, B>>, 2>>;
+
+fn one<'e, B>(block: B, binds: Binds<'e>) -> Scopes<'e, B> {
+    [Some(Scope { block, binds }), None].into_iter().flatten()
+}
+
+fn two<'e, B>(first: Scope<'e, B>, second: Scope<'e, B>) -> Scopes<'e, B> {
+    [Some(first), Some(second)].into_iter().flatten()
+}
+
+fn no_blocks<'e, B>() -> Scopes<'e, B> {
+    [None, None].into_iter().flatten()
+}
+
+/// Every block nested directly in `e`, in the order they run (a `while`
+/// condition before the body, `then` before `else`), with what each binds.
+///
+/// This and [`scopes_mut`] are where the IR's constructs are told apart by
+/// whether they hold blocks; the matches list every construct, so a new
+/// one with a body is a compile error here, not a block that every
+/// traversal silently skips. Build descents on these.
+pub fn scopes(e: &Expr) -> Scopes<'_, &Block> {
     match e {
-        Expr::For { body, .. } | Expr::ForAcc { body, .. } => f(body),
-        Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => f(&l.body),
-        Expr::Jvp { lam, .. } | Expr::Vjp { lam, .. } => f(&lam.body),
-        Expr::Loop { kind, body, .. } => {
-            if let LoopKind::While { cond } = kind {
-                f(cond);
+        Expr::For { ivar, size, body } | Expr::ForAcc { ivar, size, body, .. } => one(body, Binds::ForBody { ivar: *ivar, size }),
+        Expr::Loop { params, kind: LoopKind::Count { ivar, n, .. }, body, .. } => one(body, Binds::LoopBody { params, counter: Some((*ivar, n)) }),
+        Expr::Loop { params, kind: LoopKind::While { cond }, body, .. } => two(
+            Scope { block: cond, binds: Binds::LoopCondition { params } },
+            Scope { block: body, binds: Binds::LoopBody { params, counter: None } },
+        ),
+        Expr::If { then_b, else_b, .. } => two(Scope { block: then_b, binds: Binds::Branch }, Scope { block: else_b, binds: Binds::Branch }),
+        Expr::Reduce { op, .. } | Expr::Scan { op, .. } => match op {
+            ReduceOp::Lambda(l) => one(&l.body, Binds::Operator { params: &l.params }),
+            ReduceOp::Add | ReduceOp::Mul | ReduceOp::Max | ReduceOp::Min => no_blocks(),
+        },
+        Expr::Jvp { lam, .. } | Expr::Vjp { lam, .. } => one(&lam.body, Binds::Derivative { params: &lam.params }),
+        Expr::Atom(_)
+        | Expr::Prim(..)
+        | Expr::Index { .. }
+        | Expr::Slice { .. }
+        | Expr::ArgExt { .. }
+        | Expr::ScatterAdd { .. }
+        | Expr::Update { .. }
+        | Expr::Iota { .. }
+        | Expr::Replicate { .. }
+        | Expr::ArrayLit(_)
+        | Expr::Concat(..)
+        | Expr::Transpose(_)
+        | Expr::Flatten(_)
+        | Expr::Unflatten { .. }
+        | Expr::Reverse(_)
+        | Expr::Rotate { .. }
+        | Expr::Coerce { .. }
+        | Expr::Fail { .. }
+        | Expr::StopGradient(_) => no_blocks(),
+    }
+}
+
+/// [`scopes`] with the blocks mutable (the binders stay read-only).
+pub fn scopes_mut(e: &mut Expr) -> Scopes<'_, &mut Block> {
+    match e {
+        Expr::For { ivar, size, body } | Expr::ForAcc { ivar, size, body, .. } => one(body, Binds::ForBody { ivar: *ivar, size }),
+        Expr::Loop { params, kind: LoopKind::Count { ivar, n, .. }, body, .. } => one(body, Binds::LoopBody { params, counter: Some((*ivar, n)) }),
+        Expr::Loop { params, kind: LoopKind::While { cond }, body, .. } => {
+            let params: &[Binder] = params;
+            two(Scope { block: cond, binds: Binds::LoopCondition { params } }, Scope { block: body, binds: Binds::LoopBody { params, counter: None } })
+        }
+        Expr::If { then_b, else_b, .. } => two(Scope { block: then_b, binds: Binds::Branch }, Scope { block: else_b, binds: Binds::Branch }),
+        Expr::Reduce { op, .. } | Expr::Scan { op, .. } => match op {
+            ReduceOp::Lambda(l) => one(&mut l.body, Binds::Operator { params: &l.params }),
+            ReduceOp::Add | ReduceOp::Mul | ReduceOp::Max | ReduceOp::Min => no_blocks(),
+        },
+        Expr::Jvp { lam, .. } | Expr::Vjp { lam, .. } => one(&mut lam.body, Binds::Derivative { params: &lam.params }),
+        Expr::Atom(_)
+        | Expr::Prim(..)
+        | Expr::Index { .. }
+        | Expr::Slice { .. }
+        | Expr::ArgExt { .. }
+        | Expr::ScatterAdd { .. }
+        | Expr::Update { .. }
+        | Expr::Iota { .. }
+        | Expr::Replicate { .. }
+        | Expr::ArrayLit(_)
+        | Expr::Concat(..)
+        | Expr::Transpose(_)
+        | Expr::Flatten(_)
+        | Expr::Unflatten { .. }
+        | Expr::Reverse(_)
+        | Expr::Rotate { .. }
+        | Expr::Coerce { .. }
+        | Expr::Fail { .. }
+        | Expr::StopGradient(_) => no_blocks(),
+    }
+}
+
+/// The blocks nested directly in `e` (loop bodies, a `while` condition,
+/// branches, operator and derivative bodies), in the order of [`scopes`].
+pub fn sub_blocks(e: &Expr) -> impl Iterator<Item = &Block> {
+    scopes(e).map(|s| s.block)
+}
+
+/// [`sub_blocks`], mutable.
+pub fn sub_blocks_mut(e: &mut Expr) -> impl Iterator<Item = &mut Block> {
+    scopes_mut(e).map(|s| s.block)
+}
+
+/// Replace each block nested directly in `e` by `f` of it, in the order of
+/// [`scopes`]; the first error stops (the blocks not yet visited stay).
+pub fn try_map_sub_blocks<E>(e: &mut Expr, mut f: impl FnMut(Block) -> Result<Block, E>) -> Result<(), E> {
+    for b in sub_blocks_mut(e) {
+        *b = f(std::mem::take(b))?;
+    }
+    Ok(())
+}
+
+/// Call `f` on every statement of `b` and of the blocks nested in it,
+/// each statement before the blocks it holds.
+pub fn for_each_stmt<'b>(b: &'b Block, f: &mut dyn FnMut(&'b Stmt)) {
+    for s in &b.stmts {
+        f(s);
+        for sub in sub_blocks(&s.expr) {
+            for_each_stmt(sub, f);
+        }
+    }
+}
+
+/// Call `f` on every atom `e` reads itself: its operands, not what its
+/// nested blocks read, nor the sizes in its types (a `for`'s size is in
+/// [`Binds::ForBody`]).
+pub fn for_each_operand(e: &Expr, f: &mut dyn FnMut(&Atom)) {
+    match e {
+        Expr::Atom(a) | Expr::Transpose(a) | Expr::Flatten(a) | Expr::Reverse(a) | Expr::StopGradient(a) => f(a),
+        Expr::Prim(_, args) | Expr::ArrayLit(args) => args.iter().for_each(f),
+        Expr::Index { arr, idx, .. } => std::iter::once(arr).chain(idx).for_each(f),
+        Expr::Slice { arr, lo, hi, .. } => [arr, lo, hi].into_iter().for_each(f),
+        Expr::For { .. } | Expr::ForAcc { .. } | Expr::Fail { .. } => {}
+        Expr::Reduce { ne, arrs, .. } | Expr::Scan { ne, arrs, .. } => ne.iter().chain(arrs).for_each(f),
+        Expr::ArgExt { arr, .. } | Expr::Coerce { arr, .. } | Expr::Iota { n: arr } => f(arr),
+        Expr::Loop { init, kind, .. } => {
+            init.iter().for_each(&mut *f);
+            match kind {
+                LoopKind::Count { n, .. } => f(n),
+                LoopKind::While { .. } => {}
             }
-            f(body);
         }
-        Expr::If { then_b, else_b, .. } => {
-            f(then_b);
-            f(else_b);
-        }
-        _ => {}
+        Expr::If { cond, .. } => f(cond),
+        Expr::ScatterAdd { dest, idxs, vals, .. } => [dest, idxs, vals].into_iter().for_each(f),
+        Expr::Update { arr, idx, val, .. } => [arr, idx, val].into_iter().for_each(f),
+        Expr::Replicate { n, val } => [n, val].into_iter().for_each(f),
+        Expr::Concat(a, b) => [a, b].into_iter().for_each(f),
+        Expr::Unflatten { arr, n, m } => [arr, n, m].into_iter().for_each(f),
+        Expr::Rotate { k, arr } => [k, arr].into_iter().for_each(f),
+        Expr::Jvp { primals, tangents: others, .. } | Expr::Vjp { primals, cotangents: others, .. } => primals.iter().chain(others).for_each(f),
     }
 }
 
@@ -93,11 +236,6 @@ fn visit_binders(bs: &[Binder], uses: &mut dyn FnMut(VarId), binds: &mut dyn FnM
         binds(b.var);
         b.ty.shape.iter().flat_map(Size::vars).for_each(&mut *uses);
     }
-}
-
-fn visit_lambda(l: &Lambda, uses: &mut dyn FnMut(VarId), binds: &mut dyn FnMut(VarId)) {
-    visit_binders(&l.params, uses, binds);
-    visit_block(&l.body, uses, binds);
 }
 
 /// [`visit_expr`] over a block: its statements' binders count as bound.
@@ -341,11 +479,8 @@ pub fn can_fail_with(s: &Stmt, nonneg: &dyn Fn(VarId) -> bool) -> bool {
         Expr::Slice { check, .. } => check.is_some(),
         Expr::Prim(p, xs) => int_div(p, xs),
         Expr::Coerce { .. } | Expr::Fail { .. } | Expr::ScatterAdd { .. } | Expr::Update { .. } | Expr::ArgExt { .. } | Expr::Unflatten { .. } => true,
-        Expr::For { body, .. } | Expr::ForAcc { body, .. } => block_fails(body),
-        Expr::Loop { body, kind, .. } => block_fails(body) || matches!(kind, LoopKind::While { cond } if block_fails(cond)),
-        Expr::If { then_b, else_b, .. } => block_fails(then_b) || block_fails(else_b),
-        Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => block_fails(&l.body),
-        _ => false,
+        // the rest fails only where a statement nested in it does
+        e => sub_blocks(e).any(block_fails),
     }
 }
 
@@ -406,20 +541,8 @@ fn prune_results(s: &mut Stmt, live: &FxHashSet<VarId>) {
 }
 
 fn dce_nested(e: &mut Expr) {
-    match e {
-        Expr::For { body, .. } | Expr::ForAcc { body, .. } => dce(body),
-        Expr::If { then_b, else_b, .. } => {
-            dce(then_b);
-            dce(else_b);
-        }
-        Expr::Loop { body, kind, .. } => {
-            dce(body);
-            if let LoopKind::While { cond } = kind {
-                dce(cond);
-            }
-        }
-        Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => dce(&mut l.body),
-        _ => {}
+    for b in sub_blocks_mut(e) {
+        dce(b);
     }
 }
 
@@ -437,33 +560,13 @@ pub fn stmt_types(s: &Stmt, types: &mut FxHashMap<VarId, Type>) {
     for x in &s.binds {
         types.insert(x.var, x.ty.clone());
     }
-    match &s.expr {
-        Expr::For { ivar, body, .. } | Expr::ForAcc { ivar, body, .. } => {
-            types.insert(*ivar, Type::scalar(super::Scalar::I64));
-            binder_types(body, types);
+    for scope in scopes(&s.expr) {
+        if let Some(i) = scope.binds.index() {
+            types.insert(i, Type::scalar(super::Scalar::I64));
         }
-        Expr::Loop { params, kind, body, .. } => {
-            for p in params {
-                types.insert(p.var, p.ty.clone());
-            }
-            match kind {
-                LoopKind::Count { ivar, .. } => {
-                    types.insert(*ivar, Type::scalar(super::Scalar::I64));
-                }
-                LoopKind::While { cond } => binder_types(cond, types),
-            }
-            binder_types(body, types);
+        for p in scope.binds.params() {
+            types.insert(p.var, p.ty.clone());
         }
-        Expr::If { then_b, else_b, .. } => {
-            binder_types(then_b, types);
-            binder_types(else_b, types);
-        }
-        Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } | Expr::Jvp { lam: l, .. } | Expr::Vjp { lam: l, .. } => {
-            for p in &l.params {
-                types.insert(p.var, p.ty.clone());
-            }
-            binder_types(&l.body, types);
-        }
-        _ => {}
+        binder_types(scope.block, types);
     }
 }

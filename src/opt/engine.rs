@@ -64,8 +64,7 @@ pub fn ran_key(size: &crate::ir::Size) -> String {
 /// The structural key of a statement `cse` compares: the expression and
 /// the result types, for expressions without nested blocks.
 pub fn cse_key(s: &Stmt) -> Option<String> {
-    let mut nested = false;
-    walk::sub_blocks(&s.expr, &mut |_| nested = true);
+    let nested = walk::sub_blocks(&s.expr).next().is_some();
     if nested || matches!(s.expr, Expr::Atom(_) | Expr::Fail { .. }) {
         return None;
     }

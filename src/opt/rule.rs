@@ -386,39 +386,21 @@ impl Ctx<'_, '_> {
         let block_bad = |b: &Block, inner: &mut Vec<VarId>| b.stmts.iter().any(|s| self.negative_size_possible(s, inner));
         match &s.expr {
             Expr::Iota { n } | Expr::Replicate { n, .. } => !atom_ok(n, inner),
-            Expr::For { ivar, size, body } | Expr::ForAcc { ivar, size, body, .. } => {
-                if !size.provably_nonneg(&|v| self.nonneg(v, inner)) && !self.st.nonneg_sizes.contains(size) && !self.size_ran(size) {
-                    return true;
-                }
-                inner.push(*ivar);
-                let bad = block_bad(body, inner);
-                inner.pop();
-                bad
+            Expr::For { size, .. } | Expr::ForAcc { size, .. }
+                if !size.provably_nonneg(&|v| self.nonneg(v, inner)) && !self.st.nonneg_sizes.contains(size) && !self.size_ran(size) =>
+            {
+                true
             }
-            Expr::Loop { kind, body, .. } => {
-                let pushed = match kind {
-                    crate::ir::LoopKind::Count { ivar, .. } => {
-                        inner.push(*ivar);
-                        true
-                    }
-                    crate::ir::LoopKind::While { cond } => {
-                        if block_bad(cond, inner) {
-                            return true;
-                        }
-                        false
-                    }
-                };
-                let bad = block_bad(body, inner);
-                if pushed {
+            // a `for` index or loop counter is non-negative inside its block
+            e => crate::ir::walk::scopes(e).any(|scope| {
+                let index = scope.binds.index();
+                inner.extend(index);
+                let bad = block_bad(scope.block, inner);
+                if index.is_some() {
                     inner.pop();
                 }
                 bad
-            }
-            _ => {
-                let mut bad = false;
-                crate::ir::walk::sub_blocks(&s.expr, &mut |b| bad |= block_bad(b, &mut inner.clone()));
-                bad
-            }
+            }),
         }
     }
 

@@ -270,7 +270,7 @@ fn max_statements() -> usize {
 fn statements(b: &Block) -> usize {
     let mut n = b.stmts.len();
     for s in &b.stmts {
-        crate::ir::walk::sub_blocks(&s.expr, &mut |sub| n += statements(sub));
+        n += crate::ir::walk::sub_blocks(&s.expr).map(statements).sum::<usize>();
     }
     n
 }
