@@ -18,7 +18,7 @@ pub mod rules;
 mod transpose;
 mod vjp;
 
-use crate::ir::{Atom, Binder, Block, Expr, Function, LoopKind, Module, ReduceOp, Stmt};
+use crate::ir::{Atom, Binder, Block, Expr, Function, Module, Stmt};
 use build::Builder;
 
 /// A derivative that cannot be formed (reported as a compile error).
@@ -137,21 +137,7 @@ fn expand_block(b: &mut Builder, block: Block) -> Result<Block, AdError> {
                 stmts.extend(expanded);
                 continue;
             }
-            Expr::For { body, .. } => *body = expand_block(b, std::mem::take(body))?,
-            Expr::Loop { body, kind, .. } => {
-                *body = expand_block(b, std::mem::take(body))?;
-                if let LoopKind::While { cond } = kind {
-                    *cond = expand_block(b, std::mem::take(cond))?;
-                }
-            }
-            Expr::If { then_b, else_b, .. } => {
-                *then_b = expand_block(b, std::mem::take(then_b))?;
-                *else_b = expand_block(b, std::mem::take(else_b))?;
-            }
-            Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => {
-                l.body = expand_block(b, std::mem::take(&mut l.body))?;
-            }
-            _ => {}
+            e => crate::ir::walk::try_map_sub_blocks(e, |blk| expand_block(b, blk))?,
         }
         stmts.push(s);
     }

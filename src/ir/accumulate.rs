@@ -20,7 +20,7 @@
 //! It runs last in the `ad` stage, after every derivative is expanded, so
 //! no transform has to differentiate an accumulator.
 
-use super::{Atom, Block, Expr, Function, Lit, LoopKind, ReduceOp, Stmt, VarId};
+use super::{Atom, Block, Expr, Function, Lit, ReduceOp, Stmt, VarId};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Rewrite every eligible `for` + `reduce add` pair of `f`.
@@ -117,21 +117,8 @@ fn block_inner(b: &mut Block, uses: &FxHashMap<VarId, usize>, pinned: &FxHashSet
 }
 
 fn nested(e: &mut Expr, uses: &FxHashMap<VarId, usize>, pinned: &FxHashSet<VarId>) {
-    match e {
-        Expr::For { body, .. } | Expr::ForAcc { body, .. } => block(body, uses, pinned),
-        Expr::Loop { body, kind, .. } => {
-            block(body, uses, pinned);
-            if let LoopKind::While { cond } = kind {
-                block(cond, uses, pinned);
-            }
-        }
-        Expr::If { then_b, else_b, .. } => {
-            block(then_b, uses, pinned);
-            block(else_b, uses, pinned);
-        }
-        Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => block(&mut l.body, uses, pinned),
-        Expr::Jvp { lam, .. } | Expr::Vjp { lam, .. } => block(&mut lam.body, uses, pinned),
-        _ => {}
+    for b in super::walk::sub_blocks_mut(e) {
+        block(b, uses, pinned);
     }
 }
 
@@ -147,7 +134,7 @@ pub fn unfuse(f: &mut Function) {
 
 fn unfuse_block(b: &mut Block, names: &mut Vec<String>) {
     stacker::maybe_grow(64 * 1024, 2 * 1024 * 1024, || {
-        if !b.stmts.iter().any(|s| matches!(s.expr, Expr::ForAcc { .. }) || has_blocks(&s.expr)) {
+        if !b.stmts.iter().any(|s| matches!(s.expr, Expr::ForAcc { .. }) || super::walk::sub_blocks(&s.expr).next().is_some()) {
             return;
         }
         let mut out = Vec::with_capacity(b.stmts.len());
@@ -180,35 +167,9 @@ fn unfuse_block(b: &mut Block, names: &mut Vec<String>) {
     })
 }
 
-fn has_blocks(e: &Expr) -> bool {
-    matches!(
-        e,
-        Expr::For { .. }
-            | Expr::Loop { .. }
-            | Expr::If { .. }
-            | Expr::Jvp { .. }
-            | Expr::Vjp { .. }
-            | Expr::Reduce { op: ReduceOp::Lambda(_), .. }
-            | Expr::Scan { op: ReduceOp::Lambda(_), .. }
-    )
-}
-
 fn unfuse_nested(e: &mut Expr, names: &mut Vec<String>) {
-    match e {
-        Expr::For { body, .. } | Expr::ForAcc { body, .. } => unfuse_block(body, names),
-        Expr::Loop { body, kind, .. } => {
-            unfuse_block(body, names);
-            if let LoopKind::While { cond } = kind {
-                unfuse_block(cond, names);
-            }
-        }
-        Expr::If { then_b, else_b, .. } => {
-            unfuse_block(then_b, names);
-            unfuse_block(else_b, names);
-        }
-        Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => unfuse_block(&mut l.body, names),
-        Expr::Jvp { lam, .. } | Expr::Vjp { lam, .. } => unfuse_block(&mut lam.body, names),
-        _ => {}
+    for b in super::walk::sub_blocks_mut(e) {
+        unfuse_block(b, names);
     }
 }
 

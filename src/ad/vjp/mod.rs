@@ -23,7 +23,7 @@ use super::build::{Builder, lit, size_of_atom};
 use super::jvp::elementwise;
 use super::rules::prim_jvp;
 use super::transpose::{Cotangents, transpose};
-use crate::ir::walk::{Copier, bound_vars_block, dce, free_vars_block, free_vars_stmt};
+use crate::ir::walk::{self, Copier, bound_vars_block, dce, free_vars_block, free_vars_stmt};
 use crate::ir::{Atom, Binder, Block, Expr, Lambda, Lit, Loc, LoopKind, Prim, ReduceOp, Scalar, Size, Stmt, Type, VarId};
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -98,21 +98,13 @@ fn mark_active(stmts: &[Stmt], active: &mut FxHashSet<VarId>) {
             continue;
         }
         float(&s.binds, active);
-        match &s.expr {
-            Expr::For { body, .. } => mark_active(&body.stmts, active),
-            Expr::Loop { params, body, .. } => {
-                float(params, active);
-                mark_active(&body.stmts, active);
+        for scope in walk::scopes(&s.expr) {
+            // a `while` condition computes a bool: nothing in it gets a cotangent
+            if matches!(scope.binds, walk::Binds::LoopCondition { .. }) {
+                continue;
             }
-            Expr::If { then_b, else_b, .. } => {
-                mark_active(&then_b.stmts, active);
-                mark_active(&else_b.stmts, active);
-            }
-            Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => {
-                float(&l.params, active);
-                mark_active(&l.body.stmts, active);
-            }
-            _ => {}
+            float(scope.binds.params(), active);
+            mark_active(&scope.block.stmts, active);
         }
     }
 }
