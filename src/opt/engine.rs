@@ -5,7 +5,7 @@
 
 use super::rule::{BlockInfo, Ctx, Rule, Scope, State};
 use super::strategy::{Schedule, Strategy};
-use crate::ir::{Atom, Block, Expr, LoopKind, ReduceOp, Size, Stmt, VarId, walk};
+use crate::ir::{Atom, Block, Expr, Size, Stmt, VarId, walk};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 
@@ -538,34 +538,26 @@ fn may_fail(s: &Strategy, sched: &Schedule) -> bool {
 
 /// The blocks nested in `e` with what each binds and whether it repeats.
 pub fn children_mut(e: &mut Expr) -> Vec<(&mut Block, BlockInfo)> {
-    let looped = |params: Vec<crate::ir::Binder>, index| BlockInfo { params, index, repeats: true, parallel: false };
-    match e {
-        Expr::For { ivar, size, body } | Expr::ForAcc { ivar, size, body, .. } => {
-            vec![(body, BlockInfo { parallel: true, ..looped(vec![], Some((*ivar, size.clone()))) })]
-        }
-        Expr::Loop { params, kind, body, .. } => match kind {
-            LoopKind::Count { ivar, n, .. } => {
-                let mut info = looped(params.clone(), None);
+    walk::scopes_mut(e).map(|scope| (scope.block, block_info(&scope.binds))).collect()
+}
+
+fn block_info(binds: &walk::Binds) -> BlockInfo {
+    let looped = |params: &[crate::ir::Binder], index| BlockInfo { params: params.to_vec(), index, repeats: true, parallel: false };
+    match *binds {
+        walk::Binds::ForBody { ivar, size } => BlockInfo { parallel: true, ..looped(&[], Some((ivar, size.clone()))) },
+        walk::Binds::LoopBody { params, counter } => {
+            let mut info = looped(params, None);
+            if let Some((ivar, n)) = counter {
                 match Size::of_atom(n) {
-                    Some(size) => info.index = Some((*ivar, size)),
-                    None => info.params.push(crate::ir::Binder { var: *ivar, ty: crate::ir::Type::scalar(crate::ir::Scalar::I64) }),
+                    Some(size) => info.index = Some((ivar, size)),
+                    None => info.params.push(crate::ir::Binder { var: ivar, ty: crate::ir::Type::scalar(crate::ir::Scalar::I64) }),
                 }
-                vec![(body, info)]
             }
-            LoopKind::While { cond } => {
-                let info = looped(params.clone(), None);
-                vec![(cond, info.clone()), (body, info)]
-            }
-        },
-        Expr::If { then_b, else_b, .. } => vec![(then_b, BlockInfo::default()), (else_b, BlockInfo::default())],
-        Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => {
-            let params = l.params.clone();
-            vec![(&mut l.body, looped(params, None))]
+            info
         }
-        Expr::Jvp { lam, .. } | Expr::Vjp { lam, .. } => {
-            let params = lam.params.clone();
-            vec![(&mut lam.body, BlockInfo { params, index: None, repeats: false, parallel: false })]
-        }
-        _ => vec![],
+        // the condition sees the loop's parameters, as the body does
+        walk::Binds::LoopCondition { params } | walk::Binds::Operator { params } => looped(params, None),
+        walk::Binds::Branch => BlockInfo::default(),
+        walk::Binds::Derivative { params } => BlockInfo { params: params.to_vec(), index: None, repeats: false, parallel: false },
     }
 }

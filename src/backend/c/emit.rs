@@ -155,8 +155,7 @@ fn row_summed_in_place(body: &Block, v: VarId) -> bool {
 fn has_loop(b: &Block) -> bool {
     b.stmts.iter().any(|s| match &s.expr {
         Expr::For { .. } | Expr::ForAcc { .. } | Expr::Loop { .. } | Expr::Reduce { .. } | Expr::Scan { .. } => true,
-        Expr::If { then_b, else_b, .. } => has_loop(then_b) || has_loop(else_b),
-        _ => false,
+        e => walk::sub_blocks(e).any(has_loop),
     })
 }
 
@@ -638,7 +637,11 @@ impl Em {
                 Expr::ScatterAdd { vals: a, .. } | Expr::Concat(a, _) => terms.push(elems(a)),
                 Expr::Replicate { .. } => terms.push(s.binds.first().map_or("16".into(), |b| elems(&Atom::Var(b.var)))),
                 Expr::If { then_b, else_b, .. } => terms.push(format!("ard_wmax({}, {})", self.work(then_b), self.work(else_b))),
-                _ => units += 1,
+                e => {
+                    units += 1;
+                    // a construct with blocks not costed above: at least their work, once
+                    terms.extend(walk::sub_blocks(e).map(|b| self.work(b)));
+                }
             }
         }
         terms.into_iter().fold(units.max(1).to_string(), |acc, t| format!("ard_wadd({acc}, {t})"))

@@ -15,7 +15,8 @@
 //! *moved* out of the environment by that statement; result atoms bound in
 //! the block are moved out likewise.
 
-use crate::ir::{Atom, Binder, Block, Expr, LoopKind, ReduceOp, VarId};
+use crate::ir::walk;
+use crate::ir::{Atom, Binder, Block, Expr, VarId};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 #[derive(Default, Debug)]
@@ -125,47 +126,24 @@ impl Liveness {
     /// repetitions), and those its nested blocks read from outside them.
     fn stmt_uses(&mut self, e: &Expr) -> (Vec<VarId>, FxHashSet<VarId>) {
         let mut direct = Vec::new();
+        walk::for_each_operand(e, &mut |a| {
+            if let Atom::Var(v) = a {
+                direct.push(*v);
+            }
+        });
         let mut nested = FxHashSet::default();
-        let atoms = |xs: &mut dyn Iterator<Item = &Atom>, direct: &mut Vec<VarId>| {
-            for a in xs {
-                if let Atom::Var(v) = a {
-                    direct.push(*v);
-                }
+        let mut bound = vec![];
+        for scope in walk::scopes(e) {
+            // a block owns its parameters (a `while` condition owns none:
+            // it only reads the ones the loop body consumes)
+            nested.extend(self.block(scope.block, scope.binds.params()));
+            bound.extend(scope.binds.index());
+            if let walk::Binds::LoopCondition { params } = scope.binds {
+                bound.extend(params.iter().map(|p| p.var));
             }
-        };
-        match e {
-            Expr::For { body, .. } | Expr::ForAcc { body, .. } => nested = self.block(body, &[]),
-            Expr::Reduce { op, ne, arrs } | Expr::Scan { op, ne, arrs } => {
-                if let ReduceOp::Lambda(l) = op {
-                    nested = self.block(&l.body, &l.params);
-                }
-                atoms(&mut ne.iter().chain(arrs), &mut direct);
-            }
-            Expr::Loop { params, init, kind, body } => {
-                atoms(&mut init.iter(), &mut direct);
-                nested = self.block(body, params);
-                match kind {
-                    LoopKind::Count { n, .. } => atoms(&mut std::iter::once(n), &mut direct),
-                    LoopKind::While { cond } => {
-                        // the condition reads the parameters: they are not its own
-                        let mut c = self.block(cond, &[]);
-                        for p in params {
-                            c.remove(&p.var);
-                        }
-                        nested.extend(c);
-                    }
-                }
-            }
-            Expr::If { cond, then_b, else_b } => {
-                atoms(&mut std::iter::once(cond), &mut direct);
-                nested = self.block(then_b, &[]);
-                nested.extend(self.block(else_b, &[]));
-            }
-            Expr::Jvp { lam, primals, tangents: others } | Expr::Vjp { lam, primals, cotangents: others } => {
-                nested = self.block(&lam.body, &lam.params);
-                atoms(&mut primals.iter().chain(others), &mut direct);
-            }
-            _ => crate::ir::walk::visit_expr(e, &mut |v| direct.push(v), &mut |_| {}),
+        }
+        for v in bound {
+            nested.remove(&v);
         }
         (direct, nested)
     }
