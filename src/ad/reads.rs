@@ -43,8 +43,8 @@
 //! array.
 
 use super::build::{Builder, lit};
-use crate::ir::walk::{self, Copier};
-use crate::ir::{Atom, Binder, Block, Expr, LoopKind, Prim, ReduceOp, Scalar, Size, Stmt, Type, VarId};
+use crate::ir::walk::{self, Binds, Copier};
+use crate::ir::{Atom, Binder, Block, Expr, LoopKind, Prim, Scalar, Size, Stmt, Type, VarId};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::VecDeque;
 
@@ -116,19 +116,11 @@ fn thin_checked_slices(b: &mut Builder, body: &mut Block, candidates: &FxHashSet
                     continue;
                 }
             }
-            Expr::For { body, .. } | Expr::ForAcc { body, .. } => thin_checked_slices(b, body, candidates, uses),
-            Expr::Loop { body, kind, .. } => {
-                thin_checked_slices(b, body, candidates, uses);
-                if let LoopKind::While { cond } = kind {
-                    thin_checked_slices(b, cond, candidates, uses);
+            e => {
+                for blk in walk::sub_blocks_mut(e) {
+                    thin_checked_slices(b, blk, candidates, uses);
                 }
             }
-            Expr::If { then_b, else_b, .. } => {
-                thin_checked_slices(b, then_b, candidates, uses);
-                thin_checked_slices(b, else_b, candidates, uses);
-            }
-            Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => thin_checked_slices(b, &mut l.body, candidates, uses),
-            _ => {}
         }
         stmts.push(s);
     }
@@ -204,30 +196,30 @@ impl Reads<'_, '_> {
     }
 
     fn nested(&mut self, s: &mut Stmt) {
-        match &mut s.expr {
-            Expr::For { ivar, body, size } | Expr::ForAcc { ivar, body, size, .. } => {
-                self.nonneg.insert(*ivar);
-                self.bounds.insert(*ivar, size.clone());
-                self.inner(body);
-            }
-            Expr::Loop { body, kind, .. } => {
-                match kind {
-                    LoopKind::Count { ivar, n, .. } => {
-                        self.nonneg.insert(*ivar);
+        for scope in walk::scopes_mut(&mut s.expr) {
+            let repeats = match scope.binds {
+                Binds::ForBody { ivar, size } => {
+                    self.nonneg.insert(ivar);
+                    self.bounds.insert(ivar, size.clone());
+                    true
+                }
+                Binds::LoopBody { counter, .. } => {
+                    if let Some((ivar, n)) = counter {
+                        self.nonneg.insert(ivar);
                         if let Some(n) = Size::of_atom(n) {
-                            self.bounds.insert(*ivar, n);
+                            self.bounds.insert(ivar, n);
                         }
                     }
-                    LoopKind::While { cond } => self.inner(cond),
+                    true
                 }
-                self.inner(body);
+                Binds::LoopCondition { .. } | Binds::Operator { .. } => true,
+                Binds::Branch | Binds::Derivative { .. } => false,
+            };
+            if repeats {
+                self.inner(scope.block);
+            } else {
+                *scope.block = self.block(std::mem::take(scope.block));
             }
-            Expr::If { then_b, else_b, .. } => {
-                *then_b = self.block(std::mem::take(then_b));
-                *else_b = self.block(std::mem::take(else_b));
-            }
-            Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => self.inner(&mut l.body),
-            _ => {}
         }
     }
 
@@ -538,20 +530,8 @@ fn remove_unread(body: &mut Block, candidates: &FxHashSet<VarId>, nonneg: &FxHas
 fn sweep(b: &mut Block, dead: &mut dyn FnMut(&Stmt) -> bool) {
     b.stmts.retain(|s| !dead(s));
     for s in &mut b.stmts {
-        match &mut s.expr {
-            Expr::For { body, .. } | Expr::ForAcc { body, .. } => sweep(body, dead),
-            Expr::Loop { body, kind, .. } => {
-                sweep(body, dead);
-                if let LoopKind::While { cond } = kind {
-                    sweep(cond, dead);
-                }
-            }
-            Expr::If { then_b, else_b, .. } => {
-                sweep(then_b, dead);
-                sweep(else_b, dead);
-            }
-            Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => sweep(&mut l.body, dead),
-            _ => {}
+        for blk in walk::sub_blocks_mut(&mut s.expr) {
+            sweep(blk, dead);
         }
     }
 }
@@ -627,22 +607,13 @@ fn safe_to_hoist(s: &Stmt, nonneg: &FxHashSet<VarId>) -> bool {
             return false;
         }
         match &s.expr {
-            Expr::For { ivar, size, body } | Expr::ForAcc { ivar, size, body, .. } => {
-                if !size.provably_nonneg(&|v| inner.contains(&v)) {
-                    return false;
-                }
-                inner.insert(*ivar);
-                body.stmts.iter().all(|t| ok(t, inner))
-            }
-            Expr::Loop { kind: LoopKind::While { .. }, .. } => false,
-            Expr::Loop { kind: LoopKind::Count { ivar, .. }, body, .. } => {
-                inner.insert(*ivar);
-                body.stmts.iter().all(|t| ok(t, inner))
-            }
-            Expr::If { then_b, else_b, .. } => then_b.stmts.iter().chain(&else_b.stmts).all(|t| ok(t, inner)),
-            Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => l.body.stmts.iter().all(|t| ok(t, inner)),
-            Expr::Jvp { .. } | Expr::Vjp { .. } => false,
-            _ => true,
+            Expr::For { size, .. } | Expr::ForAcc { size, .. } if !size.provably_nonneg(&|v| inner.contains(&v)) => false,
+            Expr::Loop { kind: LoopKind::While { .. }, .. } | Expr::Jvp { .. } | Expr::Vjp { .. } => false,
+            // a `for` index or loop counter is non-negative
+            e => walk::scopes(e).all(|scope| {
+                inner.extend(scope.binds.index());
+                scope.block.stmts.iter().all(|t| ok(t, inner))
+            }),
         }
     }
     ok(s, &mut inner)

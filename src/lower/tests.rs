@@ -28,18 +28,11 @@ fn vec_f64(xs: &[f64]) -> Value {
 
 /// Every index statement of a block, recursively.
 fn indexes(b: &ir::Block, out: &mut Vec<Stmt>) {
-    for s in &b.stmts {
-        match &s.expr {
-            Expr::Index { .. } => out.push(s.clone()),
-            Expr::For { body, .. } => indexes(body, out),
-            Expr::Loop { body, .. } => indexes(body, out),
-            Expr::If { then_b, else_b, .. } => {
-                indexes(then_b, out);
-                indexes(else_b, out);
-            }
-            _ => {}
+    ir::walk::for_each_stmt(b, &mut |s| {
+        if matches!(s.expr, Expr::Index { .. }) {
+            out.push(s.clone());
         }
-    }
+    });
 }
 
 #[test]
