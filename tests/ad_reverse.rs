@@ -374,7 +374,9 @@ fn updates_are_last_uses(b: &arden::ir::Block, bad: &mut Vec<String>, f: &arden:
                 bad.push(format!("{}: `{}` is read after `update` writes it", f.name, f.var_name(*a)));
             }
         }
-        arden::ir::walk::sub_blocks(&s.expr, &mut |blk| updates_are_last_uses(blk, bad, f));
+        for blk in arden::ir::walk::sub_blocks(&s.expr) {
+            updates_are_last_uses(blk, bad, f);
+        }
     }
 }
 

@@ -257,12 +257,11 @@ fn corpus_results_agree_and_op_counts_never_grow() {
 
 fn loops_in(b: &arden::ir::Block) -> u64 {
     let mut n = 0;
-    for s in &b.stmts {
+    arden::ir::walk::for_each_stmt(b, &mut |s| {
         if matches!(s.expr, arden::ir::Expr::For { .. } | arden::ir::Expr::ForAcc { .. } | arden::ir::Expr::Loop { .. }) {
             n += 1;
         }
-        arden::ir::walk::sub_blocks(&s.expr, &mut |c| n += loops_in(c));
-    }
+    });
     n
 }
 

@@ -1,6 +1,14 @@
 //! Generic traversals of the IR shared by the transforms: which variables an
 //! expression reads and binds, copying a block with its variables
 //! substituted or renamed, and removing statements nobody reads.
+//!
+//! Every descent into nested blocks goes through [`scopes`] /
+//! [`scopes_mut`] (and [`sub_blocks`], [`sub_blocks_mut`],
+//! [`try_map_sub_blocks`], [`for_each_stmt`] built on them), and every read
+//! of an expression's own operands through [`for_each_operand`]. Their
+//! matches list every construct, with no fallback: a new construct with a
+//! body must be added there (and to [`Copier`]) to compile, and then every
+//! descent sees its blocks, instead of each one skipping it silently.
 
 use super::{Atom, Binder, Block, Expr, Lambda, Lit, LoopKind, Prim, ReduceOp, Size, Stmt, Type, VarId};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -62,6 +70,16 @@ impl<'e> Binds<'e> {
         match self {
             Binds::LoopBody { params, .. } | Binds::Operator { params } | Binds::Derivative { params } => params,
             Binds::ForBody { .. } | Binds::LoopCondition { .. } | Binds::Branch => &[],
+        }
+    }
+
+    /// Whether the block may run several times per run of its statement
+    /// (a loop's blocks, an operator), not at most once (a branch, a
+    /// derivative's function).
+    pub fn repeats(&self) -> bool {
+        match self {
+            Binds::ForBody { .. } | Binds::LoopCondition { .. } | Binds::LoopBody { .. } | Binds::Operator { .. } => true,
+            Binds::Branch | Binds::Derivative { .. } => false,
         }
     }
 }
@@ -568,5 +586,190 @@ pub fn stmt_types(s: &Stmt, types: &mut FxHashMap<VarId, Type>) {
             types.insert(p.var, p.ty.clone());
         }
         binder_types(scope.block, types);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{Loc, Scalar};
+
+    fn v(k: u32) -> VarId {
+        VarId(k)
+    }
+
+    fn f64_binder(k: u32) -> Binder {
+        Binder { var: v(k), ty: Type::scalar(Scalar::F64) }
+    }
+
+    /// A block told apart from the others by its result, the literal `k`.
+    fn marked(k: i64) -> Block {
+        Block { stmts: vec![], result: vec![Atom::Lit(Lit::I64(k))] }
+    }
+
+    fn marker(b: &Block) -> i64 {
+        match b.result.as_slice() {
+            [Atom::Lit(Lit::I64(k))] => *k,
+            r => panic!("not a marked block: {r:?}"),
+        }
+    }
+
+    fn lambda(params: &[u32], body: Block) -> Lambda {
+        Lambda { params: params.iter().map(|k| f64_binder(*k)).collect(), body }
+    }
+
+    fn loc() -> Loc {
+        Loc { file: "t.ard".into(), line: 1, col: 1 }
+    }
+
+    /// One expression of every construct that holds blocks, the blocks
+    /// marked 1 to 11 in the order they run.
+    fn with_blocks() -> Vec<Expr> {
+        let x = Atom::Var(v(0));
+        let one = Atom::Lit(Lit::F64(1.0));
+        vec![
+            Expr::For { ivar: v(1), size: Size::constant(3), body: marked(1) },
+            Expr::ForAcc { ivar: v(2), size: Size::var(v(0)), body: marked(2), acc: vec![true] },
+            Expr::Reduce { op: ReduceOp::Lambda(lambda(&[3, 4], marked(3))), ne: vec![one], arrs: vec![x] },
+            Expr::Scan { op: ReduceOp::Lambda(lambda(&[3, 4], marked(4))), ne: vec![one], arrs: vec![x] },
+            Expr::Loop { params: vec![f64_binder(5)], init: vec![one], kind: LoopKind::Count { ivar: v(6), n: x, down: false }, body: marked(5) },
+            Expr::Loop { params: vec![f64_binder(7)], init: vec![one], kind: LoopKind::While { cond: marked(6) }, body: marked(7) },
+            Expr::If { cond: x, then_b: marked(8), else_b: marked(9) },
+            Expr::Jvp { lam: lambda(&[8], marked(10)), primals: vec![x], tangents: vec![one] },
+            Expr::Vjp { lam: lambda(&[9], marked(11)), primals: vec![x], cotangents: vec![one] },
+        ]
+    }
+
+    /// One expression of every construct without blocks.
+    fn without_blocks() -> Vec<Expr> {
+        let (x, i) = (Atom::Var(v(0)), Atom::Lit(Lit::I64(0)));
+        vec![
+            Expr::Atom(x),
+            Expr::Prim(Prim::Neg, vec![x]),
+            Expr::Index { arr: x, idx: vec![i], checks: vec![None] },
+            Expr::Slice { arr: x, lo: i, hi: i, check: None },
+            Expr::Reduce { op: ReduceOp::Add, ne: vec![i], arrs: vec![x] },
+            Expr::Scan { op: ReduceOp::Max, ne: vec![i], arrs: vec![x] },
+            Expr::ArgExt { max: true, arr: x },
+            Expr::ScatterAdd { dest: x, idxs: x, vals: x, loc: loc() },
+            Expr::Update { arr: x, idx: i, val: x, loc: loc() },
+            Expr::Iota { n: x },
+            Expr::Replicate { n: i, val: x },
+            Expr::ArrayLit(vec![x, x]),
+            Expr::Concat(x, x),
+            Expr::Transpose(x),
+            Expr::Flatten(x),
+            Expr::Unflatten { arr: x, n: i, m: i },
+            Expr::Reverse(x),
+            Expr::Rotate { k: i, arr: x },
+            Expr::Coerce { arr: x, loc: loc() },
+            Expr::Fail { msg: "no".into(), loc: loc() },
+            Expr::StopGradient(x),
+        ]
+    }
+
+    fn stmt(expr: Expr) -> Stmt {
+        Stmt { binds: vec![], expr, loc: None }
+    }
+
+    #[test]
+    fn sub_blocks_finds_every_nested_block_in_order() {
+        let found: Vec<i64> = with_blocks().iter().flat_map(|e| sub_blocks(e).map(marker).collect::<Vec<_>>()).collect();
+        assert_eq!(found, (1..=11).collect::<Vec<_>>());
+        for e in without_blocks() {
+            assert_eq!(sub_blocks(&e).count(), 0, "{e:?}");
+        }
+    }
+
+    #[test]
+    fn mutable_and_immutable_traversals_agree() {
+        for mut e in with_blocks().into_iter().chain(without_blocks()) {
+            let read: Vec<(*const Block, Option<VarId>, Vec<Binder>, bool)> =
+                scopes(&e).map(|s| (s.block as *const Block, s.binds.index(), s.binds.params().to_vec(), s.binds.repeats())).collect();
+            let written: Vec<(*const Block, Option<VarId>, Vec<Binder>, bool)> =
+                scopes_mut(&mut e).map(|s| (s.block as *const Block, s.binds.index(), s.binds.params().to_vec(), s.binds.repeats())).collect();
+            assert_eq!(read, written, "{e:?}");
+            let mut seen = vec![];
+            try_map_sub_blocks(&mut e, |b| {
+                seen.push(marker(&b));
+                Ok::<_, ()>(marked(-marker(&b)))
+            })
+            .expect("no error");
+            assert_eq!(sub_blocks(&e).map(|b| -marker(b)).collect::<Vec<_>>(), seen);
+        }
+    }
+
+    #[test]
+    fn scopes_say_what_each_block_binds() {
+        let binds: Vec<(Option<VarId>, Vec<VarId>, bool)> = with_blocks()
+            .iter()
+            .flat_map(|e| scopes(e).map(|s| (s.binds.index(), s.binds.params().iter().map(|p| p.var).collect(), s.binds.repeats())).collect::<Vec<_>>())
+            .collect();
+        let expected = vec![
+            (Some(v(1)), vec![], true),
+            (Some(v(2)), vec![], true),
+            (None, vec![v(3), v(4)], true),
+            (None, vec![v(3), v(4)], true),
+            (Some(v(6)), vec![v(5)], true),
+            // the condition reads the parameters the body owns
+            (None, vec![], true),
+            (None, vec![v(7)], true),
+            (None, vec![], false),
+            (None, vec![], false),
+            (None, vec![v(8)], false),
+            (None, vec![v(9)], false),
+        ];
+        assert_eq!(binds, expected);
+        let cond = &with_blocks()[5];
+        assert!(matches!(scopes(cond).next().map(|s| s.binds), Some(Binds::LoopCondition { params }) if params == [f64_binder(7)]));
+    }
+
+    #[test]
+    fn try_map_sub_blocks_stops_at_the_first_error() {
+        let mut e = with_blocks().remove(5);
+        let r = try_map_sub_blocks(&mut e, |b| if marker(&b) == 6 { Err("condition") } else { Ok(b) });
+        assert_eq!(r, Err("condition"));
+        assert_eq!(sub_blocks(&e).map(|b| b.result.len()).collect::<Vec<_>>(), vec![0, 1], "the failed block was taken, the body left as it was");
+    }
+
+    /// Every construct, each block holding the next construct: every
+    /// statement is visited once, and every binder is seen.
+    #[test]
+    fn recursive_visitors_reach_every_nested_statement() {
+        let mut inner = Block { stmts: without_blocks().into_iter().map(stmt).collect(), result: vec![] };
+        for mut e in with_blocks().into_iter().rev() {
+            for b in sub_blocks_mut(&mut e) {
+                *b = inner.clone();
+            }
+            inner = Block { stmts: vec![stmt(e)], result: vec![] };
+        }
+        let count = |b: &Block| {
+            let mut n = 0;
+            for_each_stmt(b, &mut |_| n += 1);
+            n
+        };
+        // six constructs once, the `if` in both blocks of the `while`, and
+        // what is under it in both branches of each `if`
+        assert_eq!(count(&inner), 6 + 2 + 4 * (2 + without_blocks().len()));
+        assert_eq!(bound_vars_block(&inner), (1..=9).map(v).collect(), "every index and parameter is bound");
+        assert_eq!(free_vars_block(&inner), [v(0)].into_iter().collect(), "only the operand `x` is read from outside");
+        // a copy with fresh variables renames every binder
+        let mut fresh = |w: VarId| VarId(w.0 + 100);
+        let copy = Copier { map: FxHashMap::default(), fresh: Some(&mut fresh) }.block(&inner);
+        assert_eq!(count(&copy), count(&inner));
+        assert_eq!(bound_vars_block(&copy), (101..=109).map(v).collect());
+        assert_eq!(free_vars_block(&copy), [v(0)].into_iter().collect());
+    }
+
+    #[test]
+    fn dce_reaches_every_nested_block() {
+        let dead = Stmt { binds: vec![f64_binder(50)], expr: Expr::Atom(Atom::Var(v(0))), loc: None };
+        for mut e in with_blocks() {
+            for b in sub_blocks_mut(&mut e) {
+                b.stmts.push(dead.clone());
+            }
+            dce_nested(&mut e);
+            assert!(sub_blocks(&e).all(|b| b.stmts.is_empty()), "{e:?}");
+        }
     }
 }

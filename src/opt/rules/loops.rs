@@ -3,7 +3,7 @@
 //! makes one-hot sums free.
 
 use super::{bind, copies, copy_block, in_range, local_def, one_hot_term, var};
-use crate::ir::{Atom, Binder, Block, Expr, Lit, LoopKind, Prim, ReduceOp, Scalar, Size, Stmt, Type, VarId, walk};
+use crate::ir::{Atom, Binder, Block, Expr, Lit, LoopKind, Prim, Scalar, Size, Stmt, Type, VarId, walk};
 use crate::opt::rule::{Ctx, Rule};
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -68,31 +68,20 @@ pub const RULES: &[Rule] = &[
     ),
 ];
 
-/// The variables a loop statement binds for its body: counter, parameters.
+/// The variables a loop statement binds for its blocks (counter,
+/// parameters) and those blocks; `None` unless every block repeats.
 fn loop_bound(e: &Expr) -> Option<(FxHashSet<VarId>, Vec<&Block>)> {
     let mut bound = FxHashSet::default();
-    let blocks = match e {
-        Expr::For { ivar, body, .. } | Expr::ForAcc { ivar, body, .. } => {
-            bound.insert(*ivar);
-            vec![body]
+    let mut blocks = vec![];
+    for scope in walk::scopes(e) {
+        if !scope.binds.repeats() {
+            return None;
         }
-        Expr::Loop { params, kind, body, .. } => {
-            bound.extend(params.iter().map(|p| p.var));
-            match kind {
-                LoopKind::Count { ivar, .. } => {
-                    bound.insert(*ivar);
-                    vec![body]
-                }
-                LoopKind::While { cond } => vec![cond, body],
-            }
-        }
-        Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => {
-            bound.extend(l.params.iter().map(|p| p.var));
-            vec![&l.body]
-        }
-        _ => return None,
-    };
-    Some((bound, blocks))
+        bound.extend(scope.binds.index());
+        bound.extend(scope.binds.params().iter().map(|p| p.var));
+        blocks.push(scope.block);
+    }
+    (!blocks.is_empty()).then_some((bound, blocks))
 }
 
 /// Whether a statement is worth hoisting: copies and literals are free.
@@ -135,17 +124,8 @@ fn licm(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
             !h
         });
     };
-    match &mut new.expr {
-        Expr::For { body, .. } | Expr::ForAcc { body, .. } => take(body, &hoist[0]),
-        Expr::Loop { kind, body, .. } => match kind {
-            LoopKind::Count { .. } => take(body, &hoist[0]),
-            LoopKind::While { cond } => {
-                take(cond, &hoist[0]);
-                take(body, &hoist[1]);
-            }
-        },
-        Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => take(&mut l.body, &hoist[0]),
-        _ => return None,
+    for (b, marks) in walk::sub_blocks_mut(&mut new.expr).zip(&hoist) {
+        take(b, marks);
     }
     out.push(new);
     Some(out)
