@@ -119,10 +119,9 @@ pub fn scopes(e: &Expr) -> Scopes<'_, &Block> {
     match e {
         Expr::For { ivar, size, body } | Expr::ForAcc { ivar, size, body, .. } => one(body, Binds::ForBody { ivar: *ivar, size }),
         Expr::Loop { params, kind: LoopKind::Count { ivar, n, .. }, body, .. } => one(body, Binds::LoopBody { params, counter: Some((*ivar, n)) }),
-        Expr::Loop { params, kind: LoopKind::While { cond }, body, .. } => two(
-            Scope { block: cond, binds: Binds::LoopCondition { params } },
-            Scope { block: body, binds: Binds::LoopBody { params, counter: None } },
-        ),
+        Expr::Loop { params, kind: LoopKind::While { cond }, body, .. } => {
+            two(Scope { block: cond, binds: Binds::LoopCondition { params } }, Scope { block: body, binds: Binds::LoopBody { params, counter: None } })
+        }
         Expr::If { then_b, else_b, .. } => two(Scope { block: then_b, binds: Binds::Branch }, Scope { block: else_b, binds: Binds::Branch }),
         Expr::Reduce { op, .. } | Expr::Scan { op, .. } => match op {
             ReduceOp::Lambda(l) => one(&l.body, Binds::Operator { params: &l.params }),
