@@ -10,6 +10,7 @@
 use crate::backend::interp;
 pub use crate::backend::interp::OpCounts;
 use crate::diag::{self, Diagnostic, Source};
+use crate::ir::print::{shape_str, type_str};
 use crate::ir::{self, Function, Loc, Scalar, Shape, VarId};
 use crate::lower::{self, LowerOptions};
 use crate::runtime::Value;
@@ -81,7 +82,7 @@ impl Program {
     pub fn from_file_with(path: impl AsRef<Path>, opt: &crate::opt::OptOptions) -> Result<Program, Error> {
         let path = path.as_ref();
         let name = path.display().to_string();
-        let source = diag::read_source(path, &name).map_err(|e| Error::Io { path: name.clone(), message: e.to_string() })?;
+        let source = crate::syntax::read_source(path, &name).map_err(|e| Error::Io { path: name.clone(), message: e.to_string() })?;
         let source = source.map_err(|(s, d)| Error::Compile { rendered: diag::render(&s, std::slice::from_ref(&d)), diagnostics: vec![d] })?;
         Program::from_source_with(&name, &source.text, opt)
     }
@@ -379,23 +380,6 @@ fn shape_mismatch(func: &Function, name: &str, ty: &ir::Type, given: &[usize], k
         given.iter().map(|d| format!("[{d}]")).collect::<String>(),
         if bound.is_empty() { String::new() } else { format!(" (with {} from the other arguments)", bound.join(", ")) }
     ))
-}
-
-/// `[n][m]f64`-style rendering using the entry's size-parameter names.
-pub fn type_str(func: &Function, ty: &ir::Type) -> String {
-    let dims: String = ty.shape.iter().map(|s| format!("[{}]", s.display_with(&|v| size_name(func, v)))).collect();
-    format!("{dims}{}", ty.elem.name())
-}
-
-fn size_name(func: &Function, v: VarId) -> String {
-    func.size_params.iter().find(|(_, x)| *x == v).map(|(n, _)| n.clone()).unwrap_or_else(|| func.var_name(v))
-}
-
-pub fn shape_str(func: &Function, shape: &Shape) -> String {
-    match shape {
-        Shape::Leaf(t) => type_str(func, t),
-        Shape::Tuple(ts) => format!("({})", ts.iter().map(|t| shape_str(func, t)).collect::<Vec<_>>().join(", ")),
-    }
 }
 
 fn describe_value<A: ArgLike>(v: &A) -> String {

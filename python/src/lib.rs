@@ -474,7 +474,7 @@ impl NativeProgram {
                     (None, Some(p)) => {
                         let path = std::path::Path::new(p);
                         let name = path.display().to_string();
-                        match arden::diag::read_source(path, &name) {
+                        match arden::syntax::read_source(path, &name) {
                             Err(e) => Err(Error::Io { path: name, message: e.to_string() }),
                             Ok(Err((shown, d))) => {
                                 let rendered = arden::diag::render(&shown, std::slice::from_ref(&d));

@@ -5,6 +5,7 @@
 
 use super::rule::{BlockInfo, Ctx, Rule, Scope, State};
 use super::strategy::{Schedule, Strategy};
+use crate::ir::walk::stmt_uses;
 use crate::ir::{Atom, Block, Expr, LoopKind, ReduceOp, Size, Stmt, VarId, walk};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
@@ -71,14 +72,6 @@ pub fn cse_key(s: &Stmt) -> Option<String> {
     }
     let tys: Vec<_> = s.binds.iter().map(|b| &b.ty).collect();
     Some(format!("{:?}{:?}", s.expr, tys))
-}
-
-/// Call `f` on every variable `s` reads (nested blocks and sizes in types included).
-pub fn stmt_uses(s: &Stmt, f: &mut dyn FnMut(VarId)) {
-    for b in &s.binds {
-        b.ty.shape.iter().flat_map(Size::vars).for_each(&mut *f);
-    }
-    walk::visit_expr(&s.expr, f, &mut |_| {});
 }
 
 pub struct Engine<'r> {
