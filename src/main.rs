@@ -112,11 +112,20 @@ struct OptArgs {
     /// schedule that never finishes is reported, never hangs).
     #[arg(long, value_name = "STEPS", default_value_t = arden::opt::DEFAULT_FUEL)]
     fuel: u64,
+
+    /// Verify the IR after lowering, differentiation and each optimiser
+    /// phase, and name the pass that left it invalid (a compiler bug);
+    /// for compiler development. Also `ARDEN_VERIFY_PASSES=1`.
+    #[arg(long)]
+    verify_passes: bool,
 }
 
 impl OptArgs {
     /// The library's options; reads and parses the schedule file.
     fn options(&self) -> Result<arden::opt::OptOptions, Failure> {
+        if self.verify_passes {
+            arden::ir::pass::set_checking(true);
+        }
         let mut o = arden::opt::OptOptions::level(self.opt_level);
         o.fuel = self.fuel;
         if let Some(path) = &self.schedule {

@@ -69,6 +69,7 @@ fn to_py(py: Python<'_>, e: Error, source: Option<&Source>) -> PyErr {
         Error::Runtime(m) => raise(py, "RuntimeError", m),
         Error::Optimize(m) => raise(py, "CompileError", m),
         Error::Backend(m) => raise(py, "BackendError", format!("C backend: {m}")),
+        Error::Internal(_) => raise(py, "CompileError", e.to_string()),
     }
 }
 

@@ -38,7 +38,7 @@
 
 use super::strategy::{Schedule, Strategy};
 use crate::diag::{self, Diagnostic, Source};
-use crate::syntax::ast::Span;
+use crate::diag::Span;
 use rustc_hash::FxHashMap;
 use std::fmt;
 
