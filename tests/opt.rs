@@ -302,6 +302,13 @@ fn a_user_rule_runs_in_a_user_schedule() {
     assert_eq!(prog.entry("f").unwrap().call(&[Value::F64(1.5)]).unwrap(), Value::F64(3.0));
 }
 
+/// `.cargo/config.toml` turns pass checking on for every test process, so
+/// every program the tests compile is verified after each pass.
+#[test]
+fn the_tests_run_with_pass_checking_on() {
+    assert_eq!(std::env::var(arden::ir::pass::ENV_VAR).as_deref(), Ok("1"), "cargo passes `[env]` of .cargo/config.toml to tests");
+}
+
 /// With pass checking on (as in the whole test suite, `.cargo/config.toml`),
 /// a rule whose output does not verify is caught after its phase, and the
 /// error names the phase.

@@ -42,7 +42,16 @@ impl<'a> Builder<'a> {
         }
         crate::ir::walk::binder_types(body, &mut types);
         let nonneg = sizes.iter().map(|(_, v)| *v).collect();
-        Builder { names, types, blocks: vec![vec![]], replicas: FxHashMap::default(), residuals: vec![], onehot: vec![], nonneg, unknown: std::cell::Cell::new(None) }
+        Builder {
+            names,
+            types,
+            blocks: vec![vec![]],
+            replicas: FxHashMap::default(),
+            residuals: vec![],
+            onehot: vec![],
+            nonneg,
+            unknown: std::cell::Cell::new(None),
+        }
     }
 
     pub fn fresh(&mut self, hint: &str) -> VarId {

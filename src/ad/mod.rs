@@ -34,7 +34,8 @@ pub struct AdError {
 pub fn jvp_function(f: &Function) -> Result<Function, AdError> {
     let mut g = f.clone();
     let primals: Vec<Binder> = f.params.iter().map(|p| Binder { var: VarId::fresh(&mut g.names, &g_name(f, p.var)), ty: p.ty.clone() }).collect();
-    let tangents: Vec<Binder> = f.params.iter().map(|p| Binder { var: VarId::fresh(&mut g.names, &format!("d{}", g_name(f, p.var))), ty: p.ty.clone() }).collect();
+    let tangents: Vec<Binder> =
+        f.params.iter().map(|p| Binder { var: VarId::fresh(&mut g.names, &format!("d{}", g_name(f, p.var))), ty: p.ty.clone() }).collect();
     let result_tys: Vec<crate::ir::Type> = f.result_shape.leaves().into_iter().cloned().collect();
     let binds: Vec<Binder> = result_tys.iter().chain(result_tys.iter()).map(|t| Binder { var: VarId::fresh(&mut g.names, "r"), ty: t.clone() }).collect();
     let jvp = Expr::Jvp {
@@ -61,7 +62,8 @@ pub fn vjp_function(f: &Function) -> Result<Function, AdError> {
     let primals: Vec<Binder> = f.params.iter().map(|p| Binder { var: VarId::fresh(&mut g.names, &g_name(f, p.var)), ty: p.ty.clone() }).collect();
     let result_tys: Vec<crate::ir::Type> = f.result_shape.leaves().into_iter().cloned().collect();
     let cts: Vec<Binder> = result_tys.iter().map(|t| Binder { var: VarId::fresh(&mut g.names, "ybar"), ty: t.clone() }).collect();
-    let binds: Vec<Binder> = result_tys.iter().chain(f.params.iter().map(|p| &p.ty)).map(|t| Binder { var: VarId::fresh(&mut g.names, "r"), ty: t.clone() }).collect();
+    let binds: Vec<Binder> =
+        result_tys.iter().chain(f.params.iter().map(|p| &p.ty)).map(|t| Binder { var: VarId::fresh(&mut g.names, "r"), ty: t.clone() }).collect();
     let vjp = Expr::Vjp {
         lam: crate::ir::Lambda { params: f.params.clone(), body: f.body.clone() },
         primals: primals.iter().map(|b| Atom::Var(b.var)).collect(),

@@ -1,8 +1,8 @@
 //! Checking the IR between passes, as Dex's `checkPass` does: with checking
 //! on, what lowering, `ad` and each phase of the optimiser produce goes
-//! through [`verify`](super::verify), and a failure names the pass that
-//! produced it. The verifier walks the whole function, so checking is off
-//! unless asked for: `ARDEN_VERIFY_PASSES=1` (the test suite sets it in
+//! through `ir::verify`, and a failure names the pass that produced it.
+//! The verifier walks the whole function, so checking is off unless asked
+//! for: `ARDEN_VERIFY_PASSES=1` (the test suite sets it in
 //! `.cargo/config.toml`) or `--verify-passes` ([`set_checking`]).
 
 use super::{Function, Module, verify};
@@ -68,8 +68,8 @@ pub fn check_module(pass: &str, m: &Module) -> Result<(), Invalid> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::verify::testkit::*;
     use crate::ir::Expr;
+    use crate::ir::verify::testkit::*;
 
     #[test]
     fn a_broken_function_is_reported_with_the_pass_that_made_it() {

@@ -165,7 +165,6 @@ fn find_cycle(start: usize, calls: &[Vec<usize>], inside: &dyn Fn(usize) -> bool
     None
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
