@@ -10,6 +10,7 @@
 use crate::backend::interp;
 pub use crate::backend::interp::OpCounts;
 use crate::diag::{self, Diagnostic, Source};
+use crate::ir::print::{shape_str, type_str};
 use crate::ir::{self, Function, Loc, Scalar, Shape, VarId};
 use crate::lower::{self, LowerOptions};
 use crate::runtime::Value;
@@ -40,6 +41,16 @@ pub enum Error {
     /// The C backend could not compile or load the program.
     #[error("C backend: {0}")]
     Backend(String),
+    /// A compiler bug caught by a check: with pass checking on
+    /// (`ir::pass`), a pass produced IR that does not verify.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl From<crate::ir::pass::Invalid> for Error {
+    fn from(e: crate::ir::pass::Invalid) -> Error {
+        Error::Internal(e.to_string())
+    }
 }
 
 /// The compiler stages whose IR can be shown.
@@ -81,7 +92,7 @@ impl Program {
     pub fn from_file_with(path: impl AsRef<Path>, opt: &crate::opt::OptOptions) -> Result<Program, Error> {
         let path = path.as_ref();
         let name = path.display().to_string();
-        let source = diag::read_source(path, &name).map_err(|e| Error::Io { path: name.clone(), message: e.to_string() })?;
+        let source = crate::syntax::read_source(path, &name).map_err(|e| Error::Io { path: name.clone(), message: e.to_string() })?;
         let source = source.map_err(|(s, d)| Error::Compile { rendered: diag::render(&s, std::slice::from_ref(&d)), diagnostics: vec![d] })?;
         Program::from_source_with(&name, &source.text, opt)
     }
@@ -95,12 +106,14 @@ impl Program {
             return Err(Error::Compile { rendered: diag::render(&source, &diagnostics.0), diagnostics: diagnostics.0 });
         }
         let lowered = diagnostics.1.expect("lowering succeeded when no diagnostics were reported");
+        crate::ir::pass::check_module("lower", &lowered.module)?;
         let module = crate::ad::expand(&lowered.module).map_err(|e| {
             let at = e.loc.as_ref().map(|l| source.offset_of(l.line, l.col)).unwrap_or(0);
             let d = Diagnostic::new(e.message, at..at + 1).label("while differentiating this");
             Error::Compile { rendered: diag::render(&source, std::slice::from_ref(&d)), diagnostics: vec![d] }
         })?;
-        let (optimized, report) = crate::opt::optimize(&module, opt).map_err(|e| Error::Optimize(e.to_string()))?;
+        crate::ir::pass::check_module("ad", &module)?;
+        let (optimized, report) = crate::opt::optimize(&module, opt).map_err(optimize_error)?;
         Ok(Program { source, lowered: lowered.module, expanded: module, module: optimized, report, opt: opt.clone(), unproven_checks: lowered.unproven_checks })
     }
 
@@ -149,6 +162,15 @@ impl Program {
                 available: if self.module.functions.is_empty() { "(none)".to_string() } else { self.entry_names().join(", ") },
             }),
         }
+    }
+}
+
+/// The optimiser's error: out of fuel is the user's schedule, invalid IR a
+/// compiler bug.
+fn optimize_error(e: crate::opt::OptError) -> Error {
+    match e {
+        crate::opt::OptError::Invalid(invalid) => invalid.into(),
+        e @ crate::opt::OptError::OutOfFuel { .. } => Error::Optimize(e.to_string()),
     }
 }
 
@@ -233,6 +255,7 @@ impl<'p> Entry<'p> {
     pub fn jvp_function(&self) -> Result<Function, Error> {
         let f = self.primal_before_ad()?;
         let g = crate::ad::jvp_function(&f).map_err(|e| self.cannot_differentiate(e))?;
+        crate::ir::pass::check_function("ad (jvp_function)", &g)?;
         self.optimized("forward", g)
     }
 
@@ -242,7 +265,7 @@ impl<'p> Entry<'p> {
     fn primal_before_ad(&self) -> Result<Function, Error> {
         let Some(expanded) = self.expanded.filter(|_| self.opt.level != crate::opt::Level::O0) else { return Ok(self.func.clone()) };
         let module = crate::ir::Module { functions: vec![expanded.clone()] };
-        let (mut m, _) = crate::opt::optimize(&module, &self.opt.before_ad()).map_err(|e| Error::Optimize(e.to_string()))?;
+        let (mut m, _) = crate::opt::optimize(&module, &self.opt.before_ad()).map_err(optimize_error)?;
         Ok(m.functions.pop().expect("one function in, one out"))
     }
 
@@ -251,6 +274,7 @@ impl<'p> Entry<'p> {
     pub fn vjp_function(&self) -> Result<Function, Error> {
         let f = self.primal_before_ad()?;
         let g = crate::ad::vjp_function(&f).map_err(|e| self.cannot_differentiate(e))?;
+        crate::ir::pass::check_function("ad (vjp_function)", &g)?;
         self.optimized("reverse", g)
     }
 
@@ -263,7 +287,7 @@ impl<'p> Entry<'p> {
         let module = crate::ir::Module { functions: vec![g] };
         // the derivative is a new function: optimised whatever entries were chosen
         let opt = crate::opt::OptOptions { entries: None, ..self.opt.clone() };
-        let (mut m, _) = crate::opt::optimize(&module, &opt).map_err(|e| Error::Optimize(e.to_string()))?;
+        let (mut m, _) = crate::opt::optimize(&module, &opt).map_err(optimize_error)?;
         let g = m.functions.pop().expect("one function in, one out");
         if let Err(e) = crate::ir::verify::verify_function(&g) {
             return Err(Error::Arguments(format!("internal: the {mode} derivative of `{}` does not verify: {e}", self.func.name)));
@@ -379,23 +403,6 @@ fn shape_mismatch(func: &Function, name: &str, ty: &ir::Type, given: &[usize], k
         given.iter().map(|d| format!("[{d}]")).collect::<String>(),
         if bound.is_empty() { String::new() } else { format!(" (with {} from the other arguments)", bound.join(", ")) }
     ))
-}
-
-/// `[n][m]f64`-style rendering using the entry's size-parameter names.
-pub fn type_str(func: &Function, ty: &ir::Type) -> String {
-    let dims: String = ty.shape.iter().map(|s| format!("[{}]", s.display_with(&|v| size_name(func, v)))).collect();
-    format!("{dims}{}", ty.elem.name())
-}
-
-fn size_name(func: &Function, v: VarId) -> String {
-    func.size_params.iter().find(|(_, x)| *x == v).map(|(n, _)| n.clone()).unwrap_or_else(|| func.var_name(v))
-}
-
-pub fn shape_str(func: &Function, shape: &Shape) -> String {
-    match shape {
-        Shape::Leaf(t) => type_str(func, t),
-        Shape::Tuple(ts) => format!("({})", ts.iter().map(|t| shape_str(func, t)).collect::<Vec<_>>().join(", ")),
-    }
 }
 
 fn describe_value<A: ArgLike>(v: &A) -> String {

@@ -2,10 +2,12 @@
 //! about, optional extra labels and a hint. Rendered as file:line:col with the
 //! source line and a caret, by `codespan-reporting`.
 
-use crate::syntax::ast::Span;
 use codespan_reporting::diagnostic::{Diagnostic as CsDiag, Label};
 use codespan_reporting::files::SimpleFile;
 use codespan_reporting::term;
+
+/// A byte range of a source text.
+pub type Span = std::ops::Range<usize>;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Diagnostic {
@@ -86,41 +88,6 @@ impl Source {
     pub fn location(&self, offset: usize) -> String {
         let (l, c) = self.line_col(offset);
         format!("{}:{}:{}", self.name, l, c)
-    }
-}
-
-/// Read a source file, at most [`MAX_SOURCE_BYTES`](crate::syntax::MAX_SOURCE_BYTES)
-/// plus one bytes of it. `Ok(Err((source, diagnostic)))` when the file can be
-/// read but not used: it is too large (the source is then its first line),
-/// or it is not UTF-8 (the diagnostic points at the first bad byte).
-pub fn read_source(path: &std::path::Path, name: &str) -> std::io::Result<Result<Source, (Source, Diagnostic)>> {
-    use std::io::Read;
-    let max = crate::syntax::MAX_SOURCE_BYTES;
-    let file = std::fs::File::open(path)?;
-    let meta = file.metadata()?;
-    let mut bytes = Vec::new();
-    file.take(max as u64 + 1).read_to_end(&mut bytes)?;
-    if bytes.len() > max {
-        let first_line = bytes.iter().take(200).take_while(|&&b| b != b'\n').copied().collect::<Vec<u8>>();
-        let cut = if bytes.get(first_line.len()).is_some_and(|&b| b != b'\n') { "…" } else { "" };
-        let shown = Source::new(name, format!("{}{cut}", String::from_utf8_lossy(&first_line)));
-        let len = meta.is_file().then(|| meta.len().max(bytes.len() as u64));
-        return Ok(Err((shown, crate::syntax::parser::source_too_large(len))));
-    }
-    match String::from_utf8(bytes) {
-        Ok(text) => Ok(Ok(Source::new(name, text))),
-        Err(e) => {
-            let at = e.utf8_error().valid_up_to();
-            let bytes = e.into_bytes();
-            let bad = bytes[at];
-            // The text before `at` is unchanged, and the bad sequence becomes one U+FFFD.
-            let shown = Source::new(name, String::from_utf8_lossy(&bytes).into_owned());
-            let at = at - (bytes.len() - bytes.strip_prefix(b"\xef\xbb\xbf").map_or(bytes.len(), <[u8]>::len));
-            let d = Diagnostic::new("source file is not valid UTF-8", at..at + '\u{fffd}'.len_utf8())
-                .label(format!("byte 0x{bad:02x} does not start a valid UTF-8 character"))
-                .hint("arden reads source files as UTF-8; convert the file, e.g. with `iconv -f latin1 -t utf-8`");
-            Ok(Err((shown, d)))
-        }
     }
 }
 

@@ -5,7 +5,7 @@
 //! run-time error, unreadable file); 2 usage error (bad flags, and `run`
 //! without `--entry` on a program with several entry points).
 
-use arden::api::{self, Error};
+use arden::api::Error;
 use arden::backend::limits;
 use arden::ir::{self, Function};
 use arden::runtime::data;
@@ -112,11 +112,20 @@ struct OptArgs {
     /// schedule that never finishes is reported, never hangs).
     #[arg(long, value_name = "STEPS", default_value_t = arden::opt::DEFAULT_FUEL)]
     fuel: u64,
+
+    /// Verify the IR after lowering, differentiation and each optimiser
+    /// phase, and name the pass that left it invalid (a compiler bug);
+    /// for compiler development. Also `ARDEN_VERIFY_PASSES=1`.
+    #[arg(long)]
+    verify_passes: bool,
 }
 
 impl OptArgs {
     /// The library's options; reads and parses the schedule file.
     fn options(&self) -> Result<arden::opt::OptOptions, Failure> {
+        if self.verify_passes {
+            arden::ir::pass::set_checking(true);
+        }
         let mut o = arden::opt::OptOptions::level(self.opt_level);
         o.fuel = self.fuel;
         if let Some(path) = &self.schedule {
@@ -557,7 +566,7 @@ fn choose_entry(file: &Path, names: &[&str], requested: Option<&str>, command: &
 fn bind_args(func: &Function, specs: &[String]) -> Result<Vec<Value>, Failure> {
     let params = &func.param_shapes;
     if specs.len() != params.len() {
-        let list = params.iter().map(|(n, s)| format!("{n}: {}", api::shape_str(func, s))).collect::<Vec<_>>().join(", ");
+        let list = params.iter().map(|(n, s)| format!("{n}: {}", arden::ir::print::shape_str(func, s))).collect::<Vec<_>>().join(", ");
         let takes = match params.len() {
             0 => "no arguments".to_string(),
             n => format!("{} ({list})", plural(n, "argument", "arguments")),
@@ -609,7 +618,7 @@ fn run(a: &RunArgs) -> Outcome {
         return Err(Failure::User(format!(
             "--output .npy needs a single array result; entry `{}` returns a tuple {}",
             func.name,
-            api::shape_str(func, &func.result_shape)
+            arden::ir::print::shape_str(func, &func.result_shape)
         )));
     }
     let args = bind_args(func, &a.args)?;

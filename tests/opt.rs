@@ -301,6 +301,34 @@ fn a_user_rule_runs_in_a_user_schedule() {
     assert_eq!(prog.entry("f").unwrap().call(&[Value::F64(1.5)]).unwrap(), Value::F64(3.0));
 }
 
+/// `.cargo/config.toml` turns pass checking on for every test process, so
+/// every program the tests compile is verified after each pass.
+#[test]
+fn the_tests_run_with_pass_checking_on() {
+    assert_eq!(std::env::var(arden::ir::pass::ENV_VAR).as_deref(), Ok("1"), "cargo passes `[env]` of .cargo/config.toml to tests");
+}
+
+/// With pass checking on (as in the whole test suite, `.cargo/config.toml`),
+/// a rule whose output does not verify is caught after its phase, and the
+/// error names the phase.
+#[test]
+fn a_rule_that_breaks_the_ir_is_caught_and_its_phase_named() {
+    use arden::ir::{Atom, Expr, Prim, Stmt, VarId};
+    /// `x * y` → `x + v9999`: reads a variable bound nowhere
+    fn break_mul(s: &Stmt, _ctx: &mut opt::Ctx) -> Option<Vec<Stmt>> {
+        let Expr::Prim(Prim::Mul, xs) = &s.expr else { return None };
+        Some(vec![Stmt { binds: s.binds.clone(), expr: Expr::Prim(Prim::Add, vec![xs[0], Atom::Var(VarId(9999))]), loc: s.loc.clone() }])
+    }
+    arden::ir::pass::set_checking(true);
+    let rule = opt::Rule::on_stmt("break_mul", "x * y → x + (a variable bound nowhere)", break_mul);
+    let mut o = OptOptions { extra_rules: vec![rule], ..OptOptions::default() };
+    let names: Vec<&str> = o.rules().iter().map(|r| r.name).collect();
+    o.schedule = Some(opt::schedule::parse("broken.sched", "repeat(everywhere(dce)) ; everywhere(break_mul) ; repeat(everywhere(dce))", &names).unwrap());
+    let err = Program::from_source_with("twice.ard", "entry f (x: f64) : f64 = x * 3.0", &o).err().expect("the broken IR is caught");
+    let msg = err.to_string();
+    assert!(msg.starts_with("internal error: IR invalid after pass `opt phase 2: everywhere(break_mul)`: IR verification failed in function `f`"), "{msg}");
+}
+
 /// The example schedule reproducing paper 001's pipeline parses, runs on
 /// every example and gives the default pipeline's results.
 #[test]

@@ -64,7 +64,7 @@ fn root() -> &'static Path {
 }
 
 /// Every file of the checkout, as `/`-separated components from the root
-/// (build outputs and hidden folders other than `.ci` left out).
+/// (build outputs and hidden folders other than `.ci` and `.cargo` left out).
 fn checkout_files() -> Vec<Vec<String>> {
     fn walk(dir: &Path, prefix: &[String], out: &mut Vec<Vec<String>>) {
         let Ok(entries) = std::fs::read_dir(dir) else { return };
@@ -74,7 +74,7 @@ fn checkout_files() -> Vec<Vec<String>> {
             path.push(name.clone());
             let Ok(ty) = e.file_type() else { continue };
             if ty.is_dir() {
-                if name == "target" || name == "__pycache__" || (name.starts_with('.') && name != ".ci") {
+                if name == "target" || name == "__pycache__" || (name.starts_with('.') && name != ".ci" && name != ".cargo") {
                     continue;
                 }
                 walk(&e.path(), &path, out);

@@ -69,6 +69,7 @@ fn to_py(py: Python<'_>, e: Error, source: Option<&Source>) -> PyErr {
         Error::Runtime(m) => raise(py, "RuntimeError", m),
         Error::Optimize(m) => raise(py, "CompileError", m),
         Error::Backend(m) => raise(py, "BackendError", format!("C backend: {m}")),
+        Error::Internal(_) => raise(py, "CompileError", e.to_string()),
     }
 }
 
@@ -474,7 +475,7 @@ impl NativeProgram {
                     (None, Some(p)) => {
                         let path = std::path::Path::new(p);
                         let name = path.display().to_string();
-                        match arden::diag::read_source(path, &name) {
+                        match arden::syntax::read_source(path, &name) {
                             Err(e) => Err(Error::Io { path: name, message: e.to_string() }),
                             Ok(Err((shown, d))) => {
                                 let rendered = arden::diag::render(&shown, std::slice::from_ref(&d));

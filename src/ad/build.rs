@@ -25,6 +25,9 @@ pub struct Builder<'a> {
     pub onehot: Vec<VarId>,
     /// `i64` variables known to be `>= 0`: the size parameters.
     pub nonneg: rustc_hash::FxHashSet<VarId>,
+    /// The first variable whose type was asked but is not known: a bug of
+    /// the transform that asked, reported by `ad::expand` as an error.
+    unknown: std::cell::Cell<Option<VarId>>,
 }
 
 impl<'a> Builder<'a> {
@@ -39,24 +42,45 @@ impl<'a> Builder<'a> {
         }
         crate::ir::walk::binder_types(body, &mut types);
         let nonneg = sizes.iter().map(|(_, v)| *v).collect();
-        Builder { names, types, blocks: vec![vec![]], replicas: FxHashMap::default(), residuals: vec![], onehot: vec![], nonneg }
+        Builder {
+            names,
+            types,
+            blocks: vec![vec![]],
+            replicas: FxHashMap::default(),
+            residuals: vec![],
+            onehot: vec![],
+            nonneg,
+            unknown: std::cell::Cell::new(None),
+        }
     }
 
     pub fn fresh(&mut self, hint: &str) -> VarId {
-        let id = VarId(self.names.len() as u32);
-        self.names.push(hint.to_string());
-        id
+        VarId::fresh(self.names, hint)
     }
 
     pub fn name(&self, v: VarId) -> String {
         self.names.get(v.0 as usize).cloned().unwrap_or_default()
     }
 
+    /// The type of an operand. Asking for a variable not bound yet is an
+    /// internal error: the first such variable is recorded and the whole
+    /// transform fails with it ([`unknown_variable`](Self::unknown_variable)),
+    /// so the `f64` answered meanwhile never reaches its output.
     pub fn type_of(&self, a: &Atom) -> Type {
         match a {
             Atom::Lit(l) => Type::scalar(l.scalar()),
-            Atom::Var(v) => self.types.get(v).cloned().unwrap_or_else(|| Type::scalar(Scalar::F64)),
+            Atom::Var(v) => self.types.get(v).cloned().unwrap_or_else(|| {
+                if self.unknown.get().is_none() {
+                    self.unknown.set(Some(*v));
+                }
+                Type::scalar(Scalar::F64)
+            }),
         }
+    }
+
+    /// The first variable [`type_of`](Self::type_of) did not know, if any.
+    pub fn unknown_variable(&self) -> Option<VarId> {
+        self.unknown.get()
     }
 
     /// Record the types a statement binds without emitting it (for code
@@ -164,4 +188,21 @@ impl<'a> Builder<'a> {
 /// A literal of scalar type `s`.
 pub fn lit(s: Scalar, x: f64) -> Atom {
     Atom::Lit(Lit::of(s, x))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_variable_is_recorded_not_taken_for_f64() {
+        let mut names = vec!["x".to_string()];
+        let x = Binder { var: VarId(0), ty: Type::scalar(Scalar::F32) };
+        let b = Builder::for_function(&mut names, std::slice::from_ref(&x), &[], &Block::default());
+        assert_eq!(b.type_of(&Atom::Var(x.var)), x.ty);
+        assert_eq!(b.unknown_variable(), None);
+        b.type_of(&Atom::Var(VarId(7)));
+        b.type_of(&Atom::Var(VarId(8)));
+        assert_eq!(b.unknown_variable(), Some(VarId(7)), "the first unknown variable is the one reported");
+    }
 }

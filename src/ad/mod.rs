@@ -18,7 +18,7 @@ pub mod rules;
 mod transpose;
 mod vjp;
 
-use crate::ir::{Atom, Binder, Block, Expr, Function, Module, Stmt};
+use crate::ir::{Atom, Binder, Block, Expr, Function, Module, Stmt, VarId};
 use build::Builder;
 
 /// A derivative that cannot be formed (reported as a compile error).
@@ -33,10 +33,11 @@ pub struct AdError {
 /// then their tangents (used by `Entry::jvp` and the derivative tests).
 pub fn jvp_function(f: &Function) -> Result<Function, AdError> {
     let mut g = f.clone();
-    let primals: Vec<Binder> = f.params.iter().map(|p| Binder { var: fresh(&mut g.names, &g_name(f, p.var)), ty: p.ty.clone() }).collect();
-    let tangents: Vec<Binder> = f.params.iter().map(|p| Binder { var: fresh(&mut g.names, &format!("d{}", g_name(f, p.var))), ty: p.ty.clone() }).collect();
+    let primals: Vec<Binder> = f.params.iter().map(|p| Binder { var: VarId::fresh(&mut g.names, &g_name(f, p.var)), ty: p.ty.clone() }).collect();
+    let tangents: Vec<Binder> =
+        f.params.iter().map(|p| Binder { var: VarId::fresh(&mut g.names, &format!("d{}", g_name(f, p.var))), ty: p.ty.clone() }).collect();
     let result_tys: Vec<crate::ir::Type> = f.result_shape.leaves().into_iter().cloned().collect();
-    let binds: Vec<Binder> = result_tys.iter().chain(result_tys.iter()).map(|t| Binder { var: fresh(&mut g.names, "r"), ty: t.clone() }).collect();
+    let binds: Vec<Binder> = result_tys.iter().chain(result_tys.iter()).map(|t| Binder { var: VarId::fresh(&mut g.names, "r"), ty: t.clone() }).collect();
     let jvp = Expr::Jvp {
         lam: crate::ir::Lambda { params: f.params.clone(), body: f.body.clone() },
         primals: primals.iter().map(|b| Atom::Var(b.var)).collect(),
@@ -58,10 +59,11 @@ pub fn jvp_function(f: &Function) -> Result<Function, AdError> {
 /// derivative tests).
 pub fn vjp_function(f: &Function) -> Result<Function, AdError> {
     let mut g = f.clone();
-    let primals: Vec<Binder> = f.params.iter().map(|p| Binder { var: fresh(&mut g.names, &g_name(f, p.var)), ty: p.ty.clone() }).collect();
+    let primals: Vec<Binder> = f.params.iter().map(|p| Binder { var: VarId::fresh(&mut g.names, &g_name(f, p.var)), ty: p.ty.clone() }).collect();
     let result_tys: Vec<crate::ir::Type> = f.result_shape.leaves().into_iter().cloned().collect();
-    let cts: Vec<Binder> = result_tys.iter().map(|t| Binder { var: fresh(&mut g.names, "ybar"), ty: t.clone() }).collect();
-    let binds: Vec<Binder> = result_tys.iter().chain(f.params.iter().map(|p| &p.ty)).map(|t| Binder { var: fresh(&mut g.names, "r"), ty: t.clone() }).collect();
+    let cts: Vec<Binder> = result_tys.iter().map(|t| Binder { var: VarId::fresh(&mut g.names, "ybar"), ty: t.clone() }).collect();
+    let binds: Vec<Binder> =
+        result_tys.iter().chain(f.params.iter().map(|p| &p.ty)).map(|t| Binder { var: VarId::fresh(&mut g.names, "r"), ty: t.clone() }).collect();
     let vjp = Expr::Vjp {
         lam: crate::ir::Lambda { params: f.params.clone(), body: f.body.clone() },
         primals: primals.iter().map(|b| Atom::Var(b.var)).collect(),
@@ -82,11 +84,6 @@ fn g_name(f: &Function, v: crate::ir::VarId) -> String {
     f.names.get(v.0 as usize).cloned().unwrap_or_default()
 }
 
-fn fresh(names: &mut Vec<String>, hint: &str) -> crate::ir::VarId {
-    names.push(hint.to_string());
-    crate::ir::VarId(names.len() as u32 - 1)
-}
-
 /// Expand every `jvp` node of every function.
 pub fn expand(module: &Module) -> Result<Module, AdError> {
     let mut out = module.clone();
@@ -101,7 +98,12 @@ fn expand_function(f: &mut Function) -> Result<(), AdError> {
     crate::ir::accumulate::unfuse(f);
     let body = std::mem::take(&mut f.body);
     let mut b = Builder::for_function(&mut f.names, &f.params, &f.size_params, &body);
-    let expanded = expand_block(&mut b, body)?;
+    let expanded = expand_block(&mut b, body);
+    if let Some(v) = b.unknown_variable() {
+        let message = format!("internal: differentiating `{}` asked for the type of `{}_{}`, which is not bound", f.name, b.name(v), v.0);
+        return Err(AdError { message, loc: None });
+    }
+    let expanded = expanded?;
     let top: rustc_hash::FxHashSet<crate::ir::VarId> = expanded.stmts.iter().flat_map(|s| s.binds.iter().map(|x| x.var)).collect();
     f.stored = b.residuals.iter().copied().filter(|v| top.contains(v)).collect();
     f.onehot.extend(std::mem::take(&mut b.onehot));

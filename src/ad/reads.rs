@@ -557,7 +557,7 @@ fn hoist_invariant(s: &mut Stmt, nonneg: &FxHashSet<VarId>) -> Vec<Stmt> {
     let mut cand = vec![false; body.stmts.len()];
     for (k, st) in body.stmts.iter().enumerate() {
         let mut reads_variant = false;
-        crate::opt::engine::stmt_uses(st, &mut |v| reads_variant |= variant.contains(&v));
+        crate::ir::walk::stmt_uses(st, &mut |v| reads_variant |= variant.contains(&v));
         if !reads_variant && safe_to_hoist(st, nonneg) {
             cand[k] = true;
         } else {
@@ -581,7 +581,7 @@ fn hoist_invariant(s: &mut Stmt, nonneg: &FxHashSet<VarId>) -> Vec<Stmt> {
                 && matches!(st.expr, Expr::Reduce { .. } | Expr::Scan { .. } | Expr::ArgExt { .. } | Expr::Loop { .. } | Expr::For { .. } | Expr::If { .. }));
         if cand[k] && (heavy || st.binds.iter().any(|b| needed.contains(&b.var))) {
             hoist[k] = true;
-            crate::opt::engine::stmt_uses(st, &mut |v| {
+            crate::ir::walk::stmt_uses(st, &mut |v| {
                 needed.insert(v);
             });
         }

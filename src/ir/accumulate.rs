@@ -151,9 +151,8 @@ fn unfuse_block(b: &mut Block, names: &mut Vec<String>) {
                     continue;
                 }
                 let name = names.get(x.var.0 as usize).cloned().unwrap_or_default();
-                names.push(format!("{name}_rows"));
                 let rows = super::Binder {
-                    var: VarId(names.len() as u32 - 1),
+                    var: VarId::fresh(names, &format!("{name}_rows")),
                     ty: super::Type { elem: x.ty.elem, shape: [vec![size.clone()], x.ty.shape.clone()].concat() },
                 };
                 let sum = std::mem::replace(x, rows.clone());
@@ -179,8 +178,7 @@ mod tests {
     use crate::ir::{Binder, Scalar, Shape, Size, Type};
 
     fn var(names: &mut Vec<String>, n: &str) -> VarId {
-        names.push(n.into());
-        VarId(names.len() as u32 - 1)
+        VarId::fresh(names, n)
     }
 
     /// `let x: [3][2] = for i < 3 { replicate 2 1.0 }; let s = reduce add (0.0) x`

@@ -14,6 +14,7 @@
 //!   with the source location to report; proven ones carry `None`.
 
 pub mod accumulate;
+pub mod pass;
 pub mod print;
 pub mod size;
 pub mod verify;
@@ -24,6 +25,17 @@ pub use size::{Size, SizeAtom, SizeError};
 /// A variable. Ids are unique within a `Function`.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub struct VarId(pub u32);
+
+impl VarId {
+    /// A new variable named `hint` in a function's name table
+    /// (`Function::names`): ids index the table, so the new id is its
+    /// length and ids grow in binding order. Lowering, AD and the
+    /// optimiser all make their variables here.
+    pub fn fresh(names: &mut Vec<String>, hint: &str) -> VarId {
+        names.push(hint.to_string());
+        VarId(names.len() as u32 - 1)
+    }
+}
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub enum Scalar {

@@ -20,7 +20,7 @@
 //! and as operands alike. Each block level indents by two spaces. Source
 //! locations are not printed (they would make snapshots path-dependent).
 
-use super::{Atom, Binder, Block, Expr, Function, Lambda, Lit, LoopKind, Module, Prim, ReduceOp, Size, Stmt, Type, VarId};
+use super::{Atom, Binder, Block, Expr, Function, Lambda, Lit, LoopKind, Module, Prim, ReduceOp, Shape, Size, Stmt, Type, VarId};
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -67,6 +67,25 @@ pub fn print_stmt(f: &Function, s: &Stmt) -> String {
 /// Print a type of `f` (`[n][m]f64`), naming size parameters plainly.
 pub fn print_type(f: &Function, t: &Type) -> String {
     Printer::new(f).ty(t)
+}
+
+/// `[n][m]f64`-style rendering using the entry's size-parameter names.
+pub fn type_str(func: &Function, ty: &Type) -> String {
+    let dims: String = ty.shape.iter().map(|s| format!("[{}]", s.display_with(&|v| size_name(func, v)))).collect();
+    format!("{dims}{}", ty.elem.name())
+}
+
+fn size_name(func: &Function, v: VarId) -> String {
+    func.size_params.iter().find(|(_, x)| *x == v).map(|(n, _)| n.clone()).unwrap_or_else(|| func.var_name(v))
+}
+
+/// A parameter or result shape in the surface syntax (`([n]f64, f64)`),
+/// as argument errors and `arden build`'s header show it.
+pub fn shape_str(func: &Function, shape: &Shape) -> String {
+    match shape {
+        Shape::Leaf(t) => type_str(func, t),
+        Shape::Tuple(ts) => format!("({})", ts.iter().map(|t| shape_str(func, t)).collect::<Vec<_>>().join(", ")),
+    }
 }
 
 /// Print a size of `f`.

@@ -837,8 +837,7 @@ pub(crate) mod testkit {
 
     impl Names {
         pub fn var(&mut self, name: &str) -> VarId {
-            self.0.push(name.to_string());
-            VarId(self.0.len() as u32 - 1)
+            VarId::fresh(&mut self.0, name)
         }
     }
 

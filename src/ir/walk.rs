@@ -13,6 +13,14 @@
 use super::{Atom, Binder, Block, Expr, Lambda, Lit, LoopKind, Prim, ReduceOp, Size, Stmt, Type, VarId};
 use rustc_hash::{FxHashMap, FxHashSet};
 
+/// Call `f` on every variable `s` reads (nested blocks and sizes in types included).
+pub fn stmt_uses(s: &Stmt, f: &mut dyn FnMut(VarId)) {
+    for b in &s.binds {
+        b.ty.shape.iter().flat_map(Size::vars).for_each(&mut *f);
+    }
+    visit_expr(&s.expr, f, &mut |_| {});
+}
+
 /// Call `uses` on every variable `e` reads (operands and size variables in
 /// types, nested blocks included) and `binds` on every variable it binds
 /// inside nested blocks.

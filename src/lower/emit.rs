@@ -8,9 +8,7 @@ use crate::types::Ty;
 
 impl Lowerer<'_> {
     pub(super) fn fresh(&mut self, name: &str) -> VarId {
-        let id = VarId(self.names.len() as u32);
-        self.names.push(name.to_string());
-        id
+        VarId::fresh(&mut self.names, name)
     }
 
     /// Push `let binders = expr` into the current block and return the atoms.

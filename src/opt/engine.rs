@@ -5,6 +5,8 @@
 
 use super::rule::{BlockInfo, Ctx, Rule, Scope, State};
 use super::strategy::{Schedule, Strategy};
+use crate::ir::pass::Invalid;
+use crate::ir::walk::stmt_uses;
 use crate::ir::{Atom, Block, Expr, Size, Stmt, VarId, walk};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
@@ -12,6 +14,37 @@ use std::collections::BTreeMap;
 /// The schedule ran out of fuel (a step budget): it probably loops.
 #[derive(Debug)]
 pub struct OutOfFuel;
+
+/// Why [`Engine::run`] stopped before the end of the schedule.
+#[derive(Debug)]
+pub enum Stopped {
+    OutOfFuel,
+    /// the check after a phase rejected its output
+    Invalid(Invalid),
+}
+
+impl From<OutOfFuel> for Stopped {
+    fn from(_: OutOfFuel) -> Stopped {
+        Stopped::OutOfFuel
+    }
+}
+
+/// A check of the body after a phase: the phase's number (from 1), the
+/// phase, the body and the function's name table.
+pub type AfterPhase<'a> = dyn FnMut(usize, &Strategy, &mut Block, &mut Vec<String>) -> Result<(), Invalid> + 'a;
+
+/// The phases of a strategy: the operands of its outermost `;`s
+/// (`a ; b ; c` is `a ; (b ; c)`: phases `a`, `b`, `c`).
+pub fn phases(main: &Strategy) -> Vec<&Strategy> {
+    let mut out = vec![];
+    let mut rest = main;
+    while let Strategy::Seq(a, c) = rest {
+        out.push(a.as_ref());
+        rest = c;
+    }
+    out.push(rest);
+    out
+}
 
 type R<T> = Result<T, OutOfFuel>;
 
@@ -72,14 +105,6 @@ pub fn cse_key(s: &Stmt) -> Option<String> {
     Some(format!("{:?}{:?}", s.expr, tys))
 }
 
-/// Call `f` on every variable `s` reads (nested blocks and sizes in types included).
-pub fn stmt_uses(s: &Stmt, f: &mut dyn FnMut(VarId)) {
-    for b in &s.binds {
-        b.ty.shape.iter().flat_map(Size::vars).for_each(&mut *f);
-    }
-    walk::visit_expr(&s.expr, f, &mut |_| {});
-}
-
 pub struct Engine<'r> {
     rules: &'r [Rule],
     sched: &'r Schedule,
@@ -98,10 +123,35 @@ impl<'r> Engine<'r> {
         Engine { rules, sched, st, fuel, counts: BTreeMap::new(), trace: trace.then(Vec::new), path: vec![] }
     }
 
-    /// Run the schedule's main strategy on a function body.
-    pub fn run(&mut self, body: &mut Block, info: &BlockInfo) -> R<bool> {
-        let main = &self.sched.main;
-        self.at_block(main, body, info, None)
+    /// Run the schedule's main strategy on a function body, one phase at a
+    /// time (the operands of its outermost `;`s, see [`phases`]), showing
+    /// `after_phase` each phase that succeeded, its number from 1 and the
+    /// body and name table it left. The `;`s run as `at_block` runs them:
+    /// a step each, and a phase that fails after others succeeded undoes
+    /// them all.
+    pub fn run(&mut self, body: &mut Block, info: &BlockInfo, mut after_phase: Option<&mut AfterPhase<'_>>) -> Result<bool, Stopped> {
+        let sched = self.sched;
+        let phases = phases(&sched.main);
+        let later_may_fail = phases.iter().skip(1).any(|p| may_fail(p, sched));
+        let mut snapshot = None;
+        for (k, phase) in phases.iter().enumerate() {
+            if k + 1 < phases.len() {
+                self.spend()?;
+            }
+            if k == 0 && later_may_fail {
+                snapshot = Some(body.clone());
+            }
+            if !self.at_block(phase, body, info, None)? {
+                if let Some(snap) = snapshot.filter(|_| k > 0) {
+                    self.restore_block(body, snap);
+                }
+                return Ok(false);
+            }
+            if let Some(check) = after_phase.as_mut() {
+                check(k + 1, phase, body, &mut self.st.names).map_err(Stopped::Invalid)?;
+            }
+        }
+        Ok(true)
     }
 
     /// Fuel not spent yet.

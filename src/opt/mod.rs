@@ -22,7 +22,7 @@ pub mod strategy;
 pub use rule::{Ctx, Rule};
 pub use strategy::{Schedule, Strategy};
 
-use crate::ir::{Binder, Function, Module, Scalar, Type, VarId};
+use crate::ir::{Binder, Block, Function, Module, Scalar, Type, VarId};
 use rule::{BlockInfo, State};
 use std::collections::BTreeMap;
 
@@ -93,8 +93,9 @@ pub enum OptError {
         "the optimisation schedule did not finish within {fuel} steps on entry `{function}`; a `repeat` or `normalize` of a strategy that always succeeds never stops (raise the limit with --fuel)"
     )]
     OutOfFuel { function: String, fuel: u64 },
-    #[error("internal: rule output does not verify in `{function}`: {message}")]
-    Invalid { function: String, message: String },
+    /// with pass checking on (`ir::pass`), a phase's output did not verify
+    #[error("internal error: {0}")]
+    Invalid(#[from] crate::ir::pass::Invalid),
 }
 
 /// What a run did, per function.
@@ -166,11 +167,17 @@ pub fn optimize_function(f: &mut Function, sched: &Schedule, rules: &[Rule], opt
     };
     let mut engine = engine::Engine::new(rules, sched, st, opts.fuel, opts.trace);
     let mut body = std::mem::take(&mut f.body);
-    let outcome = stacker::maybe_grow(1 << 20, 64 << 20, || engine.run(&mut body, &info));
+    let outcome = {
+        let mut check = |k: usize, phase: &Strategy, body: &mut Block, names: &mut Vec<String>| verify_phase(f, k, phase, body, names);
+        let after_phase: Option<&mut engine::AfterPhase<'_>> = if crate::ir::pass::checking() { Some(&mut check) } else { None };
+        stacker::maybe_grow(1 << 20, 64 << 20, || engine.run(&mut body, &info, after_phase))
+    };
     f.body = body;
     f.names = std::mem::take(&mut engine.st.names);
-    if outcome.is_err() {
-        return Err(OptError::OutOfFuel { function: f.name.clone(), fuel: opts.fuel });
+    match outcome {
+        Err(engine::Stopped::OutOfFuel) => return Err(OptError::OutOfFuel { function: f.name.clone(), fuel: opts.fuel }),
+        Err(engine::Stopped::Invalid(e)) => return Err(e.into()),
+        Ok(_) => {}
     }
     // whatever the schedule removed is no longer stored for the backward
     // sweep, nor what became a result (the copy that named it is gone)
@@ -194,6 +201,17 @@ pub fn optimize_function(f: &mut Function, sched: &Schedule, rules: &[Rule], opt
         report.trace.push((f.name.clone(), t));
     }
     Ok(())
+}
+
+/// Verify the body phase `k` left, in `f` (whose body and name table the
+/// engine holds meanwhile), naming the phase.
+fn verify_phase(f: &mut Function, k: usize, phase: &Strategy, body: &mut Block, names: &mut Vec<String>) -> Result<(), crate::ir::pass::Invalid> {
+    std::mem::swap(&mut f.body, body);
+    std::mem::swap(&mut f.names, names);
+    let verdict = crate::ir::pass::verify_after(&format!("opt phase {k}: {phase}"), f);
+    std::mem::swap(&mut f.body, body);
+    std::mem::swap(&mut f.names, names);
+    verdict
 }
 
 fn walk_uses(f: &Function, st: &mut State) {

@@ -219,8 +219,7 @@ impl Ctx<'_, '_> {
 
     /// A new variable named after `hint`.
     pub fn fresh(&mut self, hint: &str) -> VarId {
-        self.st.names.push(hint.to_string());
-        VarId(self.st.names.len() as u32 - 1)
+        VarId::fresh(&mut self.st.names, hint)
     }
 
     /// A new variable named like `v`.

@@ -37,8 +37,8 @@
 //! the (recursive) passes that later walk the strategy tree.
 
 use super::strategy::{Schedule, Strategy};
+use crate::diag::Span;
 use crate::diag::{self, Diagnostic, Source};
-use crate::syntax::ast::Span;
 use rustc_hash::FxHashMap;
 use std::fmt;
 

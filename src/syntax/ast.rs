@@ -2,7 +2,7 @@
 //! span of the source it came from, so later stages can point at it.
 
 /// Byte offsets into the source text.
-pub type Span = std::ops::Range<usize>;
+pub use crate::diag::Span;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Ident {

@@ -126,19 +126,7 @@ pub fn parse_checkable(source: &Source) -> (Program, Vec<Diagnostic>) {
     // Leave out, transitively, every declaration that uses a bad name.
     let mut users: std::collections::HashMap<String, Vec<usize>> = std::collections::HashMap::new();
     for (i, d) in prog.decls.iter().enumerate() {
-        let mut bound: Vec<String> = d.size_params.iter().map(|s| s.name.clone()).collect();
-        for p in &d.params {
-            pat_names(&p.pat, &mut bound);
-        }
-        let mut scope = crate::types::decls::Bound::default();
-        for n in bound {
-            scope.push(n);
-        }
-        let mut free = vec![];
-        crate::types::decls::free_vars(&d.body, &mut scope, &mut free);
-        free.sort();
-        free.dedup();
-        for n in free {
+        for n in super::free::free_names(d) {
             users.entry(n).or_default().push(i);
         }
     }
@@ -157,13 +145,6 @@ pub fn parse_checkable(source: &Source) -> (Program, Vec<Diagnostic>) {
     let mut k = keep.into_iter();
     prog.decls.retain(|_| k.next().unwrap_or(false));
     (prog, diags)
-}
-
-fn pat_names(p: &Pat, out: &mut Vec<String>) {
-    match p {
-        Pat::Var(id) => out.push(id.name.clone()),
-        Pat::Tuple(ps, _) => ps.iter().for_each(|p| pat_names(p, out)),
-    }
 }
 
 /// Parse a single expression (the whole input must be one expression).

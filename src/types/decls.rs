@@ -3,7 +3,8 @@
 //! because every call is inlined at compile time.
 
 use crate::diag::Diagnostic;
-use crate::syntax::ast::{Decl, Expr, ExprKind, IndexArg, LoopKind, Param, Pat, Program};
+use crate::syntax::ast::{Decl, Program};
+use crate::syntax::free::free_names;
 use std::collections::{HashMap, HashSet};
 
 /// Report declarations that reuse a name.
@@ -34,18 +35,8 @@ pub fn check_recursion(prog: &Program) -> (Vec<Diagnostic>, Vec<usize>) {
         .decls
         .iter()
         .map(|d| {
-            let mut free = vec![];
-            let mut bound = Bound::default();
-            for s in &d.size_params {
-                bound.push(s.name.clone());
-            }
-            for p in &d.params {
-                bind_pat(&p.pat, &mut bound);
-            }
-            free_vars(&d.body, &mut bound, &mut free);
-            let mut targets: Vec<usize> = free.iter().filter_map(|n| index.get(n.as_str()).copied()).collect();
+            let mut targets: Vec<usize> = free_names(d).iter().filter_map(|n| index.get(n.as_str()).copied()).collect();
             targets.sort();
-            targets.dedup();
             targets
         })
         .collect();
@@ -172,133 +163,6 @@ fn find_cycle(start: usize, calls: &[Vec<usize>], inside: &dyn Fn(usize) -> bool
         }
     }
     None
-}
-
-/// Names bound in the current scope: a stack (to leave scopes) and a count
-/// per name (so a lookup does not scan every enclosing binding).
-#[derive(Default)]
-pub struct Bound {
-    stack: Vec<String>,
-    count: HashMap<String, usize>,
-}
-
-impl Bound {
-    pub fn push(&mut self, name: String) {
-        *self.count.entry(name.clone()).or_insert(0) += 1;
-        self.stack.push(name);
-    }
-
-    pub fn contains(&self, name: &str) -> bool {
-        self.count.get(name).is_some_and(|c| *c > 0)
-    }
-
-    fn truncate(&mut self, mark: usize) {
-        while self.stack.len() > mark {
-            let name = self.stack.pop().expect("above the mark");
-            if let Some(c) = self.count.get_mut(&name) {
-                *c -= 1;
-                if *c == 0 {
-                    self.count.remove(&name);
-                }
-            }
-        }
-    }
-}
-
-fn bind_pat(p: &Pat, bound: &mut Bound) {
-    match p {
-        Pat::Var(id) => bound.push(id.name.clone()),
-        Pat::Tuple(ps, _) => ps.iter().for_each(|p| bind_pat(p, bound)),
-    }
-}
-
-fn with_scope(bound: &mut Bound, f: impl FnOnce(&mut Bound)) {
-    let mark = bound.stack.len();
-    f(bound);
-    bound.truncate(mark);
-}
-
-fn bind_params(ps: &[Param], bound: &mut Bound) {
-    for p in ps {
-        bind_pat(&p.pat, bound);
-    }
-}
-
-/// Names used in `e` that are not bound inside it (nor in `bound`).
-pub fn free_vars(e: &Expr, bound: &mut Bound, out: &mut Vec<String>) {
-    stacker::maybe_grow(64 * 1024, 1024 * 1024, || free_vars_inner(e, bound, out))
-}
-
-fn free_vars_inner(e: &Expr, bound: &mut Bound, out: &mut Vec<String>) {
-    match &e.kind {
-        ExprKind::Int(..) | ExprKind::Float(..) | ExprKind::Bool(_) | ExprKind::OpSection(_) => {}
-        ExprKind::Var(n) => {
-            if !bound.contains(n) {
-                out.push(n.clone());
-            }
-        }
-        ExprKind::Tuple(es) | ExprKind::Array(es) => es.iter().for_each(|x| free_vars(x, bound, out)),
-        ExprKind::Index(a, args) => {
-            free_vars(a, bound, out);
-            for arg in args {
-                match arg {
-                    IndexArg::Single(x) => free_vars(x, bound, out),
-                    IndexArg::Slice(lo, hi) => {
-                        free_vars(lo, bound, out);
-                        free_vars(hi, bound, out);
-                    }
-                }
-            }
-        }
-        ExprKind::Proj(a, _, _) | ExprKind::Un(_, a) | ExprKind::Coerce(a, _) => free_vars(a, bound, out),
-        ExprKind::App(f, args) => {
-            free_vars(f, bound, out);
-            args.iter().for_each(|x| free_vars(x, bound, out));
-        }
-        ExprKind::Bin(_, a, b) => {
-            free_vars(a, bound, out);
-            free_vars(b, bound, out);
-        }
-        ExprKind::Let(p, _, e1, e2) => {
-            free_vars(e1, bound, out);
-            with_scope(bound, |b| {
-                bind_pat(p, b);
-                free_vars(e2, b, out);
-            });
-        }
-        ExprKind::If(c, t, f) => {
-            free_vars(c, bound, out);
-            free_vars(t, bound, out);
-            free_vars(f, bound, out);
-        }
-        ExprKind::Lambda(ps, body) => with_scope(bound, |b| {
-            bind_params(ps, b);
-            free_vars(body, b, out);
-        }),
-        ExprKind::For(idxs, body) => with_scope(bound, |b| {
-            for ix in idxs {
-                if let Some(bd) = &ix.bound {
-                    free_vars(bd, b, out);
-                }
-                b.push(ix.name.name.clone());
-            }
-            free_vars(body, b, out);
-        }),
-        ExprKind::Loop { pat, init, kind, body } => {
-            free_vars(init, bound, out);
-            with_scope(bound, |b| {
-                bind_pat(pat, b);
-                match kind {
-                    LoopKind::For(i, n) => {
-                        free_vars(n, b, out);
-                        b.push(i.name.clone());
-                    }
-                    LoopKind::While(c) => free_vars(c, b, out),
-                }
-                free_vars(body, b, out);
-            });
-        }
-    }
 }
 
 #[cfg(test)]

@@ -2101,13 +2101,13 @@ pub fn emit_library(m: &Module, file: &str, stem: &str, prefix: &str) -> R<(Stri
         sig.push("int nthreads, char *err, size_t errlen".into());
         let fname = &exported[k];
         let proto = format!("int {fname}({})", sig.join(", "));
-        let surface: Vec<String> = f.param_shapes.iter().map(|(n, s)| format!("{n}: {}", crate::api::shape_str(f, s))).collect();
+        let surface: Vec<String> = f.param_shapes.iter().map(|(n, s)| format!("{n}: {}", crate::ir::print::shape_str(f, s))).collect();
         let doc = format!(
             "entry {} [{}] ({}) : {}",
             f.name,
             f.size_params.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join("]["),
             surface.join(") ("),
-            crate::api::shape_str(f, &f.result_shape)
+            crate::ir::print::shape_str(f, &f.result_shape)
         );
         let _ = writeln!(h, "/* {} */", quote::c_comment(&doc));
         let _ = writeln!(h, "{proto};\n");
