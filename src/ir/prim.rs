@@ -294,6 +294,15 @@ primitives! {
                  c: CSpelling { float: Spell::Sized("ard_fmax"), int: Spell::Sized("ard_imax"), bool: Spell::BoolOp("||") } },
     Pow => Row { name: "pow", builtin: Some("pow"), arity: 2, typing: FLOAT, cost: Cost::Expensive, traps: Traps::Never,
                  eval: Eval::Float2(f64::powf, f32::powf), c: floats(Spell::Libm("pow")) },
+    /// `log (1 + x)`, accurate near 0
+    Log1p => Row { name: "log1p", builtin: Some("log1p"), arity: 1, typing: FLOAT, cost: Cost::Expensive, traps: Traps::Never,
+                   eval: Eval::Float(f64::ln_1p, f32::ln_1p), c: floats(Spell::Libm("log1p")) },
+    /// `exp x - 1`, accurate near 0
+    Expm1 => Row { name: "expm1", builtin: Some("expm1"), arity: 1, typing: FLOAT, cost: Cost::Expensive, traps: Traps::Never,
+                   eval: Eval::Float(f64::exp_m1, f32::exp_m1), c: floats(Spell::Libm("expm1")) },
+    /// `1 - erf x`, accurate for large x
+    Erfc => Row { name: "erfc", builtin: Some("erfc"), arity: 1, typing: FLOAT, cost: Cost::Expensive, traps: Traps::Never,
+                  eval: Eval::Float(libm::erfc, libm::erfcf), c: floats(Spell::Libm("erfc")) },
     /// wrapping for integers
     Add => Row { name: "add", builtin: None, arity: 2, typing: NUMERIC, cost: Cost::Cheap, traps: Traps::Never,
                  eval: Eval::Lits(eval::add), c: numeric(Spell::Op("+"), Spell::Sized("ard_add")) },
@@ -336,6 +345,25 @@ primitives! {
     /// `select c a b`: `c` is bool; `a`, `b` scalars of one type
     Select => Row { name: "select", builtin: None, arity: 3, typing: Typing::Select, cost: Cost::Cheap, traps: Traps::Never,
                     eval: Eval::Lits(eval::select), c: every(Spell::Conditional) },
+}
+
+/// The maths library functions Rust's standard library does not offer,
+/// called as the C backend calls them, for the same bits.
+mod libm {
+    unsafe extern "C" {
+        #[link_name = "erfc"]
+        safe fn c_erfc(x: f64) -> f64;
+        #[link_name = "erfcf"]
+        safe fn c_erfcf(x: f32) -> f32;
+    }
+
+    pub fn erfc(x: f64) -> f64 {
+        c_erfc(x)
+    }
+
+    pub fn erfcf(x: f32) -> f32 {
+        c_erfcf(x)
+    }
 }
 
 /// The rows of `Convert`, one per target type: floats to integers truncate
