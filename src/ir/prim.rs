@@ -7,8 +7,12 @@
 //! built-ins of `lower` read the row; the derivative of each primitive is
 //! the one thing kept elsewhere, in `ad/rules.rs`.
 //!
-//! Adding a primitive is a row here, a rule in `ad/rules.rs` and a line in
-//! LANGUAGE.md; the compiler finds every exhaustive match that needs it.
+//! Adding a primitive is a row here, a rule in `ad/rules.rs` (the compiler
+//! asks for it: its match is exhaustive), a line in LANGUAGE.md (and an
+//! example: `tests/docs.rs`) and a row of `tests/ad_rules.rs`, whose
+//! coverage check reads `Prim::ALL`; `tests/c_backend.rs` then checks that
+//! C gives the interpreter's bits. A maths library function the interpreter
+//! calls must be the one the C spelling names.
 
 pub mod eval;
 pub mod special;
