@@ -19,6 +19,8 @@ pub mod special;
 
 use super::{Lit, Scalar};
 use eval::Fault;
+use rustc_hash::FxHashMap;
+use std::sync::OnceLock;
 
 /// One primitive's entry in the table.
 #[derive(Clone, Copy, Debug)]
@@ -413,9 +415,11 @@ impl Prim {
         self.row().arity
     }
 
-    /// The primitive a built-in function of the surface language is.
+    /// The primitive a built-in function of the surface language is (a map
+    /// built once: lowering asks at every use of a built-in).
     pub fn from_builtin(name: &str) -> Option<Prim> {
-        Prim::ALL.iter().copied().find(|p| p.row().builtin == Some(name))
+        static BY_BUILTIN: OnceLock<FxHashMap<&'static str, Prim>> = OnceLock::new();
+        BY_BUILTIN.get_or_init(|| Prim::ALL.iter().filter_map(|p| Some((p.row().builtin?, *p))).collect()).get(name).copied()
     }
 
     /// The value on literal operands, exactly as a run computes it (the
