@@ -351,6 +351,63 @@ fn scatter_add_of_zeros_keeps_the_signs_of_zeros() {
     }
 }
 
+/// Operands for the float primitives: zeros of both signs, tiny, ordinary
+/// and huge values, infinities, NaN, and a sweep over [-20, 20].
+fn float_operands() -> Vec<f64> {
+    let mut xs = vec![0.0, -0.0, 1e-300, -1e-300, 1e-10, -1e-10, 0.5, -0.5, 1.0, -1.0, 0.999, -0.999, 2.0, 2.5, 30.0, -30.0, 700.0, 1e300, -1e300];
+    xs.extend([f64::INFINITY, f64::NEG_INFINITY, f64::NAN, f64::MIN_POSITIVE, f64::MAX]);
+    xs.extend((0..400).map(|k| -20.0 + 0.1 * k as f64 + 0.013_579));
+    xs
+}
+
+/// Every float primitive a built-in applies, taken from `Prim::ALL`, gives
+/// the interpreter's bits in C, in `f64` and `f32`, at 1 and 2 threads:
+/// both call the same maths library and the same special-function code
+/// (any NaN matches any NaN).
+#[test]
+fn float_primitives_give_the_interpreters_bits() {
+    use arden::ir::Prim;
+    use arden::ir::prim::{Accepts, Typing};
+    let mut src = String::new();
+    let mut entries = vec![];
+    for p in Prim::ALL {
+        let row = p.row();
+        let (Some(name), Typing::Same(Accepts::Float | Accepts::Numeric | Accepts::Any)) = (row.builtin, row.typing) else { continue };
+        let call = if row.arity == 1 { format!("{name} x") } else { format!("{name} x y") };
+        for t in ["f64", "f32"] {
+            src.push_str(&format!("entry {name}_{t} [n] (xs: [n]{t}) (ys: [n]{t}) : [n]{t} = map2 (\\x y -> {call}) xs ys\n"));
+            entries.push(format!("{name}_{t}"));
+        }
+    }
+    assert!(entries.len() >= 40, "{entries:?}");
+    let Some((compiled, interp)) = c_and_interp("float_prims.ard", &src) else { return };
+    let bits = |v: &Value| match v {
+        Value::Array(a) => match &a.data {
+            ArrayData::F64(x) => x.iter().map(|f| if f.is_nan() { None } else { Some(f.to_bits()) }).collect::<Vec<_>>(),
+            ArrayData::F32(x) => x.iter().map(|f| if f.is_nan() { None } else { Some(f.to_bits() as u64) }).collect(),
+            _ => panic!("not floats"),
+        },
+        _ => panic!("not an array"),
+    };
+    let xs = float_operands();
+    let ys: Vec<f64> = xs.iter().rev().copied().collect();
+    for e in &entries {
+        let arr = |x: &[f64]| {
+            if e.ends_with("f32") {
+                Value::array(vec![x.len()], ArrayData::F32(x.iter().map(|v| *v as f32).collect()))
+            } else {
+                Value::array(vec![x.len()], ArrayData::F64(x.to_vec().into()))
+            }
+        };
+        let args = [arr(&xs), arr(&ys)];
+        let (want, _) = interp.entry(e).unwrap().call_with(&args, &CallOptions::default()).unwrap();
+        for opts in [CallOptions { threads: 1, par_min: 1 << 15 }, CallOptions { threads: 2, par_min: 0 }] {
+            let (got, _) = compiled.entry(e).unwrap().call_with(&args, &opts).unwrap();
+            assert_eq!(bits(&got), bits(&want), "{e} at {} threads: {} vs {}", opts.threads, got.to_json(), want.to_json());
+        }
+    }
+}
+
 /// A row of scalars written as an array literal (what `unroll_for` makes
 /// of a small `for`) is built in place in the stacking `for`'s result, as
 /// a row built by an inner `for` is: no buffer and no copy per row.

@@ -38,10 +38,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
 /// Arrows that break the layering and are being removed by other work
 /// (issue 25): tolerated until then; the test fails once one is gone, so
 /// that its line is removed.
-const BEING_REMOVED: &[(&str, &str, &str)] = &[
-    ("opt", "backend::interp", "constant folding calls `interp::fold_prim` until the primitive table holds it"),
-    ("backend::c", "backend::interp", "the C backend reads `interp::special`'s constants until the primitive table holds them"),
-];
+const BEING_REMOVED: &[(&str, &str, &str)] = &[];
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

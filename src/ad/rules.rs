@@ -133,13 +133,24 @@ pub fn prim_jvp(b: &mut Builder, op: Prim, args: &[Atom], y: Atom, dargs: &[Opti
         Trigamma => {
             return Err(AdError { message: "the derivative of `lgamma` can be taken at most twice (no tetragamma function)".into(), loc: None });
         }
-        // d erf = 2/sqrt(pi) exp(-x^2) dx
-        Erf => {
+        // d erf = 2/sqrt(pi) exp(-x^2) dx; d erfc = -d erf
+        Erf | Erfc => {
             let x2 = r.p(Mul, vec![x, x]);
             let m = r.p(Neg, vec![x2]);
             let e = r.p(Exp, vec![m]);
-            let f = r.p(Mul, vec![lit(r.s, std::f64::consts::FRAC_2_SQRT_PI), e]);
+            let c = if op == Erf { std::f64::consts::FRAC_2_SQRT_PI } else { -std::f64::consts::FRAC_2_SQRT_PI };
+            let f = r.p(Mul, vec![lit(r.s, c), e]);
             r.scale(d(0), f)
+        }
+        // d log1p = dx / (1 + x)
+        Log1p => {
+            let op1 = r.p(Add, vec![r.one(), x]);
+            d(0).map(|dx| r.p(Div, vec![dx, op1]))
+        }
+        // d expm1 = e^x dx = (1 + y) dx
+        Expm1 => {
+            let op1 = r.p(Add, vec![r.one(), y]);
+            r.scale(d(0), op1)
         }
         // d sigmoid = y (1 - y) dx
         Sigmoid => {

@@ -15,11 +15,13 @@
 
 pub mod accumulate;
 pub mod pass;
+pub mod prim;
 pub mod print;
 pub mod size;
 pub mod verify;
 pub mod walk;
 
+pub use prim::Prim;
 pub use size::{Size, SizeAtom, SizeError};
 
 /// A variable. Ids are unique within a `Function`.
@@ -143,66 +145,6 @@ impl std::fmt::Display for Loc {
 
 /// A run-time bounds check that `lower` could not prove away.
 pub type Check = Option<Loc>;
-
-/// Scalar primitive operations. All operands have the same scalar type
-/// unless noted.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub enum Prim {
-    // arithmetic (int or float)
-    Add,
-    Sub,
-    Mul,
-    /// float division, or truncating integer division (error on zero)
-    Div,
-    /// truncating remainder (error on zero for integers)
-    Rem,
-    Neg,
-    Abs,
-    Min,
-    Max,
-    // float only
-    Pow,
-    Exp,
-    Log,
-    Sqrt,
-    Sin,
-    Cos,
-    Tan,
-    Tanh,
-    Asin,
-    Acos,
-    Atan,
-    Sinh,
-    Cosh,
-    Atan2,
-    Floor,
-    Ceil,
-    Lgamma,
-    /// derivative of `Lgamma`
-    Digamma,
-    /// derivative of `Digamma`
-    Trigamma,
-    Erf,
-    Sigmoid,
-    Relu,
-    /// float -> bool
-    IsNan,
-    // comparisons: operands of one type, result bool
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-    // bool only
-    And,
-    Or,
-    Not,
-    /// convert to the given scalar type
-    Convert(Scalar),
-    /// `select c a b`: `c` is bool; `a`, `b` scalars of one type
-    Select,
-}
 
 /// The operator of a reduction or scan.
 #[derive(Clone, PartialEq, Debug)]

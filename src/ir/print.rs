@@ -20,7 +20,7 @@
 //! and as operands alike. Each block level indents by two spaces. Source
 //! locations are not printed (they would make snapshots path-dependent).
 
-use super::{Atom, Binder, Block, Expr, Function, Lambda, Lit, LoopKind, Module, Prim, ReduceOp, Shape, Size, Stmt, Type, VarId};
+use super::{Atom, Binder, Block, Expr, Function, Lambda, Lit, LoopKind, Module, ReduceOp, Shape, Size, Stmt, Type, VarId};
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -107,56 +107,6 @@ pub fn print_lit(l: &Lit) -> String {
         Lit::I32(x) => format!("{x}i32"),
         Lit::Bool(b) => format!("{b}"),
     }
-}
-
-/// The printed name of a primitive (`add`, `convert.f32`, ...).
-pub fn prim_name(p: Prim) -> String {
-    let s = match p {
-        Prim::Add => "add",
-        Prim::Sub => "sub",
-        Prim::Mul => "mul",
-        Prim::Div => "div",
-        Prim::Rem => "rem",
-        Prim::Neg => "neg",
-        Prim::Abs => "abs",
-        Prim::Min => "min",
-        Prim::Max => "max",
-        Prim::Pow => "pow",
-        Prim::Exp => "exp",
-        Prim::Log => "log",
-        Prim::Sqrt => "sqrt",
-        Prim::Sin => "sin",
-        Prim::Cos => "cos",
-        Prim::Tan => "tan",
-        Prim::Tanh => "tanh",
-        Prim::Asin => "asin",
-        Prim::Acos => "acos",
-        Prim::Atan => "atan",
-        Prim::Sinh => "sinh",
-        Prim::Cosh => "cosh",
-        Prim::Atan2 => "atan2",
-        Prim::Floor => "floor",
-        Prim::Ceil => "ceil",
-        Prim::Lgamma => "lgamma",
-        Prim::Erf => "erf",
-        Prim::Digamma => "digamma",
-        Prim::Trigamma => "trigamma",
-        Prim::Sigmoid => "sigmoid",
-        Prim::Relu => "relu",
-        Prim::IsNan => "isnan",
-        Prim::Eq => "eq",
-        Prim::Ne => "ne",
-        Prim::Lt => "lt",
-        Prim::Le => "le",
-        Prim::Gt => "gt",
-        Prim::Ge => "ge",
-        Prim::And => "and",
-        Prim::Or => "or",
-        Prim::Not => "not",
-        Prim::Convert(s) => return format!("convert.{}", s.name()),
-        Prim::Select => "select",
-    };
-    s.to_string()
 }
 
 struct Printer<'a> {
@@ -276,7 +226,7 @@ impl<'a> Printer<'a> {
         match e {
             Expr::Atom(a) => out.push_str(&self.atom(a)),
             Expr::Prim(p, args) => {
-                out.push_str(&prim_name(*p));
+                out.push_str(p.name());
                 for a in args {
                     out.push(' ');
                     out.push_str(&self.atom(a));

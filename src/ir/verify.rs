@@ -4,7 +4,8 @@
 //! offending (innermost) statement and says what is wrong. Sizes are compared
 //! as normal forms (`Size` equality), never evaluated.
 
-use super::print::{prim_name, print_atom, print_size, print_stmt, print_type};
+use super::prim::{Accepts, Typing};
+use super::print::{print_atom, print_size, print_stmt, print_type};
 use super::{Atom, Binder, Block, Expr, Function, Lambda, LoopKind, Module, Prim, ReduceOp, Scalar, Size, Stmt, Type, VarId};
 use std::collections::{HashMap, HashSet};
 
@@ -669,17 +670,12 @@ impl Verifier<'_> {
         Ok(())
     }
 
+    /// Checks a primitive against its row of the primitive table.
     fn prim(&self, p: Prim, args: &[Atom]) -> R<Scalar> {
-        use Prim::*;
-        let arity = match p {
-            Neg | Abs | Exp | Log | Sqrt | Sin | Cos | Tan | Tanh | Asin | Acos | Atan | Sinh | Cosh | Floor | Ceil | Lgamma | Digamma | Trigamma | Erf
-            | Sigmoid | Relu | IsNan | Not | Convert(_) => 1,
-            Select => 3,
-            _ => 2,
-        };
-        let pn = prim_name(p);
-        if args.len() != arity {
-            return err(format!("`{pn}` takes {arity} operand(s) but has {}", args.len()));
+        let row = p.row();
+        let pn = p.name();
+        if args.len() != row.arity {
+            return err(format!("`{pn}` takes {} operand(s) but has {}", row.arity, args.len()));
         }
         let mut ss = vec![];
         for (k, a) in args.iter().enumerate() {
@@ -690,9 +686,9 @@ impl Verifier<'_> {
             ss.push(t.elem);
         }
         // operands that must share one type: all but the condition of `select`
-        let same = if p == Select { &ss[1..] } else { &ss[..] };
+        let off = row.typing.typed_operand();
+        let same = &ss[off..];
         if let Some(k) = same.iter().position(|s| *s != same[0]) {
-            let off = if p == Select { 1 } else { 0 };
             return err(format!(
                 "operand {} `{}` of `{pn}` has type {} but operand {} has type {}",
                 k + off + 1,
@@ -703,29 +699,20 @@ impl Verifier<'_> {
             ));
         }
         let s = ss[0];
-        let need = |ok: bool, what: &str| -> R<()> { if ok { Ok(()) } else { err(format!("`{pn}` needs {what} operands, but they are {}", s.name())) } };
-        Ok(match p {
-            Add | Sub | Mul | Div | Rem | Neg | Abs => {
-                need(s != Scalar::Bool, "numeric")?;
+        let need = |accepts: Accepts| -> R<()> {
+            if accepts.accepts(s) { Ok(()) } else { err(format!("`{pn}` needs {} operands, but they are {}", accepts.describe(), s.name())) }
+        };
+        Ok(match row.typing {
+            Typing::Same(accepts) => {
+                need(accepts)?;
                 s
             }
-            Min | Max => s,
-            Pow | Exp | Log | Sqrt | Sin | Cos | Tan | Tanh | Asin | Acos | Atan | Sinh | Cosh | Atan2 | Floor | Ceil | Lgamma | Digamma | Trigamma | Erf
-            | Sigmoid | Relu => {
-                need(s.is_float(), "float")?;
-                s
-            }
-            IsNan => {
-                need(s.is_float(), "float")?;
+            Typing::Test(accepts) => {
+                need(accepts)?;
                 Scalar::Bool
             }
-            Eq | Ne | Lt | Le | Gt | Ge => Scalar::Bool,
-            And | Or | Not => {
-                need(s == Scalar::Bool, "bool")?;
-                Scalar::Bool
-            }
-            Convert(to) => to,
-            Select => {
+            Typing::To(to) => to,
+            Typing::Select => {
                 if s != Scalar::Bool {
                     return err(format!("the condition `{}` of `select` must be bool, but is {}", self.an(&args[0]), s.name()));
                 }
@@ -746,7 +733,7 @@ enum Expected {
 fn expr_name(e: &Expr) -> String {
     let s = match e {
         Expr::Atom(_) => "copy",
-        Expr::Prim(p, _) => return prim_name(*p),
+        Expr::Prim(p, _) => p.name(),
         Expr::Index { .. } => "index",
         Expr::Slice { .. } => "slice",
         Expr::For { .. } => "for",

@@ -10,6 +10,7 @@
 //! body must be added there (and to [`Copier`]) to compile, and then every
 //! descent sees its blocks, instead of each one skipping it silently.
 
+use super::prim::Traps;
 use super::{Atom, Binder, Block, Expr, Lambda, Lit, LoopKind, Prim, ReduceOp, Size, Stmt, Type, VarId};
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -491,7 +492,7 @@ pub fn can_fail_with(s: &Stmt, nonneg: &dyn Fn(VarId) -> bool) -> bool {
     let safe_divisor = |xs: &[Atom]| {
         matches!(xs.get(1), Some(Atom::Lit(Lit::I64(c))) if *c != 0 && *c != -1) || matches!(xs.get(1), Some(Atom::Lit(Lit::I32(c))) if *c != 0 && *c != -1)
     };
-    let int_div = |p: &Prim, xs: &[Atom]| matches!(p, Prim::Div | Prim::Rem) && s.binds.first().is_some_and(|b| b.ty.elem.is_int()) && !safe_divisor(xs);
+    let int_div = |p: &Prim, xs: &[Atom]| p.row().traps == Traps::IntZeroDivisor && s.binds.first().is_some_and(|b| b.ty.elem.is_int()) && !safe_divisor(xs);
     let block_fails = |b: &Block| b.stmts.iter().any(|s| can_fail_with(s, nonneg));
     let count_fails = |n: &Atom| match n {
         Atom::Lit(Lit::I64(c)) => *c < 0,

@@ -6,41 +6,14 @@ use super::Lowerer;
 use super::emit::{highest, lit_of, lowest};
 use super::value::{FunKind, Val};
 use crate::diag::Diagnostic;
+use crate::ir::prim::{Accepts, Typing};
 use crate::ir::{self, Atom, Expr as IExpr, Prim, ReduceOp, Scalar, Size};
 use crate::syntax::ast::{BinOp, Span};
 use crate::types::Ty;
 
-/// Every built-in with its arity.
+/// Every built-in that is not a scalar primitive, with its arity (the
+/// scalar ones are the rows of `ir/prim.rs` with a `builtin` name).
 const TABLE: &[(&str, usize)] = &[
-    // scalar functions
-    ("exp", 1),
-    ("log", 1),
-    ("sqrt", 1),
-    ("sin", 1),
-    ("cos", 1),
-    ("tan", 1),
-    ("tanh", 1),
-    ("asin", 1),
-    ("acos", 1),
-    ("atan", 1),
-    ("sinh", 1),
-    ("cosh", 1),
-    ("abs", 1),
-    ("floor", 1),
-    ("ceil", 1),
-    ("lgamma", 1),
-    ("erf", 1),
-    ("sigmoid", 1),
-    ("relu", 1),
-    ("is_nan", 1),
-    ("atan2", 2),
-    ("min", 2),
-    ("max", 2),
-    ("pow", 2),
-    ("f64", 1),
-    ("f32", 1),
-    ("i64", 1),
-    ("i32", 1),
     // arrays
     ("length", 1),
     ("iota", 1),
@@ -84,73 +57,44 @@ const TABLE: &[(&str, usize)] = &[
 ];
 
 pub fn lookup(name: &str) -> Option<&'static str> {
-    TABLE.iter().find(|(n, _)| *n == name).map(|(n, _)| *n)
+    Prim::from_builtin(name).and_then(|p| p.row().builtin).or_else(|| TABLE.iter().find(|(n, _)| *n == name).map(|(n, _)| *n))
 }
 
+/// Every built-in's name, the scalar primitives first.
 pub fn names() -> Vec<&'static str> {
-    TABLE.iter().map(|(n, _)| *n).collect()
+    Prim::ALL.iter().filter_map(|p| p.row().builtin).chain(TABLE.iter().map(|(n, _)| *n)).collect()
 }
 
 pub fn arity(name: &str) -> usize {
-    TABLE.iter().find(|(n, _)| *n == name).map(|(_, a)| *a).unwrap_or(0)
-}
-
-fn float_prim(name: &str) -> Option<Prim> {
-    Some(match name {
-        "exp" => Prim::Exp,
-        "log" => Prim::Log,
-        "sqrt" => Prim::Sqrt,
-        "sin" => Prim::Sin,
-        "cos" => Prim::Cos,
-        "tan" => Prim::Tan,
-        "tanh" => Prim::Tanh,
-        "asin" => Prim::Asin,
-        "acos" => Prim::Acos,
-        "atan" => Prim::Atan,
-        "sinh" => Prim::Sinh,
-        "cosh" => Prim::Cosh,
-        "floor" => Prim::Floor,
-        "ceil" => Prim::Ceil,
-        "lgamma" => Prim::Lgamma,
-        "erf" => Prim::Erf,
-        "sigmoid" => Prim::Sigmoid,
-        "relu" => Prim::Relu,
-        _ => return None,
-    })
-}
-
-/// Lower a saturated call of a built-in.
-pub(super) fn call(l: &mut Lowerer, name: &str, args: Vec<(Val, Span)>, span: &Span) -> Val {
-    let a = |k: usize| args[k].clone();
-    if let Some(p) = float_prim(name) {
-        let (v, s) = a(0);
-        return l.float_unary(name, p, v, &s);
+    match Prim::from_builtin(name) {
+        Some(p) => p.arity(),
+        None => TABLE.iter().find(|(n, _)| *n == name).map(|(_, a)| *a).unwrap_or(0),
     }
-    match name {
-        "abs" => {
-            let (v, s) = a(0);
-            let Some((sc, x)) = l.scalar_operand(&v, &s, "`abs`") else { return Val::Error };
+}
+
+/// Lower a built-in that is a scalar primitive, checking its arguments as
+/// its row's typing says (the surface language is stricter than the IR:
+/// `min` and `max` take numbers only).
+fn scalar_builtin(l: &mut Lowerer, name: &str, p: Prim, args: &[(Val, Span)], span: &Span) -> Val {
+    let row = p.row();
+    match (row.typing, args) {
+        (Typing::To(to), [(v, s)]) => l.convert(name, to, v, s),
+        (Typing::Same(Accepts::Float), [(v, s)]) => l.float_unary(name, p, v.clone(), s),
+        (Typing::Same(Accepts::Numeric), [(v, s)]) => {
+            let Some((sc, x)) = l.scalar_operand(v, s, &format!("`{name}`")) else { return Val::Error };
             if sc == Scalar::Bool {
-                return l.error(Diagnostic::new("`abs` needs a number, found bool", s).label("bool"));
+                return l.error(Diagnostic::new(format!("`{name}` needs a number, found bool"), s.clone()).label("bool"));
             }
-            Val::data(Ty::Scalar(sc), l.prim(Prim::Abs, vec![x], sc, None))
+            Val::data(Ty::Scalar(sc), l.prim(p, vec![x], sc, None))
         }
-        "is_nan" => {
-            let (v, s) = a(0);
-            let Some((_, x)) = l.float_scalar(&v, &s, "`is_nan`") else { return Val::Error };
-            Val::data(Ty::Scalar(Scalar::Bool), l.prim(Prim::IsNan, vec![x], Scalar::Bool, None))
+        (Typing::Test(Accepts::Float), [(v, s)]) => {
+            let Some((_, x)) = l.float_scalar(v, s, &format!("`{name}`")) else { return Val::Error };
+            Val::data(Ty::Scalar(Scalar::Bool), l.prim(p, vec![x], Scalar::Bool, None))
         }
-        "atan2" | "pow" | "min" | "max" => {
-            let ((x, xs), (y, ys)) = (a(0), a(1));
+        (Typing::Same(accepts), [(x, xs), (y, ys)]) => {
             let what = format!("`{name}`");
-            let Some((sc, p, q)) = l.unify_scalars(&what, &x, &xs, &y, &ys, span) else { return Val::Error };
-            let prim = match name {
-                "atan2" => Prim::Atan2,
-                "pow" => Prim::Pow,
-                "min" => Prim::Min,
-                _ => Prim::Max,
-            };
-            let needs_float = matches!(name, "atan2" | "pow");
+            let Some((sc, a, b)) = l.unify_scalars(&what, x, xs, y, ys, span) else { return Val::Error };
+            let needs_float = accepts == Accepts::Float;
             if (needs_float && !sc.is_float()) || sc == Scalar::Bool {
                 return l.error(
                     Diagnostic::new(format!("`{name}` needs {}, found {}", if needs_float { "f64 or f32" } else { "numbers" }, sc.name()), span.clone())
@@ -158,28 +102,21 @@ pub(super) fn call(l: &mut Lowerer, name: &str, args: Vec<(Val, Span)>, span: &S
                         .hint("convert with `f64 x`"),
                 );
             }
-            Val::data(Ty::Scalar(sc), l.prim(prim, vec![p, q], sc, None))
+            Val::data(Ty::Scalar(sc), l.prim(p, vec![a, b], sc, None))
         }
-        "f64" | "f32" | "i64" | "i32" => {
-            let (v, s) = a(0);
-            let to = match name {
-                "f64" => Scalar::F64,
-                "f32" => Scalar::F32,
-                "i64" => Scalar::I64,
-                _ => Scalar::I32,
-            };
-            let Some((sc, x)) = l.scalar_operand(&v, &s, &format!("the conversion `{name}`")) else { return Val::Error };
-            if sc == to {
-                // `i64 i` of an `idx n` forgets the range; otherwise a no-op,
-                // except that `i64 1` is no longer a literal that could
-                // stand for a float (`x + i64 1` is a type error)
-                if let Atom::Lit(_) = x {
-                    return Val::data(Ty::Scalar(to), l.emit1(IExpr::Atom(x), ir::Type::scalar(to), "conv", None));
-                }
-                return Val::data(Ty::Scalar(to), x);
-            }
-            Val::data(Ty::Scalar(to), l.prim(Prim::Convert(to), vec![x], to, None))
+        (Typing::Same(_) | Typing::Test(_) | Typing::To(_) | Typing::Select, _) => {
+            l.error(Diagnostic::new(format!("internal: the built-in `{name}` has no lowering for its typing"), span.clone()))
         }
+    }
+}
+
+/// Lower a saturated call of a built-in.
+pub(super) fn call(l: &mut Lowerer, name: &str, args: Vec<(Val, Span)>, span: &Span) -> Val {
+    let a = |k: usize| args[k].clone();
+    if let Some(p) = Prim::from_builtin(name) {
+        return scalar_builtin(l, name, p, &args, span);
+    }
+    match name {
         "length" => {
             let (v, s) = a(0);
             let Some(ty) = l.array_arg(&v, &s, "`length`") else { return Val::Error };
@@ -473,6 +410,21 @@ impl Lowerer<'_> {
             return None;
         }
         Some((sc, x))
+    }
+
+    /// The conversion `name` (`f64 x`) of a scalar to `to`.
+    fn convert(&mut self, name: &str, to: Scalar, v: &Val, s: &Span) -> Val {
+        let Some((sc, x)) = self.scalar_operand(v, s, &format!("the conversion `{name}`")) else { return Val::Error };
+        if sc == to {
+            // `i64 i` of an `idx n` forgets the range; otherwise a no-op,
+            // except that `i64 1` is no longer a literal that could
+            // stand for a float (`x + i64 1` is a type error)
+            if let Atom::Lit(_) = x {
+                return Val::data(Ty::Scalar(to), self.emit1(IExpr::Atom(x), ir::Type::scalar(to), "conv", None));
+            }
+            return Val::data(Ty::Scalar(to), x);
+        }
+        Val::data(Ty::Scalar(to), self.prim(Prim::Convert(to), vec![x], to, None))
     }
 
     fn float_unary(&mut self, name: &str, p: Prim, v: Val, s: &Span) -> Val {

@@ -7,6 +7,7 @@
 //! `scatter_add`, views) takes the reference over instead, and writes in
 //! place when the buffer is not shared.
 
+use crate::ir::prim::{Spell, Traps};
 use crate::ir::{Atom, Binder, Block, Expr, Function, Lambda, Lit, Loc, LoopKind, Module, Prim, ReduceOp, Scalar, Size, SizeAtom, Stmt, Type, VarId, walk};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::fmt::Write;
@@ -56,7 +57,7 @@ pub fn emit_module(m: &Module) -> Generated {
     }
     src.push_str("#endif\n");
     let _ = writeln!(src, "#define ARD_MAXR {maxr}");
-    let (euler, half_ln_2pi, zeta) = crate::backend::interp::special::constants_for_c();
+    let (euler, half_ln_2pi, zeta) = crate::ir::prim::special::constants_for_c();
     let _ = writeln!(src, "#define ARD_PI {}", f64_lit(std::f64::consts::PI));
     let _ = writeln!(src, "#define ARD_EULER {}", f64_lit(euler));
     let _ = writeln!(src, "#define ARD_HALF_LN_2PI {}", f64_lit(half_ln_2pi));
@@ -67,6 +68,38 @@ pub fn emit_module(m: &Module) -> Generated {
     src.push('\n');
     src.push_str(&bodies);
     Generated { source: src, entries }
+}
+
+/// The C expression of a primitive spelled `sp` on operands `a` of type
+/// `t`; `None` where the spelling is undefined for `t`.
+fn spell(sp: Spell, t: Scalar, a: &[String]) -> Option<String> {
+    let width = match t {
+        Scalar::F64 | Scalar::I64 => "64",
+        Scalar::F32 | Scalar::I32 => "32",
+        Scalar::Bool => "",
+    };
+    let f32 = t == Scalar::F32;
+    Some(match sp {
+        Spell::Undefined => return None,
+        Spell::Op(op) => match a {
+            [x] => format!("({op}{x})"),
+            _ => format!("({} {op} {})", a[0], a[1]),
+        },
+        Spell::BoolOp(op) => match a {
+            [x] => format!("(uint8_t){op}{x}"),
+            _ => format!("(uint8_t)({} {op} {})", a[0], a[1]),
+        },
+        Spell::Libm(f) => format!("{f}{}({})", if f32 { "f" } else { "" }, a.join(", ")),
+        Spell::Wide(f) if f32 => format!("(float){f}((double){})", a[0]),
+        Spell::Wide(f) => format!("{f}({})", a[0]),
+        Spell::Sized(_) if t == Scalar::Bool => return None,
+        Spell::Sized(f) => format!("{f}{width}({})", a.join(", ")),
+        Spell::OfDouble(f) => format!("{f}((double){})", a[0]),
+        Spell::Prefix(cast) => format!("{cast}{}", a[0]),
+        Spell::Predicate(f) => format!("(uint8_t)({f}({}) != 0)", a[0]),
+        Spell::NonZero => format!("(uint8_t)({} != 0)", a[0]),
+        Spell::Conditional => format!("({} ? {} : {})", a[0], a[1], a[2]),
+    })
 }
 
 /// The type of every variable of a function (parameters, sizes, binders,
@@ -1250,151 +1283,27 @@ impl Em {
         Ok(())
     }
 
+    /// A primitive, spelled as its row of the primitive table says; an
+    /// integer division first checks its divisor.
     fn prim(&mut self, s: &Stmt, p: Prim, args: &[Atom]) -> R<()> {
-        use Prim as P;
+        let row = p.row();
         let o = self.v(self.one(s)?.var);
         let a: Vec<String> = args.iter().map(|x| self.atom(x)).collect();
-        let arity = match p {
-            P::Neg
-            | P::Abs
-            | P::Exp
-            | P::Log
-            | P::Sqrt
-            | P::Sin
-            | P::Cos
-            | P::Tan
-            | P::Tanh
-            | P::Asin
-            | P::Acos
-            | P::Atan
-            | P::Sinh
-            | P::Cosh
-            | P::Floor
-            | P::Ceil
-            | P::Lgamma
-            | P::Digamma
-            | P::Trigamma
-            | P::Erf
-            | P::Sigmoid
-            | P::Relu
-            | P::IsNan
-            | P::Not
-            | P::Convert(_) => 1,
-            P::Select => 3,
-            _ => 2,
-        };
-        if a.len() != arity {
+        if a.len() != row.arity {
             return Err(format!("internal: `{p:?}` with {} operands", a.len()));
         }
-        let t = self.atom_ty(&args[if p == P::Select { 1 } else { 0 }]).elem;
-        let bad = || Err(format!("internal: `{p:?}` on {}", t.name()));
-        let f32 = t == Scalar::F32;
-        let fun = |name: &str| if f32 { format!("{name}f({})", a[0]) } else { format!("{name}({})", a[0]) };
-        let wide = |name: &str| if f32 { format!("(float){name}((double){})", a[0]) } else { format!("{name}({})", a[0]) };
-        let int_op = |name: &str| match t {
-            Scalar::I64 => Some(format!("ard_{name}64({}, {})", a[0], a[1])),
-            Scalar::I32 => Some(format!("ard_{name}32({}, {})", a[0], a[1])),
-            _ => None,
+        let t = self.atom_ty(&args[row.typing.typed_operand()]).elem;
+        let Some(e) = spell(row.c.on(t), t, &a) else {
+            return Err(format!("internal: `{p:?}` on {}", t.name()));
         };
-        let e = match p {
-            P::Add | P::Sub | P::Mul => {
-                let (op, name) = match p {
-                    P::Add => ("+", "add"),
-                    P::Sub => ("-", "sub"),
-                    _ => ("*", "mul"),
-                };
-                if t.is_float() {
-                    format!("({} {op} {})", a[0], a[1])
-                } else if let Some(e) = int_op(name) {
-                    e
-                } else {
-                    return bad();
-                }
+        match row.traps {
+            Traps::IntZeroDivisor if t.is_int() => {
+                self.open(&format!("if ({} == 0)", a[1]));
+                self.fail("integer division by zero%s", &[at_str(&s.loc)]);
+                self.ind -= 1;
             }
-            P::Div | P::Rem => {
-                if t.is_float() {
-                    if p == P::Div {
-                        format!("({} / {})", a[0], a[1])
-                    } else if f32 {
-                        format!("fmodf({}, {})", a[0], a[1])
-                    } else {
-                        format!("fmod({}, {})", a[0], a[1])
-                    }
-                } else if t.is_int() {
-                    self.open(&format!("if ({} == 0)", a[1]));
-                    self.fail("integer division by zero%s", &[at_str(&s.loc)]);
-                    self.ind -= 1;
-                    int_op(if p == P::Div { "div" } else { "rem" }).unwrap_or_default()
-                } else {
-                    return bad();
-                }
-            }
-            P::Neg => match t {
-                Scalar::F64 | Scalar::F32 => format!("(-{})", a[0]),
-                Scalar::I64 => format!("ard_neg64({})", a[0]),
-                Scalar::I32 => format!("ard_neg32({})", a[0]),
-                _ => return bad(),
-            },
-            P::Abs => match t {
-                Scalar::F64 => format!("fabs({})", a[0]),
-                Scalar::F32 => format!("fabsf({})", a[0]),
-                Scalar::I64 => format!("ard_abs64({})", a[0]),
-                Scalar::I32 => format!("ard_abs32({})", a[0]),
-                _ => return bad(),
-            },
-            P::Min | P::Max => {
-                let mx = p == P::Max;
-                match t {
-                    Scalar::Bool => format!("(uint8_t)({} {} {})", a[0], if mx { "||" } else { "&&" }, a[1]),
-                    Scalar::F64 => format!("ard_f{}64({}, {})", if mx { "max" } else { "min" }, a[0], a[1]),
-                    Scalar::F32 => format!("ard_f{}32({}, {})", if mx { "max" } else { "min" }, a[0], a[1]),
-                    Scalar::I64 => format!("ard_i{}64({}, {})", if mx { "max" } else { "min" }, a[0], a[1]),
-                    Scalar::I32 => format!("ard_i{}32({}, {})", if mx { "max" } else { "min" }, a[0], a[1]),
-                }
-            }
-            P::Pow | P::Atan2 if t.is_float() => {
-                let name = if p == P::Pow { "pow" } else { "atan2" };
-                format!("{name}{}({}, {})", if f32 { "f" } else { "" }, a[0], a[1])
-            }
-            P::Exp | P::Log | P::Sqrt | P::Sin | P::Cos | P::Tan | P::Tanh | P::Asin | P::Acos | P::Atan | P::Sinh | P::Cosh | P::Floor | P::Ceil
-                if t.is_float() =>
-            {
-                fun(&format!("{p:?}").to_lowercase())
-            }
-            P::Lgamma if t.is_float() => wide("ard_lgamma"),
-            P::Digamma if t.is_float() => wide("ard_digamma"),
-            P::Trigamma if t.is_float() => wide("ard_trigamma"),
-            P::Erf if t.is_float() => wide("ard_erf"),
-            P::Sigmoid if t.is_float() => format!("ard_sigmoid{}({})", if f32 { 32 } else { 64 }, a[0]),
-            P::Relu if t.is_float() => format!("ard_relu{}({})", if f32 { 32 } else { 64 }, a[0]),
-            P::IsNan if t.is_float() => format!("(uint8_t)(isnan({}) != 0)", a[0]),
-            P::Eq | P::Ne | P::Lt | P::Le | P::Gt | P::Ge => {
-                let op = match p {
-                    P::Eq => "==",
-                    P::Ne => "!=",
-                    P::Lt => "<",
-                    P::Le => "<=",
-                    P::Gt => ">",
-                    _ => ">=",
-                };
-                format!("(uint8_t)({} {op} {})", a[0], a[1])
-            }
-            P::And if t == Scalar::Bool => format!("(uint8_t)({} && {})", a[0], a[1]),
-            P::Or if t == Scalar::Bool => format!("(uint8_t)({} || {})", a[0], a[1]),
-            P::Not if t == Scalar::Bool => format!("(uint8_t)!{}", a[0]),
-            P::Convert(to) => match (to, t) {
-                (Scalar::F64, _) => format!("(double){}", a[0]),
-                (Scalar::F32, _) => format!("(float){}", a[0]),
-                (Scalar::I64, Scalar::F64 | Scalar::F32) => format!("ard_f2i64((double){})", a[0]),
-                (Scalar::I64, _) => format!("(int64_t){}", a[0]),
-                (Scalar::I32, Scalar::F64 | Scalar::F32) => format!("ard_f2i32((double){})", a[0]),
-                (Scalar::I32, Scalar::I64) => format!("(int32_t)(uint32_t)(uint64_t){}", a[0]),
-                (Scalar::I32, _) => format!("(int32_t){}", a[0]),
-                (Scalar::Bool, _) => format!("(uint8_t)({} != 0)", a[0]),
-            },
-            P::Select => format!("({} ? {} : {})", a[0], a[1], a[2]),
-            _ => return bad(),
-        };
+            Traps::IntZeroDivisor | Traps::Never => {}
+        }
         self.line(&format!("{o} = {e};"));
         Ok(())
     }

@@ -559,7 +559,7 @@ static inline double ard_relu64(double a) { return (a > 0.0 || isnan(a)) ? a : 0
 static inline float ard_relu32(float a) { return (a > 0.0f || isnan(a)) ? a : 0.0f; }
 
 /* ---- special functions: the same algorithms as the interpreter
- * (src/backend/interp/special.rs); ARD_ZETA, ARD_PI, ARD_EULER, ARD_HALF_LN_2PI
+ * (src/ir/prim/special.rs); ARD_ZETA, ARD_PI, ARD_EULER, ARD_HALF_LN_2PI
  * and ARD_FRAC_2_SQRT_PI are emitted by the generator from the interpreter's
  * own values, so both compute with the same bits ---- */
 

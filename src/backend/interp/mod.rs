@@ -36,9 +36,7 @@
 
 mod data;
 mod live;
-
 mod prim;
-pub(crate) mod special;
 #[cfg(test)]
 mod tests;
 
@@ -1039,30 +1037,5 @@ fn reshaped(a: Rc<Array>) -> R<ArrayData> {
     match Rc::try_unwrap(a) {
         Ok(x) => Ok(x.data),
         Err(a) => Ok(data::copy(&a.data)?),
-    }
-}
-
-/// The value of primitive `p` on literal operands, exactly as a run would
-/// compute it; `None` when the run would fail (integer division by zero).
-/// The optimiser folds constants with it, so folding never changes a bit.
-pub fn fold_prim(p: crate::ir::Prim, args: &[crate::ir::Lit]) -> Option<crate::ir::Lit> {
-    use crate::ir::Lit;
-    let vals: Vec<Value> = args
-        .iter()
-        .map(|l| match *l {
-            Lit::F64(x) => Value::F64(x),
-            Lit::F32(x) => Value::F32(x),
-            Lit::I64(x) => Value::I64(x),
-            Lit::I32(x) => Value::I32(x),
-            Lit::Bool(x) => Value::Bool(x),
-        })
-        .collect();
-    match prim::eval_prim(p, &vals, &None).ok()? {
-        Value::F64(x) => Some(Lit::F64(x)),
-        Value::F32(x) => Some(Lit::F32(x)),
-        Value::I64(x) => Some(Lit::I64(x)),
-        Value::I32(x) => Some(Lit::I32(x)),
-        Value::Bool(x) => Some(Lit::Bool(x)),
-        _ => None,
     }
 }

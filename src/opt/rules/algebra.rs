@@ -53,7 +53,7 @@ fn fold_constant(s: &Stmt, _ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     {
         return Some(vec![bind(b.var, b.ty.clone(), Expr::Atom(if c { xs[1] } else { xs[2] }))]);
     }
-    let v = crate::backend::interp::fold_prim(*p, &lits(xs)?)?;
+    let v = p.eval(&lits(xs)?).ok()?;
     Some(vec![bind(b.var, b.ty.clone(), Expr::Atom(Atom::Lit(v)))])
 }
 
@@ -242,7 +242,7 @@ fn if_known_cond(s: &Stmt, _ctx: &mut Ctx) -> Option<Vec<Stmt>> {
 /// in a branch of `if cond` (`if_known_cond`).
 fn simplifies(p: Prim, xs: &[Atom], float: bool, cond: &Atom) -> bool {
     if let Some(ls) = lits(xs) {
-        return p == Prim::Select || crate::backend::interp::fold_prim(p, &ls).is_some();
+        return p == Prim::Select || p.eval(&ls).is_ok();
     }
     identity(p, xs, float).is_some() || p == Prim::Select && xs[0] == *cond
 }

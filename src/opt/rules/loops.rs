@@ -3,6 +3,7 @@
 //! makes one-hot sums free.
 
 use super::{bind, copies, copy_block, in_range, local_def, one_hot_term, var};
+use crate::ir::prim::Cost;
 use crate::ir::{Atom, Binder, Block, Expr, Lit, LoopKind, Prim, Scalar, Size, Stmt, Type, VarId, walk};
 use crate::opt::rule::{Ctx, Rule};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -376,8 +377,7 @@ fn fission_invariant(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
 
 /// Primitives worth computing once instead of once per outer iteration.
 fn expensive(p: Prim) -> bool {
-    use Prim::*;
-    matches!(p, Exp | Log | Sqrt | Pow | Sin | Cos | Tan | Tanh | Asin | Acos | Atan | Sinh | Cosh | Atan2 | Lgamma | Digamma | Trigamma | Erf | Sigmoid | Div)
+    p.row().cost == Cost::Expensive
 }
 
 /// A statement found inside a nest of `for`s in a loop body: the path of

@@ -1,5 +1,7 @@
-//! `lgamma` and `erf` for the interpreter, derived from their classical
-//! series and continued fractions (no external maths library).
+//! `lgamma`, `digamma`, `trigamma` and `erf`, derived from their classical
+//! series and continued fractions (no external maths library); the
+//! primitive table evaluates with them, and `backend/c/rt.h` is the same
+//! code in C, with these constants.
 //!
 //! - `lgamma`: around 2 the Taylor series
 //!   `ln Γ(2+z) = (1-γ) z + Σ_{k≥2} (ζ(k)-1) (-z)^k / k`, which converges like
