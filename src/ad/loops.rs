@@ -17,8 +17,9 @@
 //! function is linear (issue 24). Once only the last iteration runs, the
 //! cotangent is transposed once.
 //!
-//! When: the body cannot fail and contains no `while` loop (the earlier
-//! iterations it skips could have failed or run forever).
+//! When: the body cannot fail (an iteration it skips could have failed).
+//! A `while` loop in it may stay: skipping iterations never makes a
+//! program run longer.
 
 use super::build::{Builder, lit};
 use crate::ir::walk::{self, Copier};
@@ -26,7 +27,7 @@ use crate::ir::{Atom, Binder, Block, Expr, LoopKind, Prim, Scalar, Stmt, Type, V
 use rustc_hash::{FxHashMap, FxHashSet};
 
 /// `s` as its last iteration, when `s` is a counted loop whose body reads
-/// no state it changes and that `safe` (cannot fail, no `while`) accepts.
+/// no state it changes and that `safe` (cannot fail) accepts.
 pub(super) fn last_iteration_only(b: &mut Builder, s: &Stmt, safe: impl Fn(&Stmt) -> bool) -> Option<Vec<Stmt>> {
     let Expr::Loop { params, init, kind: LoopKind::Count { ivar, n, down }, body } = &s.expr else { return None };
     let unchanged = passed_on_unchanged(params, body);

@@ -196,7 +196,7 @@ impl Reads<'_, '_> {
             self.nested(&mut s);
             // a loop whose body ignores its state runs its last iteration alone
             if self.hoist
-                && let Some(new) = super::loops::last_iteration_only(self.b, &s, |st| safe_to_hoist(st, &self.nonneg))
+                && let Some(new) = super::loops::last_iteration_only(self.b, &s, |st| cannot_fail(st, &self.nonneg, true))
             {
                 for n in new {
                     self.record(&n);
@@ -663,31 +663,38 @@ impl Hoist<'_> {
 /// Whether running `s` where it did not run before is harmless: it cannot
 /// fail (sizes included) and contains no `while` loop.
 fn safe_to_hoist(s: &Stmt, nonneg: &FxHashSet<VarId>) -> bool {
+    cannot_fail(s, nonneg, false)
+}
+
+/// Whether `s` cannot fail (sizes included), and, unless `while_ok`,
+/// contains no `while` loop (one may run forever).
+pub(super) fn cannot_fail(s: &Stmt, nonneg: &FxHashSet<VarId>, while_ok: bool) -> bool {
     let mut inner: FxHashSet<VarId> = nonneg.clone();
-    fn ok(s: &Stmt, inner: &mut FxHashSet<VarId>) -> bool {
+    fn ok(s: &Stmt, inner: &mut FxHashSet<VarId>, while_ok: bool) -> bool {
         if walk::can_fail_with(s, &|v| inner.contains(&v)) {
             return false;
         }
+        let all = |b: &Block, inner: &mut FxHashSet<VarId>| b.stmts.iter().all(|t| ok(t, inner, while_ok));
         match &s.expr {
             Expr::For { ivar, size, body } | Expr::ForAcc { ivar, size, body, .. } => {
                 if !size.provably_nonneg(&|v| inner.contains(&v)) {
                     return false;
                 }
                 inner.insert(*ivar);
-                body.stmts.iter().all(|t| ok(t, inner))
+                all(body, inner)
             }
-            Expr::Loop { kind: LoopKind::While { .. }, .. } => false,
+            Expr::Loop { kind: LoopKind::While { cond }, body, .. } => while_ok && all(cond, inner) && all(body, inner),
             Expr::Loop { kind: LoopKind::Count { ivar, .. }, body, .. } => {
                 inner.insert(*ivar);
-                body.stmts.iter().all(|t| ok(t, inner))
+                all(body, inner)
             }
-            Expr::If { then_b, else_b, .. } => then_b.stmts.iter().chain(&else_b.stmts).all(|t| ok(t, inner)),
-            Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => l.body.stmts.iter().all(|t| ok(t, inner)),
+            Expr::If { then_b, else_b, .. } => all(then_b, inner) && all(else_b, inner),
+            Expr::Reduce { op: ReduceOp::Lambda(l), .. } | Expr::Scan { op: ReduceOp::Lambda(l), .. } => all(&l.body, inner),
             Expr::Jvp { .. } | Expr::Vjp { .. } => false,
             _ => true,
         }
     }
-    ok(s, &mut inner)
+    ok(s, &mut inner, while_ok)
 }
 
 /// The arrays `b` reads with `index` (nested blocks included).
