@@ -592,7 +592,7 @@ fn hoist_invariant(s: &mut Stmt, nonneg: &FxHashSet<VarId>) -> Vec<Stmt> {
     let mut indexed: FxHashSet<VarId> = FxHashSet::default();
     index_reads(body, &mut indexed);
     let mut needed: FxHashSet<VarId> = FxHashSet::default();
-    Hoist { nonneg, indexed: &indexed }.from_block(body, variant, &mut needed)
+    Hoist { nonneg, indexed: &indexed }.movable(body, variant, &mut needed)
 }
 
 struct Hoist<'h> {
@@ -605,7 +605,7 @@ impl Hoist<'_> {
     /// The statements of `body` (in the loop, or in one of its `if`
     /// branches) that move before the loop, in order; `variant` holds what
     /// changes between iterations, `needed` what later hoisted statements read.
-    fn from_block(&self, body: &mut Block, mut variant: FxHashSet<VarId>, needed: &mut FxHashSet<VarId>) -> Vec<Stmt> {
+    fn movable(&self, body: &mut Block, mut variant: FxHashSet<VarId>, needed: &mut FxHashSet<VarId>) -> Vec<Stmt> {
         // invariant and safe statements, assuming every one of them leaves;
         // an `if` that stays keeps the variant set its branches start with
         let mut cand = vec![false; body.stmts.len()];
@@ -636,8 +636,8 @@ impl Hoist<'_> {
                     needed.insert(v);
                 });
             } else if let (Some(v), Expr::If { then_b, else_b, .. }) = (branch_variant[k].take(), &mut st.expr) {
-                let mut moved = self.from_block(then_b, v.clone(), needed);
-                moved.extend(self.from_block(else_b, v, needed));
+                let mut moved = self.movable(then_b, v.clone(), needed);
+                moved.extend(self.movable(else_b, v, needed));
                 from_branches[k] = moved;
             }
         }
