@@ -295,7 +295,11 @@ fn a_gradient_fails_where_its_function_fails() {
 /// operator than `+` zeroed a cotangent row before reading it, so the
 /// zeroing copied the array at every step. The last three compute an array
 /// or a reduction the same at every iteration of a `for` (moved before the
-/// loop before differentiation).
+/// loop before differentiation). `lastonly` and `passon` replace their
+/// state at every iteration without reading it (reverse mode added a
+/// whole cotangent per iteration; now only the last iteration runs), and
+/// `ifprod` reduces the whole array in one branch of a `for` (a whole
+/// cotangent per iteration, zeros in the other branch; now moved out).
 const LINEAR_PATTERNS: &str = "
 def scanmul [n] (y: [n]f64) : f64 = sum (scan (*) 1.0 y)
 def scanmax [n] (y: [n]f64) : f64 = sum (scan max (-1.0e300) y)
@@ -321,6 +325,9 @@ def trfor [n] (m: [3][n]f64) : f64 = sum (for j. (transpose m)[j][2] * m[0][j])
 def loopread [n] (y: [n]f64) : f64 = sum (for i. (loop u = y for j < 2 do map (\\v -> v * 0.5 + 1.0) u)[i] * y[i])
 def scanread [n] (y: [n]f64) : f64 = sum (for (q < n). (scan (+) 0.0 y)[q] * y[q])
 def minread [n] (y: [n]f64) : f64 = sum (for i. y[i] * minimum (map sin y))
+def lastonly [n] (y: [n]f64) : f64 = sum (loop u = y for i < n do y) * y[0]
+def passon [n] (y: [n]f64) : f64 = let (a, b) = loop (a, b) = (y, y) for i < n do (a, y) in sum a * sum b
+def ifprod [n] (y: [n]f64) : f64 = sum (for i. if i == n - 1 then prod y else y[i] * y[i + 1])
 ";
 
 const LINEAR_VECTOR: &[&str] = &[
@@ -343,6 +350,9 @@ const LINEAR_VECTOR: &[&str] = &[
     "loopread",
     "scanread",
     "minread",
+    "lastonly",
+    "passon",
+    "ifprod",
 ];
 const LINEAR_MATRIX: &[&str] = &["rowloop", "rowfor", "flatfor", "trfor"];
 

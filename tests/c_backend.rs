@@ -459,3 +459,35 @@ fn zero_replicates_are_zeroed_allocations() {
         assert!(neg.iter().all(|v| v.to_bits() == (-0.0f64).to_bits()), "n = {n}: -0.0 lost its sign");
     }
 }
+
+/// A call's arrays are not faulted in afresh at every call: glibc served
+/// buffers of 128 KiB or more by `mmap` (and gave a freed heap top of more
+/// than 256 KiB back), so each call took a page fault per 4 KiB of every
+/// large array, and gradients whose arrays crossed 128 KiB between n and
+/// 4n grew 6-8x (issue 24, `rotfor` in bench/linear). The runtime keeps
+/// buffers under 4 MiB in the heap: a second call faults (almost) nowhere.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+fn a_second_call_reuses_the_heap_pages_of_the_first() {
+    let src = "entry g [n] (y: [n]f64) : [n]f64 = grad (\\(y: [n]f64) -> sum (for i. (reverse y)[i] * (rotate 3 y)[i])) y\n";
+    let Some((compiled, _)) = c_and_interp("heap_pages.ard", src) else { return };
+    let n = 100_000;
+    let y = Value::array(vec![n], ArrayData::F64((0..n).map(|i| 1.0 + (i % 7) as f64 / 100.0).collect()));
+    let g = compiled.entry("g").unwrap();
+    let opts = CallOptions { threads: 1, par_min: 1 << 15 };
+    // the faults of this thread (other tests run beside it)
+    let faults = || {
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) }, 0);
+        usage.ru_minflt
+    };
+    let (first, _) = g.call_with(std::slice::from_ref(&y), &opts).unwrap();
+    drop(first);
+    let before = faults();
+    let (second, stats) = g.call_with(std::slice::from_ref(&y), &opts).unwrap();
+    let taken = faults() - before;
+    drop(second);
+    // its arrays: 5 of n elements (800 KB each), about 1,000 pages
+    assert!(stats.unwrap().peak_bytes >= 4 * 8 * n as i64);
+    assert!(taken < 100, "the second call took {taken} page faults");
+}

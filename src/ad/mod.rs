@@ -13,6 +13,7 @@
 
 mod build;
 mod jvp;
+mod loops;
 mod reads;
 pub mod rules;
 mod transpose;

@@ -183,6 +183,16 @@ impl Reads<'_, '_> {
                 continue;
             }
             self.nested(&mut s);
+            // a loop whose body ignores its state runs its last iteration alone
+            if self.hoist
+                && let Some(new) = super::loops::last_iteration_only(self.b, &s, |st| cannot_fail(st, &self.nonneg, true))
+            {
+                for n in new {
+                    self.record(&n);
+                    out.push(n);
+                }
+                continue;
+            }
             // what the loop body computes the same at every iteration runs
             // once, before the loop
             let hoisted = if self.hoist { hoist_invariant(&mut s, &self.nonneg) } else { vec![] };
@@ -546,77 +556,113 @@ fn sweep(b: &mut Block, dead: &mut dyn FnMut(&Stmt) -> bool) {
 /// in a loop body a cotangent as large as itself at every iteration; one
 /// computed before the loop gets its cotangent transposed once (issue 24:
 /// `(loop u = v for i < 2 do v)[i]` or `(scan (+) 0.0 v)[q]` in a `for`).
+/// Statements inside the body's `if` branches move too: `for i. if i == 0
+/// then prod v else ..` gave every iteration a whole cotangent of `v`,
+/// zeros in the other branch.
 fn hoist_invariant(s: &mut Stmt, nonneg: &FxHashSet<VarId>) -> Vec<Stmt> {
-    let (body, mut variant): (&mut Block, FxHashSet<VarId>) = match &mut s.expr {
+    let (body, variant): (&mut Block, FxHashSet<VarId>) = match &mut s.expr {
         Expr::For { ivar, body, .. } => (body, std::iter::once(*ivar).collect()),
         Expr::Loop { params, kind: LoopKind::Count { ivar, .. }, body, .. } => (body, params.iter().map(|p| p.var).chain(std::iter::once(*ivar)).collect()),
         Expr::Loop { params, kind: LoopKind::While { .. }, body, .. } => (body, params.iter().map(|p| p.var).collect()),
         _ => return vec![],
     };
-    // invariant and safe statements, assuming every one of them leaves
-    let mut cand = vec![false; body.stmts.len()];
-    for (k, st) in body.stmts.iter().enumerate() {
-        let mut reads_variant = false;
-        crate::ir::walk::stmt_uses(st, &mut |v| reads_variant |= variant.contains(&v));
-        if !reads_variant && safe_to_hoist(st, nonneg) {
-            cand[k] = true;
-        } else {
+    let mut indexed: FxHashSet<VarId> = FxHashSet::default();
+    index_reads(body, &mut indexed);
+    let mut needed: FxHashSet<VarId> = FxHashSet::default();
+    Hoist { nonneg, indexed: &indexed }.movable(body, variant, &mut needed)
+}
+
+struct Hoist<'h> {
+    nonneg: &'h FxHashSet<VarId>,
+    /// the arrays the loop body reads with `index`
+    indexed: &'h FxHashSet<VarId>,
+}
+
+impl Hoist<'_> {
+    /// The statements of `body` (in the loop, or in one of its `if`
+    /// branches) that move before the loop, in order; `variant` holds what
+    /// changes between iterations, `needed` what later hoisted statements read.
+    fn movable(&self, body: &mut Block, mut variant: FxHashSet<VarId>, needed: &mut FxHashSet<VarId>) -> Vec<Stmt> {
+        // invariant and safe statements, assuming every one of them leaves;
+        // an `if` that stays keeps the variant set its branches start with
+        let mut cand = vec![false; body.stmts.len()];
+        let mut branch_variant: Vec<Option<FxHashSet<VarId>>> = vec![None; body.stmts.len()];
+        for (k, st) in body.stmts.iter().enumerate() {
+            let mut reads_variant = false;
+            crate::ir::walk::stmt_uses(st, &mut |v| reads_variant |= variant.contains(&v));
+            if !reads_variant && safe_to_hoist(st, self.nonneg) {
+                cand[k] = true;
+                continue;
+            }
+            if matches!(st.expr, Expr::If { .. }) {
+                branch_variant[k] = Some(variant.clone());
+            }
             walk::visit_expr(&st.expr, &mut |_| {}, &mut |v| {
                 variant.insert(v);
             });
             variant.extend(st.binds.iter().map(|b| b.var));
         }
-    }
-    // the arrays, and the invariant statements they read
-    let mut indexed: FxHashSet<VarId> = FxHashSet::default();
-    index_reads(body, &mut indexed);
-    let mut needed: FxHashSet<VarId> = FxHashSet::default();
-    let mut hoist = vec![false; body.stmts.len()];
-    for k in (0..body.stmts.len()).rev() {
-        let st = &body.stmts[k];
-        // an array read element by element (its cotangent would be a
-        // one-hot array per read), or a scalar made by a loop or reduction
-        let heavy = st.binds.iter().any(|b| indexed.contains(&b.var))
-            || (st.binds.iter().all(|b| b.ty.rank() == 0)
-                && matches!(st.expr, Expr::Reduce { .. } | Expr::Scan { .. } | Expr::ArgExt { .. } | Expr::Loop { .. } | Expr::For { .. } | Expr::If { .. }));
-        if cand[k] && (heavy || st.binds.iter().any(|b| needed.contains(&b.var))) {
-            hoist[k] = true;
-            crate::ir::walk::stmt_uses(st, &mut |v| {
-                needed.insert(v);
-            });
+        // the arrays, and the invariant statements they read, last first
+        let mut hoist = vec![false; body.stmts.len()];
+        let mut from_branches: Vec<Vec<Stmt>> = vec![vec![]; body.stmts.len()];
+        for k in (0..body.stmts.len()).rev() {
+            let st = &mut body.stmts[k];
+            if cand[k] && (self.heavy(st) || st.binds.iter().any(|b| needed.contains(&b.var))) {
+                hoist[k] = true;
+                crate::ir::walk::stmt_uses(st, &mut |v| {
+                    needed.insert(v);
+                });
+            } else if let (Some(v), Expr::If { then_b, else_b, .. }) = (branch_variant[k].take(), &mut st.expr) {
+                let mut moved = self.movable(then_b, v.clone(), needed);
+                moved.extend(self.movable(else_b, v, needed));
+                from_branches[k] = moved;
+            }
         }
+        let mut out = vec![];
+        let mut keep = vec![];
+        for ((st, h), moved) in std::mem::take(&mut body.stmts).into_iter().zip(hoist).zip(from_branches) {
+            out.extend(moved);
+            if h { out.push(st) } else { keep.push(st) }
+        }
+        body.stmts = keep;
+        out
     }
-    if !hoist.iter().any(|h| *h) {
-        return vec![];
+
+    /// An array read element by element (its cotangent would be a one-hot
+    /// array per read), or a scalar made by a loop or reduction.
+    fn heavy(&self, st: &Stmt) -> bool {
+        st.binds.iter().any(|b| self.indexed.contains(&b.var))
+            || (st.binds.iter().all(|b| b.ty.rank() == 0)
+                && matches!(st.expr, Expr::Reduce { .. } | Expr::Scan { .. } | Expr::ArgExt { .. } | Expr::Loop { .. } | Expr::For { .. } | Expr::If { .. }))
     }
-    let mut out = vec![];
-    let mut keep = vec![];
-    for (st, h) in std::mem::take(&mut body.stmts).into_iter().zip(hoist) {
-        if h { out.push(st) } else { keep.push(st) }
-    }
-    body.stmts = keep;
-    out
 }
 
 /// Whether running `s` where it did not run before is harmless: it cannot
 /// fail (sizes included) and contains no `while` loop.
 fn safe_to_hoist(s: &Stmt, nonneg: &FxHashSet<VarId>) -> bool {
+    cannot_fail(s, nonneg, false)
+}
+
+/// Whether `s` cannot fail (sizes included), and, unless `while_ok`,
+/// contains no `while` loop (one may run forever).
+pub(super) fn cannot_fail(s: &Stmt, nonneg: &FxHashSet<VarId>, while_ok: bool) -> bool {
     let mut inner: FxHashSet<VarId> = nonneg.clone();
-    fn ok(s: &Stmt, inner: &mut FxHashSet<VarId>) -> bool {
+    fn ok(s: &Stmt, inner: &mut FxHashSet<VarId>, while_ok: bool) -> bool {
         if walk::can_fail_with(s, &|v| inner.contains(&v)) {
             return false;
         }
         match &s.expr {
             Expr::For { size, .. } | Expr::ForAcc { size, .. } if !size.provably_nonneg(&|v| inner.contains(&v)) => false,
-            Expr::Loop { kind: LoopKind::While { .. }, .. } | Expr::Jvp { .. } | Expr::Vjp { .. } => false,
+            Expr::Loop { kind: LoopKind::While { .. }, .. } if !while_ok => false,
+            Expr::Jvp { .. } | Expr::Vjp { .. } => false,
             // a `for` index or loop counter is non-negative
             e => walk::scopes(e).all(|scope| {
                 inner.extend(scope.binds.index());
-                scope.block.stmts.iter().all(|t| ok(t, inner))
+                scope.block.stmts.iter().all(|t| ok(t, inner, while_ok))
             }),
         }
     }
-    ok(s, &mut inner)
+    ok(s, &mut inner, while_ok)
 }
 
 /// The arrays `b` reads with `index` (nested blocks included).

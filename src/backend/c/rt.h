@@ -9,6 +9,9 @@
 #include <stdarg.h>
 #include <math.h>
 #include <sys/mman.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -386,6 +389,23 @@ static void ard_advise_huge(void *p, size_t n) {
     (void)n;
 #endif
 }
+
+/* Below ARD_HUGE_BYTES, glibc's defaults made large buffers fresh memory
+ * at every call too: an allocation of 128 KiB or more comes from mmap, and
+ * free returns a heap top of more than 256 KiB to the system, so each call
+ * faulted in its arrays again, a fault per 4 KiB. A gradient whose arrays
+ * crossed 128 KiB between n and 4n grew 6-8x (issue 24: `rotfor` in
+ * bench/linear, 8n-byte (position, value) arrays). Buffers under
+ * ARD_HUGE_BYTES now come from the heap, and up to 64 MiB of free heap stays
+ * with the process for the next call; larger ones keep mmap and huge pages.
+ * Set once, when the library is loaded (glibc only: the setting is
+ * process-wide, as MALLOC_MMAP_THRESHOLD_ would be). */
+#if defined(__GLIBC__) && defined(M_MMAP_THRESHOLD)
+__attribute__((constructor)) static void ard_keep_heap_pages(void) {
+    (void)mallopt(M_MMAP_THRESHOLD, (int)ARD_HUGE_BYTES);
+    (void)mallopt(M_TRIM_THRESHOLD, 64 << 20);
+}
+#endif
 
 /* Size arithmetic (the sizes in types) is checked, as the interpreter's
  * `Size::eval` is: an overflow is remembered in the context and reported,
