@@ -2,3 +2,4 @@
 pub mod c;
 pub mod interp;
 pub mod limits;
+pub mod vmath;
