@@ -371,3 +371,54 @@ fn special_values_are_libms() {
         assert!(same(got, want), "pow({x:e}, {y:e}) = {got:e}, want {want:e}");
     }
 }
+
+/// The speed of 10^6 `exp`, `log`, `tanh`, … with libm and with the
+/// kernels, best of 20 runs, in a C loop compiled with the backend's flags
+/// (one thread). Run with `--ignored --nocapture`; the numbers are in
+/// docs/PERFORMANCE.md's notes.
+#[test]
+#[ignore]
+fn speed_against_libm() {
+    if !common::c_compiler_or_skip("vmath speed") {
+        return;
+    }
+    let funcs = [("exp", "exp(v)"), ("log", "log(v)"), ("tanh", "tanh(v)"), ("sin", "sin(v)"), ("erf", "erf(v)"), ("pow", "pow(v, 1.7)")];
+    let mut src = vmath::c_source();
+    src += "#include <time.h>\nstatic double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }\n";
+    src += "typedef void (*loop_fn)(const double *, double *, long);\n";
+    for (name, libm) in funcs {
+        let ours = if name == "pow" { "ard_vm_pow(v, 1.7)".to_string() } else { format!("ard_vm_{name}(v)") };
+        src += &format!("static void l_{name}(const double *x, double *y, long n) {{ for (long i = 0; i < n; i++) {{ double v = x[i]; y[i] = {libm}; }} }}\n");
+        src += &format!("static void v_{name}(const double *x, double *y, long n) {{ for (long i = 0; i < n; i++) {{ double v = x[i]; y[i] = {ours}; }} }}\n");
+    }
+    src += "static double best(loop_fn f, const double *x, double *y, long n) { double b = 1e30; for (int r = 0; r < 20; r++) { double t = now(); f(x, y, n); t = now() - t; if (t < b) b = t; } return b; }\n";
+    let calls: Vec<String> = funcs.iter().map(|(n, _)| format!("best(l_{n}, x, y, n), best(v_{n}, x, y, n)")).collect();
+    src += &format!(
+        "void run(const double *x, double *y, long n, double *out) {{ double t[] = {{{}}}; for (unsigned i = 0; i < sizeof t / sizeof t[0]; i++) out[i] = t[i]; }}\n",
+        calls.join(", ")
+    );
+    let dir = common::TempDir::new("vmath-speed");
+    let c = dir.write("speed.c", &src);
+    if let Ok(keep) = std::env::var("ARDEN_VMATH_KEEP_C") {
+        std::fs::write(keep, &src).unwrap();
+    }
+    let so = dir.0.join("speed.so");
+    let cc = arden::backend::c::find_compiler().unwrap();
+    let out =
+        std::process::Command::new(&cc.argv[0]).args(&cc.argv[1..]).args(arden::backend::c::FLAGS).arg("-o").arg(&so).arg(&c).arg("-lm").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let n = 1_000_000;
+    let mut rng = Rng(7);
+    let xs: Vec<f64> = (0..n).map(|_| rng.uniform(0.01, 10.0)).collect();
+    let mut ys = vec![0.0; n];
+    let mut t = vec![0.0; 2 * funcs.len()];
+    // SAFETY: `run` is defined above with this signature; `t` has one slot per timing.
+    unsafe {
+        let lib = libloading::Library::new(&so).unwrap();
+        let run: libloading::Symbol<unsafe extern "C" fn(*const f64, *mut f64, i64, *mut f64)> = lib.get(b"run").unwrap();
+        run(xs.as_ptr(), ys.as_mut_ptr(), n as i64, t.as_mut_ptr());
+    }
+    for (k, (name, _)) in funcs.iter().enumerate() {
+        eprintln!("{name}: libm {:.2} ms, vmath {:.2} ms per 10^6 ({:.1}x)", t[2 * k] * 1e3, t[2 * k + 1] * 1e3, t[2 * k] / t[2 * k + 1]);
+    }
+}
