@@ -247,8 +247,10 @@ fn trig(x: f64, shift_quadrant: u64) -> f64 {
     let (r, rlo, q) = trig_reduce(x);
     let q = q.wrapping_add(shift_quadrant);
     let (s, c) = sin_cos_poly(r, rlo);
-    let y = if q & 1 != 0 { c } else { s };
-    f64::from_bits(y.to_bits() ^ ((q & 2) << 62))
+    // select by masks, not a 64-bit comparison (SSE2 has none)
+    let odd = (q & 1).wrapping_neg();
+    let y = s.to_bits() ^ ((s.to_bits() ^ c.to_bits()) & odd);
+    f64::from_bits(y ^ ((q & 2) << 62))
 }
 
 pub fn sin(x: f64) -> f64 {

@@ -177,8 +177,10 @@ ARD_VM_INLINE double ard_vm_trig(double x, uint64_t shift_quadrant) {
     double hz = 0.5 * z;
     double w = 1.0 - hz;
     double c = w + (((1.0 - w) - hz) + ((z * z) * ard_vm_horner(ARD_VM_COS_C, ARD_VM_N(ARD_VM_COS_C), z) - r * rlo));
-    double y = (q & 1) != 0 ? c : s;
-    return ard_vm_double(ard_vm_bits(y) ^ ((q & 2) << 62));
+    /* select by masks, not a 64-bit comparison (SSE2 has none) */
+    uint64_t odd = -(q & 1);
+    uint64_t y = ard_vm_bits(s) ^ ((ard_vm_bits(s) ^ ard_vm_bits(c)) & odd);
+    return ard_vm_double(y ^ ((q & 2) << 62));
 }
 ARD_VM_INLINE double ard_vm_sin(double x) {
     double y = ard_vm_trig(x, 0);
