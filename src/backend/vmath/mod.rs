@@ -32,6 +32,7 @@ const NAN: f64 = f64::from_bits(0x7ff8_0000_0000_0000);
 /// `2/3 - LOG_R[0]`.
 const TWO_THIRDS_LO: f64 = 3.700743415417188e-17;
 const TWO_23: f64 = 8388608.0;
+const TWO64: f64 = 18446744073709551616.0;
 const TWO_M23: f64 = 1.0 / 8388608.0;
 /// Past these bounds `exp` is 0 or ∞ whatever the polynomial says; inside
 /// them `k` fits twice into a normal exponent (see [`scale`]).
@@ -122,10 +123,11 @@ fn exp_split(x: f64, low: f64) -> (f64, f64) {
 }
 
 /// `exp(x) - 1 = (hi - 1) + lo`: the subtraction is exact where it
-/// cancels (`|k| ≤ 1`), so the polynomial's error is never magnified.
+/// cancels (`|k| ≤ 1`), so the polynomial's error is never magnified; from
+/// `hi ≥ 2^52` on, `hi - 1` would round, and `hi + (lo - 1)` rounds once.
 pub fn expm1(x: f64) -> f64 {
     let (hi, lo) = exp_split(x, EXPM1_LOW);
-    let y = (hi - 1.0) + lo;
+    let y = if hi < TWO52 { (hi - 1.0) + lo } else { hi + (lo - 1.0) };
     let y = if hi == f64::INFINITY { hi } else { y };
     // below 2^-54, expm1(x) rounds to x (and -0 stays -0)
     if x.abs() < 5.551115123125783e-17 { x } else { y }
@@ -270,8 +272,11 @@ pub fn cos(x: f64) -> f64 {
 pub fn erf(x: f64) -> f64 {
     let a = x.abs();
     // 2/√π·a as a double-double: the leading product's rounding is kept
-    let (ph, pl) = two_prod(a, ERF_E[0]);
-    let small = ph + ((pl + a * ERF_C0_LO) + a * ((a * a) * horner(&ERF_E[1..], a * a)));
+    // (on `a·2^64`, so that no partial product underflows; the scaling back
+    // rounds only a subnormal result)
+    let s = a * TWO64;
+    let (ph, pl) = two_prod(s, ERF_E[0]);
+    let small = (ph + ((pl + s * ERF_C0_LO) + s * ((a * a) * horner(&ERF_E[1..], a * a)))) * (1.0 / TWO64);
     let ac = if a < 6.0 { a } else { 6.0 };
     let jd = round_int(ac * 8.0);
     let row = ((jd + SHIFT).to_bits() & 63) as usize * ERF_DEG;

@@ -96,7 +96,7 @@ ARD_VM_INLINE double ard_vm_exp_split(double x, double low, double *lo) {
 }
 ARD_VM_INLINE double ard_vm_expm1(double x) {
     double lo, hi = ard_vm_exp_split(x, ARD_VM_EXPM1_LOW, &lo);
-    double y = (hi - 1.0) + lo;
+    double y = hi < ARD_VM_TWO52 ? (hi - 1.0) + lo : hi + (lo - 1.0);
     y = hi == INFINITY ? hi : y;
     return fabs(x) < ARD_VM_TINY54 ? x : y;
 }
@@ -191,8 +191,9 @@ ARD_VM_INLINE double ard_vm_cos(double x) { return ard_vm_trig(x, 1); }
 /* ---- erf ---- */
 ARD_VM_INLINE double ard_vm_erf(double x) {
     double a = fabs(x);
-    double pl, ph = ard_vm_two_prod(a, ARD_VM_ERF_E[0], &pl);
-    double small = ph + ((pl + a * ARD_VM_ERF_C0_LO) + a * ((a * a) * ard_vm_horner(ARD_VM_ERF_E + 1, ARD_VM_N(ARD_VM_ERF_E) - 1, a * a)));
+    double s = a * 18446744073709551616.0;
+    double pl, ph = ard_vm_two_prod(s, ARD_VM_ERF_E[0], &pl);
+    double small = (ph + ((pl + s * ARD_VM_ERF_C0_LO) + s * ((a * a) * ard_vm_horner(ARD_VM_ERF_E + 1, ARD_VM_N(ARD_VM_ERF_E) - 1, a * a)))) * (1.0 / 18446744073709551616.0);
     double ac = a < 6.0 ? a : 6.0;
     double jd = ard_vm_round_int(ac * 8.0);
     uint64_t row = (ard_vm_bits(jd + ARD_VM_SHIFT) & 63) * ARD_VM_ERF_DEG;
