@@ -69,11 +69,14 @@ table("ERF_E", truncated(lambda n: 2 / mp.sqrt(mp.pi) * (-1) ** n / (mp.factoria
 print(f"pub const ERF_SMALL: f64 = {lit(esmall)};")
 c0 = 2 / mp.sqrt(mp.pi)
 print(f"pub const ERF_C0_LO: f64 = {lit(c0 - mp.mpf(float(c0)))};")
-# erf(c + t) for c = j/8, |t| <= 1/16: ERF_ROWS rows of ERF_DEG Taylor coefficients
+# erf(c + t) for c = j/8, |t| <= 1/16: 64 rows of ERF_ROW numbers, erf(c) as
+# a double-double, then the Taylor coefficients of t^1 .. t^13
 deg = 14
 rows = []
 for j in range(64):
     c = mp.mpf(j) / 8
-    rows.extend(mp.taylor(mp.erf, c, deg - 1))
-print(f"pub const ERF_DEG: usize = {deg};")
+    coef = mp.taylor(mp.erf, c, deg - 1)
+    hi = mp.mpf(float(coef[0]))
+    rows.extend([hi, coef[0] - hi] + coef[1:])
+print(f"pub const ERF_ROW: usize = {deg + 1};")
 table("ERF_TAYLOR", rows)

@@ -267,8 +267,9 @@ pub fn cos(x: f64) -> f64 {
 
 /// `a·E(a²)` below `ERF_SMALL`; above, the Taylor polynomial of `erf`
 /// around `c = j/8`, the nearest eighth (`|t| ≤ 1/16`), one row of
-/// `ERF_TAYLOR` per `j` (the row index is masked, so even NaN reads inside
-/// the table); `erf(6)` is 1 in double precision.
+/// `ERF_TAYLOR` per `j`, `erf(c)` in double-double (the row index is
+/// masked, so even NaN reads inside the table); `erf(6)` is 1 in double
+/// precision.
 pub fn erf(x: f64) -> f64 {
     let a = x.abs();
     // 2/√π·a as a double-double: the leading product's rounding is kept
@@ -279,8 +280,10 @@ pub fn erf(x: f64) -> f64 {
     let small = (ph + ((pl + s * ERF_C0_LO) + s * ((a * a) * horner(&ERF_E[1..], a * a)))) * (1.0 / TWO64);
     let ac = if a < 6.0 { a } else { 6.0 };
     let jd = round_int(ac * 8.0);
-    let row = ((jd + SHIFT).to_bits() & 63) as usize * ERF_DEG;
-    let large = horner(&ERF_TAYLOR[row..row + ERF_DEG], ac - jd * 0.125);
+    let row = ((jd + SHIFT).to_bits() & 63) as usize * ERF_ROW;
+    let c = &ERF_TAYLOR[row..row + ERF_ROW];
+    let t = ac - jd * 0.125;
+    let large = c[0] + (c[1] + t * horner(&c[2..], t));
     let y = copysign_of(if a < ERF_SMALL { small } else { large }, x);
     if x.is_nan() { x } else { y }
 }
@@ -404,7 +407,7 @@ pub fn c_source() -> String {
     {
         let _ = writeln!(s, "#define ARD_VM_{name} {}", lit(x));
     }
-    let _ = writeln!(s, "#define ARD_VM_ERF_DEG {ERF_DEG}");
+    let _ = writeln!(s, "#define ARD_VM_ERF_ROW {ERF_ROW}");
     let tables: [(&str, &[f64]); 7] =
         [("EXP_Q", &EXP_Q), ("LOG_R", &LOG_R), ("SIN_S", &SIN_S), ("COS_C", &COS_C), ("PIO2", &PIO2), ("TANH_T", &TANH_T), ("ERF_E", &ERF_E)];
     for (name, t) in tables.into_iter().chain([("ERF_TAYLOR", &ERF_TAYLOR[..])]) {

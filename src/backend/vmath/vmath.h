@@ -196,8 +196,10 @@ ARD_VM_INLINE double ard_vm_erf(double x) {
     double small = (ph + ((pl + s * ARD_VM_ERF_C0_LO) + s * ((a * a) * ard_vm_horner(ARD_VM_ERF_E + 1, ARD_VM_N(ARD_VM_ERF_E) - 1, a * a)))) * (1.0 / 18446744073709551616.0);
     double ac = a < 6.0 ? a : 6.0;
     double jd = ard_vm_round_int(ac * 8.0);
-    uint64_t row = (ard_vm_bits(jd + ARD_VM_SHIFT) & 63) * ARD_VM_ERF_DEG;
-    double large = ard_vm_horner(ARD_VM_ERF_TAYLOR + row, ARD_VM_ERF_DEG, ac - jd * 0.125);
+    uint64_t row = (ard_vm_bits(jd + ARD_VM_SHIFT) & 63) * ARD_VM_ERF_ROW;
+    const double *c = ARD_VM_ERF_TAYLOR + row;
+    double t = ac - jd * 0.125;
+    double large = c[0] + (c[1] + t * ard_vm_horner(c + 2, ARD_VM_ERF_ROW - 2, t));
     double y = ard_vm_copysign_of(a < ARD_VM_ERF_SMALL ? small : large, x);
     return isnan(x) ? x : y;
 }
