@@ -65,6 +65,7 @@ pub fn emit_module(m: &Module) -> Generated {
     let _ = writeln!(src, "static const double ARD_ZETA[{}] = {{{}}};", zeta.len(), zeta.iter().map(|x| f64_lit(*x)).collect::<Vec<_>>().join(", "));
     src.push_str(super::RUNTIME);
     src.push('\n');
+    src.push_str(&crate::backend::vmath::c_source());
     src.push_str(&bodies);
     Generated { source: src, entries }
 }
@@ -1349,20 +1350,20 @@ impl Em {
                     Scalar::I32 => format!("ard_i{}32({}, {})", if mx { "max" } else { "min" }, a[0], a[1]),
                 }
             }
-            P::Pow | P::Atan2 if t.is_float() => {
-                let name = if p == P::Pow { "pow" } else { "atan2" };
-                format!("{name}{}({}, {})", if f32 { "f" } else { "" }, a[0], a[1])
+            P::Pow if t.is_float() => {
+                if f32 {
+                    format!("(float)ard_vm_pow((double){}, (double){})", a[0], a[1])
+                } else {
+                    format!("ard_vm_pow({}, {})", a[0], a[1])
+                }
             }
-            P::Exp | P::Log | P::Sqrt | P::Sin | P::Cos | P::Tan | P::Tanh | P::Asin | P::Acos | P::Atan | P::Sinh | P::Cosh | P::Floor | P::Ceil
-                if t.is_float() =>
-            {
-                fun(&format!("{p:?}").to_lowercase())
-            }
+            P::Atan2 if t.is_float() => format!("atan2{}({}, {})", if f32 { "f" } else { "" }, a[0], a[1]),
+            // the vector math kernels (backend/vmath), as the interpreter
+            P::Exp | P::Log | P::Sin | P::Cos | P::Tanh | P::Erf | P::Sigmoid if t.is_float() => wide(&format!("ard_vm_{}", format!("{p:?}").to_lowercase())),
+            P::Sqrt | P::Tan | P::Asin | P::Acos | P::Atan | P::Sinh | P::Cosh | P::Floor | P::Ceil if t.is_float() => fun(&format!("{p:?}").to_lowercase()),
             P::Lgamma if t.is_float() => wide("ard_lgamma"),
             P::Digamma if t.is_float() => wide("ard_digamma"),
             P::Trigamma if t.is_float() => wide("ard_trigamma"),
-            P::Erf if t.is_float() => wide("ard_erf"),
-            P::Sigmoid if t.is_float() => format!("ard_sigmoid{}({})", if f32 { 32 } else { 64 }, a[0]),
             P::Relu if t.is_float() => format!("ard_relu{}({})", if f32 { 32 } else { 64 }, a[0]),
             P::IsNan if t.is_float() => format!("(uint8_t)(isnan({}) != 0)", a[0]),
             P::Eq | P::Ne | P::Lt | P::Le | P::Gt | P::Ge => {

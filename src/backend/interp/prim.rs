@@ -6,8 +6,9 @@
 //! which are computed in `f64` and rounded for `f32`. `min`/`max` (and
 //! `relu`) return NaN when an operand is NaN.
 
-use super::special::{digamma, erf, lgamma, trigamma};
+use super::special::{digamma, lgamma, trigamma};
 use super::{RuntimeError, at, internal};
+use crate::backend::vmath;
 use crate::ir::{Loc, Prim, Scalar};
 use crate::runtime::Value;
 
@@ -40,6 +41,18 @@ macro_rules! float2 {
         match (&$args[0], &$args[1]) {
             (&Value::F64($a), &Value::F64($b)) => Value::F64($e),
             (&Value::F32($a), &Value::F32($b)) => Value::F32($e),
+            _ => return Err(bad($p, $args)),
+        }
+    };
+}
+
+/// Float operation by a vector math kernel: `f32` through `f64` (the C
+/// backend spells it the same way).
+macro_rules! vm {
+    ($p:expr, $args:expr, $f:path) => {
+        match $args[0] {
+            Value::F64(a) => Value::F64($f(a)),
+            Value::F32(a) => Value::F32($f(a as f64) as f32),
             _ => return Err(bad($p, $args)),
         }
     };
@@ -216,15 +229,15 @@ pub(super) fn eval_prim(p: Prim, args: &[Value], loc: &Option<Loc>) -> Result<Va
             Value::I32(a) => Value::I32(a.wrapping_abs()),
             _ => return Err(bad(p, args)),
         },
-        Pow => float2!(p, args, a, b => a.powf(b)),
+        Pow => float2!(p, args, a, b => vmath::pow(a as f64, b as f64) as _),
         Atan2 => float2!(p, args, a, b => a.atan2(b)),
-        Exp => float1!(p, args, a => a.exp()),
-        Log => float1!(p, args, a => a.ln()),
+        Exp => vm!(p, args, vmath::exp),
+        Log => vm!(p, args, vmath::log),
         Sqrt => float1!(p, args, a => a.sqrt()),
-        Sin => float1!(p, args, a => a.sin()),
-        Cos => float1!(p, args, a => a.cos()),
+        Sin => vm!(p, args, vmath::sin),
+        Cos => vm!(p, args, vmath::cos),
         Tan => float1!(p, args, a => a.tan()),
-        Tanh => float1!(p, args, a => a.tanh()),
+        Tanh => vm!(p, args, vmath::tanh),
         Asin => float1!(p, args, a => a.asin()),
         Acos => float1!(p, args, a => a.acos()),
         Atan => float1!(p, args, a => a.atan()),
@@ -232,13 +245,7 @@ pub(super) fn eval_prim(p: Prim, args: &[Value], loc: &Option<Loc>) -> Result<Va
         Cosh => float1!(p, args, a => a.cosh()),
         Floor => float1!(p, args, a => a.floor()),
         Ceil => float1!(p, args, a => a.ceil()),
-        // stable in both directions: never exp of a large positive number
-        Sigmoid => float1!(p, args, a => if a >= 0.0 {
-            1.0 / (1.0 + (-a).exp())
-        } else {
-            let e = a.exp();
-            e / (1.0 + e)
-        }),
+        Sigmoid => vm!(p, args, vmath::sigmoid),
         Relu => float1!(p, args, a => if a > 0.0 || a.is_nan() { a } else { 0.0 }),
         Lgamma => match args[0] {
             Value::F64(a) => Value::F64(lgamma(a)),
@@ -255,11 +262,7 @@ pub(super) fn eval_prim(p: Prim, args: &[Value], loc: &Option<Loc>) -> Result<Va
             Value::F32(a) => Value::F32(trigamma(a as f64) as f32),
             _ => return Err(bad(p, args)),
         },
-        Erf => match args[0] {
-            Value::F64(a) => Value::F64(erf(a)),
-            Value::F32(a) => Value::F32(erf(a as f64) as f32),
-            _ => return Err(bad(p, args)),
-        },
+        Erf => vm!(p, args, vmath::erf),
         IsNan => match args[0] {
             Value::F64(a) => Value::Bool(a.is_nan()),
             Value::F32(a) => Value::Bool(a.is_nan()),
