@@ -16,6 +16,7 @@
 
 pub mod eval;
 pub mod special;
+pub mod vmath;
 
 use super::{Lit, Scalar};
 use eval::Fault;
@@ -245,19 +246,19 @@ macro_rules! primitives {
 // The built-ins come first, in the order "did you mean" suggestions try them.
 primitives! {
     Exp => Row { name: "exp", builtin: Some("exp"), arity: 1, typing: FLOAT, cost: Cost::Expensive, traps: Traps::Never,
-                 eval: Eval::Float(f64::exp, f32::exp), c: floats(Spell::Libm("exp")) },
+                 eval: Eval::Wide(vmath::exp), c: floats(Spell::Wide("ard_vm_exp")) },
     Log => Row { name: "log", builtin: Some("log"), arity: 1, typing: FLOAT, cost: Cost::Expensive, traps: Traps::Never,
-                 eval: Eval::Float(f64::ln, f32::ln), c: floats(Spell::Libm("log")) },
+                 eval: Eval::Wide(vmath::log), c: floats(Spell::Wide("ard_vm_log")) },
     Sqrt => Row { name: "sqrt", builtin: Some("sqrt"), arity: 1, typing: FLOAT, cost: Cost::Expensive, traps: Traps::Never,
                   eval: Eval::Float(f64::sqrt, f32::sqrt), c: floats(Spell::Libm("sqrt")) },
     Sin => Row { name: "sin", builtin: Some("sin"), arity: 1, typing: FLOAT, cost: Cost::Expensive, traps: Traps::Never,
-                 eval: Eval::Float(f64::sin, f32::sin), c: floats(Spell::Libm("sin")) },
+                 eval: Eval::Wide(vmath::sin), c: floats(Spell::Wide("ard_vm_sin")) },
     Cos => Row { name: "cos", builtin: Some("cos"), arity: 1, typing: FLOAT, cost: Cost::Expensive, traps: Traps::Never,
-                 eval: Eval::Float(f64::cos, f32::cos), c: floats(Spell::Libm("cos")) },
+                 eval: Eval::Wide(vmath::cos), c: floats(Spell::Wide("ard_vm_cos")) },
     Tan => Row { name: "tan", builtin: Some("tan"), arity: 1, typing: FLOAT, cost: Cost::Expensive, traps: Traps::Never,
                  eval: Eval::Float(f64::tan, f32::tan), c: floats(Spell::Libm("tan")) },
     Tanh => Row { name: "tanh", builtin: Some("tanh"), arity: 1, typing: FLOAT, cost: Cost::Expensive, traps: Traps::Never,
-                  eval: Eval::Float(f64::tanh, f32::tanh), c: floats(Spell::Libm("tanh")) },
+                  eval: Eval::Wide(vmath::tanh), c: floats(Spell::Wide("ard_vm_tanh")) },
     Asin => Row { name: "asin", builtin: Some("asin"), arity: 1, typing: FLOAT, cost: Cost::Expensive, traps: Traps::Never,
                   eval: Eval::Float(f64::asin, f32::asin), c: floats(Spell::Libm("asin")) },
     Acos => Row { name: "acos", builtin: Some("acos"), arity: 1, typing: FLOAT, cost: Cost::Expensive, traps: Traps::Never,
@@ -278,10 +279,10 @@ primitives! {
     Lgamma => Row { name: "lgamma", builtin: Some("lgamma"), arity: 1, typing: FLOAT, cost: Cost::Expensive, traps: Traps::Never,
                     eval: Eval::Wide(special::lgamma), c: floats(Spell::Wide("ard_lgamma")) },
     Erf => Row { name: "erf", builtin: Some("erf"), arity: 1, typing: FLOAT, cost: Cost::Expensive, traps: Traps::Never,
-                 eval: Eval::Wide(special::erf), c: floats(Spell::Wide("ard_erf")) },
+                 eval: Eval::Wide(vmath::erf), c: floats(Spell::Wide("ard_vm_erf")) },
     /// `1 / (1 + e^-x)`, never exp of a large positive number
     Sigmoid => Row { name: "sigmoid", builtin: Some("sigmoid"), arity: 1, typing: FLOAT, cost: Cost::Expensive, traps: Traps::Never,
-                     eval: Eval::Lits(eval::sigmoid), c: floats(Spell::Sized("ard_sigmoid")) },
+                     eval: Eval::Wide(vmath::sigmoid), c: floats(Spell::Wide("ard_vm_sigmoid")) },
     /// `max x 0`, NaN for NaN
     Relu => Row { name: "relu", builtin: Some("relu"), arity: 1, typing: FLOAT, cost: Cost::Cheap, traps: Traps::Never,
                   eval: Eval::Lits(eval::relu), c: floats(Spell::Sized("ard_relu")) },
@@ -299,13 +300,13 @@ primitives! {
                  eval: Eval::Lits(eval::max),
                  c: CSpelling { float: Spell::Sized("ard_fmax"), int: Spell::Sized("ard_imax"), bool: Spell::BoolOp("||") } },
     Pow => Row { name: "pow", builtin: Some("pow"), arity: 2, typing: FLOAT, cost: Cost::Expensive, traps: Traps::Never,
-                 eval: Eval::Float2(f64::powf, f32::powf), c: floats(Spell::Libm("pow")) },
+                 eval: Eval::Float2(vmath::pow, vmath::pow_through_f64), c: floats(Spell::Wide("ard_vm_pow")) },
     /// `log (1 + x)`, accurate near 0
     Log1p => Row { name: "log1p", builtin: Some("log1p"), arity: 1, typing: FLOAT, cost: Cost::Expensive, traps: Traps::Never,
-                   eval: Eval::Float(f64::ln_1p, f32::ln_1p), c: floats(Spell::Libm("log1p")) },
+                   eval: Eval::Wide(vmath::log1p), c: floats(Spell::Wide("ard_vm_log1p")) },
     /// `exp x - 1`, accurate near 0
     Expm1 => Row { name: "expm1", builtin: Some("expm1"), arity: 1, typing: FLOAT, cost: Cost::Expensive, traps: Traps::Never,
-                   eval: Eval::Float(f64::exp_m1, f32::exp_m1), c: floats(Spell::Libm("expm1")) },
+                   eval: Eval::Wide(vmath::expm1), c: floats(Spell::Wide("ard_vm_expm1")) },
     /// `1 - erf x`, accurate for large x
     Erfc => Row { name: "erfc", builtin: Some("erfc"), arity: 1, typing: FLOAT, cost: Cost::Expensive, traps: Traps::Never,
                   eval: Eval::Float(libm::erfc, libm::erfcf), c: floats(Spell::Libm("erfc")) },

@@ -35,8 +35,11 @@ use std::process::Command;
 
 /// The flags every library is compiled with (no fast-math: NaN and
 /// infinities keep their IEEE meaning; no contraction into FMA, so results
-/// match the interpreter's operation by operation).
-pub const FLAGS: &[&str] = &["-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-ffp-contract=off", "-std=gnu99", "-w"];
+/// match the interpreter's operation by operation). `-fno-trapping-math`
+/// changes no result (nothing reads the floating-point exception flags) but
+/// lets gcc if-convert the selects of the vector math kernels below
+/// AVX-512 (with AVX2 or SSE2 their loops are otherwise not vectorised).
+pub const FLAGS: &[&str] = &["-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-ffp-contract=off", "-fno-trapping-math", "-std=gnu99", "-w"];
 
 /// What `--fast-math` adds: the C compiler may reassociate floating-point
 /// arithmetic (a sum in several partial sums, so that it vectorises) and

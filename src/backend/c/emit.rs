@@ -66,6 +66,7 @@ pub fn emit_module(m: &Module) -> Generated {
     let _ = writeln!(src, "static const double ARD_ZETA[{}] = {{{}}};", zeta.len(), zeta.iter().map(|x| f64_lit(*x)).collect::<Vec<_>>().join(", "));
     src.push_str(super::RUNTIME);
     src.push('\n');
+    src.push_str(&crate::ir::prim::vmath::c_source());
     src.push_str(&bodies);
     Generated { source: src, entries }
 }
@@ -90,8 +91,8 @@ fn spell(sp: Spell, t: Scalar, a: &[String]) -> Option<String> {
             _ => format!("(uint8_t)({} {op} {})", a[0], a[1]),
         },
         Spell::Libm(f) => format!("{f}{}({})", if f32 { "f" } else { "" }, a.join(", ")),
-        Spell::Wide(f) if f32 => format!("(float){f}((double){})", a[0]),
-        Spell::Wide(f) => format!("{f}({})", a[0]),
+        Spell::Wide(f) if f32 => format!("(float){f}({})", a.iter().map(|x| format!("(double){x}")).collect::<Vec<_>>().join(", ")),
+        Spell::Wide(f) => format!("{f}({})", a.join(", ")),
         Spell::Sized(_) if t == Scalar::Bool => return None,
         Spell::Sized(f) => format!("{f}{width}({})", a.join(", ")),
         Spell::OfDouble(f) => format!("{f}((double){})", a[0]),

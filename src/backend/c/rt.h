@@ -565,16 +565,6 @@ static inline int32_t ard_f2i32(double a) {
     return (int32_t)a;
 }
 
-static inline double ard_sigmoid64(double a) {
-    if (a >= 0.0) return 1.0 / (1.0 + exp(-a));
-    double e = exp(a);
-    return e / (1.0 + e);
-}
-static inline float ard_sigmoid32(float a) {
-    if (a >= 0.0f) return 1.0f / (1.0f + expf(-a));
-    float e = expf(a);
-    return e / (1.0f + e);
-}
 static inline double ard_relu64(double a) { return (a > 0.0 || isnan(a)) ? a : 0.0; }
 static inline float ard_relu32(float a) { return (a > 0.0f || isnan(a)) ? a : 0.0f; }
 
@@ -615,35 +605,6 @@ ARD_SLOW static double ard_lgamma(double x) {
         return ard_lgamma_near2(y - 2.0) + log(prod);
     }
     return ard_lgamma_stirling(x);
-}
-static double ard_erf_series(double a) {
-    double x2 = a * a, term = a, sum = a, n = 0.0;
-    while (term > sum * 1e-17) { n += 1.0; term *= 2.0 * x2 / (2.0 * n + 1.0); sum += term; }
-    return ARD_FRAC_2_SQRT_PI * exp(-x2) * sum;
-}
-static double ard_erfc_cf(double a) {
-    const double TINY = 1e-300;
-    double f = a, c = a, d = 0.0;
-    for (int n = 1; n < 1000; n++) {
-        double an = (double)n * 0.5;
-        d = a + an * d;
-        if (d == 0.0) d = TINY;
-        d = 1.0 / d;
-        c = a + an / c;
-        if (c == 0.0) c = TINY;
-        double delta = c * d;
-        f *= delta;
-        if (fabs(delta - 1.0) < 1e-16) break;
-    }
-    return exp(-a * a) * (0.5 * ARD_FRAC_2_SQRT_PI) / f;
-}
-ARD_SLOW static double ard_erf(double x) {
-    if (isnan(x)) return x;
-    double a = fabs(x), r;
-    if (a < 2.5) r = ard_erf_series(a);
-    else if (a < 6.0) r = 1.0 - ard_erfc_cf(a);
-    else r = 1.0;
-    return copysign(r, x);
 }
 ARD_SLOW static double ard_digamma(double x) {
     if (isnan(x) || x == -INFINITY) return NAN;

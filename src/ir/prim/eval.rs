@@ -152,16 +152,6 @@ fn fmax<T: PartialOrd + Copy>(a: T, b: T) -> T {
     }
 }
 
-/// Stable in both directions: never exp of a large positive number.
-pub fn sigmoid(x: &[Lit]) -> Res {
-    float1!(x, a => if a >= 0.0 {
-        1.0 / (1.0 + (-a).exp())
-    } else {
-        let e = a.exp();
-        e / (1.0 + e)
-    })
-}
-
 pub fn relu(x: &[Lit]) -> Res {
     float1!(x, a => if a > 0.0 || a.is_nan() { a } else { 0.0 })
 }

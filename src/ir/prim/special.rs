@@ -1,4 +1,4 @@
-//! `lgamma`, `digamma`, `trigamma` and `erf`, derived from their classical
+//! `lgamma`, `digamma` and `trigamma`, derived from their classical
 //! series and continued fractions (no external maths library); the
 //! primitive table evaluates with them, and `backend/c/rt.h` is the same
 //! code in C, with these constants.
@@ -9,11 +9,11 @@
 //!   there with `Γ(x+1) = x Γ(x)` (so the zeros at 1 and 2 keep full relative
 //!   accuracy), values in `[2.5, 10)` are moved down with the same recurrence,
 //!   `x ≥ 10` uses Stirling's series and `x < 0` the reflection formula.
-//! - `erf`: the everywhere-positive series
-//!   `erf x = 2/√π e^{-x²} Σ 2^n x^{2n+1} / (1·3···(2n+1))` for `|x| < 2.5`,
-//!   and `1 - erfc x` with Laplace's continued fraction for `erfc` above.
+//!
+//! `erf` is a vector kernel (`ir/prim/vmath`); its known values are
+//! checked here.
 
-use std::f64::consts::{FRAC_2_SQRT_PI, PI};
+use std::f64::consts::PI;
 use std::sync::OnceLock;
 
 /// Euler–Mascheroni constant.
@@ -118,64 +118,6 @@ pub fn lgamma(x: f64) -> f64 {
         return lgamma_near2(y - 2.0) + prod.ln();
     }
     lgamma_stirling(x)
-}
-
-/// Series for `erf a`, `0 ≤ a < 2.5` (all terms positive).
-fn erf_series(a: f64) -> f64 {
-    let x2 = a * a;
-    let mut term = a;
-    let mut sum = a;
-    let mut n = 0.0;
-    while term > sum * 1e-17 {
-        n += 1.0;
-        term *= 2.0 * x2 / (2.0 * n + 1.0);
-        sum += term;
-    }
-    FRAC_2_SQRT_PI * (-x2).exp() * sum
-}
-
-/// `erfc a` for `a ≥ 2.5` by Laplace's continued fraction
-/// `erfc a = e^{-a²}/√π · 1/(a + (1/2)/(a + 1/(a + (3/2)/(a + ...))))`,
-/// evaluated with the modified Lentz method.
-fn erfc_cf(a: f64) -> f64 {
-    const TINY: f64 = 1e-300;
-    let mut f = a;
-    let mut c = a;
-    let mut d = 0.0;
-    for n in 1..1000 {
-        let an = n as f64 * 0.5;
-        d = a + an * d;
-        if d == 0.0 {
-            d = TINY;
-        }
-        d = 1.0 / d;
-        c = a + an / c;
-        if c == 0.0 {
-            c = TINY;
-        }
-        let delta = c * d;
-        f *= delta;
-        if (delta - 1.0).abs() < 1e-16 {
-            break;
-        }
-    }
-    (-a * a).exp() * (0.5 * FRAC_2_SQRT_PI) / f
-}
-
-/// The error function.
-pub fn erf(x: f64) -> f64 {
-    if x.is_nan() {
-        return x;
-    }
-    let a = x.abs();
-    let r = if a < 2.5 {
-        erf_series(a)
-    } else if a < 6.0 {
-        1.0 - erfc_cf(a)
-    } else {
-        1.0
-    };
-    r.copysign(x)
 }
 
 /// The digamma function ψ(x) = d/dx lgamma(x) (the derivative rule of
@@ -284,6 +226,7 @@ mod tests {
 
     #[test]
     fn erf_known_values() {
+        use super::super::vmath::erf;
         let cases = [
             (0.1, 0.112_462_916_018_284_9),
             (0.5, 0.520_499_877_813_046_5),
@@ -300,14 +243,6 @@ mod tests {
         assert_eq!(erf(7.0), 1.0);
         assert_eq!(erf(f64::NEG_INFINITY), -1.0);
         assert!(erf(f64::NAN).is_nan());
-        // both methods agree where they meet
-        for &a in &[2.0, 2.5, 3.0] {
-            let s = erf_series(a);
-            let c = 1.0 - erfc_cf(a);
-            assert!(close(s, c, 1e-15), "{a}: {s} vs {c}");
-        }
-        // erfc tail against a known value: erfc(4) = 1.541725790028002e-8
-        assert!(close(erfc_cf(4.0), 1.541_725_790_028_002e-8, 1e-13));
     }
 
     #[test]
