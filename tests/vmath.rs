@@ -4,6 +4,11 @@
 //! stays within the bounds LANGUAGE.md §10 states, and the special values
 //! are libm's (C99 Annex F).
 //!
+//! The MPFR comparison needs `--features mpfr` (the `rug` crate on the
+//! system's libmpfr and libgmp: `apt-get install libmpfr-dev libgmp-dev`),
+//! so that a plain `cargo test` needs nothing beyond a C compiler;
+//! `.ci/run` runs it.
+//!
 //! Point counts: `ARDEN_VMATH_POINTS` (default 10^6 per function for the
 //! bitwise check, a tenth of it for the ULP check, which runs MPFR per
 //! point); `ARDEN_VMATH_POINTS=10000000 cargo test --release --test vmath`
@@ -12,11 +17,32 @@
 mod common;
 
 use arden::ir::prim::vmath;
-use rug::Float;
-use rug::float::Round;
-use rug::ops::Pow;
+#[cfg(feature = "mpfr")]
+use rug::{Float, float::Round, ops::Pow};
 
+#[cfg(feature = "mpfr")]
 const PREC: u32 = 256;
+
+/// The correctly rounded reference of a kernel (MPFR), with `--features mpfr`.
+#[cfg(feature = "mpfr")]
+type Reference = fn(&Float, &Float) -> Float;
+#[cfg(not(feature = "mpfr"))]
+type Reference = ();
+
+/// A reference function, or nothing without MPFR (the tokens are dropped
+/// unchecked, so the table compiles without `rug`).
+#[cfg(feature = "mpfr")]
+macro_rules! mpfr {
+    ($e:expr) => {
+        $e
+    };
+}
+#[cfg(not(feature = "mpfr"))]
+macro_rules! mpfr {
+    ($e:expr) => {
+        ()
+    };
+}
 
 fn points() -> usize {
     std::env::var("ARDEN_VMATH_POINTS").ok().and_then(|s| s.parse().ok()).unwrap_or(1_000_000)
@@ -48,10 +74,11 @@ impl Rng {
 /// One function under test: its Rust kernel, its C name, the MPFR
 /// reference, the ranges where its points are dense, and its error bound
 /// (in ULPs) inside those ranges.
+#[cfg_attr(not(feature = "mpfr"), allow(dead_code))]
 struct Kernel {
     name: &'static str,
     rust: fn(f64, f64) -> f64,
-    reference: fn(&Float, &Float) -> Float,
+    reference: Reference,
     binary: bool,
     dense: &'static [(f64, f64)],
     max_ulp: f64,
@@ -59,30 +86,35 @@ struct Kernel {
     domain: f64,
 }
 
-fn unary(name: &'static str, rust: fn(f64, f64) -> f64, reference: fn(&Float, &Float) -> Float, dense: &'static [(f64, f64)], max_ulp: f64) -> Kernel {
+fn unary(name: &'static str, rust: fn(f64, f64) -> f64, reference: Reference, dense: &'static [(f64, f64)], max_ulp: f64) -> Kernel {
     let domain = if name == "sin" || name == "cos" { 1e13 } else { f64::INFINITY };
     Kernel { name, rust, reference, binary: false, dense, max_ulp, domain }
 }
 
 fn kernels() -> Vec<Kernel> {
-    let sigmoid_ref = |x: &Float, _: &Float| {
-        let e = Float::with_val(PREC, -x).exp();
-        Float::with_val(PREC, 1.0 / (e + 1u32))
-    };
     vec![
-        unary("exp", |x, _| vmath::exp(x), |x, _| x.clone().exp(), &[(-745.2, 709.8), (-1.0, 1.0)], 1.0),
-        unary("expm1", |x, _| vmath::expm1(x), |x, _| x.clone().exp_m1(), &[(-40.0, 709.8), (-1.0, 1.0)], 1.0),
-        unary("log", |x, _| vmath::log(x), |x, _| x.clone().ln(), &[(0.0, 1e308), (0.5, 2.0)], 1.0),
-        unary("log1p", |x, _| vmath::log1p(x), |x, _| x.clone().ln_1p(), &[(-1.0, 1e308), (-0.5, 1.0)], 1.0),
-        unary("tanh", |x, _| vmath::tanh(x), |x, _| x.clone().tanh(), &[(-20.0, 20.0), (-1.0, 1.0)], 1.5),
-        unary("sigmoid", |x, _| vmath::sigmoid(x), sigmoid_ref, &[(-745.0, 40.0), (-5.0, 5.0)], 1.5),
-        unary("sin", |x, _| vmath::sin(x), |x, _| x.clone().sin(), &[(-1e6, 1e6), (-7.0, 7.0)], 1.0),
-        unary("cos", |x, _| vmath::cos(x), |x, _| x.clone().cos(), &[(-1e6, 1e6), (-7.0, 7.0)], 1.0),
-        unary("erf", |x, _| vmath::erf(x), |x, _| x.clone().erf(), &[(-6.5, 6.5), (-1.0, 1.0)], 1.0),
+        unary("exp", |x, _| vmath::exp(x), mpfr!(|x, _| x.clone().exp()), &[(-745.2, 709.8), (-1.0, 1.0)], 1.0),
+        unary("expm1", |x, _| vmath::expm1(x), mpfr!(|x, _| x.clone().exp_m1()), &[(-40.0, 709.8), (-1.0, 1.0)], 1.0),
+        unary("log", |x, _| vmath::log(x), mpfr!(|x, _| x.clone().ln()), &[(0.0, 1e308), (0.5, 2.0)], 1.0),
+        unary("log1p", |x, _| vmath::log1p(x), mpfr!(|x, _| x.clone().ln_1p()), &[(-1.0, 1e308), (-0.5, 1.0)], 1.0),
+        unary("tanh", |x, _| vmath::tanh(x), mpfr!(|x, _| x.clone().tanh()), &[(-20.0, 20.0), (-1.0, 1.0)], 1.5),
+        unary(
+            "sigmoid",
+            |x, _| vmath::sigmoid(x),
+            mpfr!(|x: &Float, _: &Float| {
+                let e = Float::with_val(PREC, -x).exp();
+                Float::with_val(PREC, 1.0 / (e + 1u32))
+            }),
+            &[(-745.0, 40.0), (-5.0, 5.0)],
+            1.5,
+        ),
+        unary("sin", |x, _| vmath::sin(x), mpfr!(|x, _| x.clone().sin()), &[(-1e6, 1e6), (-7.0, 7.0)], 1.0),
+        unary("cos", |x, _| vmath::cos(x), mpfr!(|x, _| x.clone().cos()), &[(-1e6, 1e6), (-7.0, 7.0)], 1.0),
+        unary("erf", |x, _| vmath::erf(x), mpfr!(|x, _| x.clone().erf()), &[(-6.5, 6.5), (-1.0, 1.0)], 1.0),
         Kernel {
             name: "pow",
             rust: vmath::pow,
-            reference: |x, y| Float::with_val(PREC, x.pow(y)),
+            reference: mpfr!(|x: &Float, y: &Float| Float::with_val(PREC, x.pow(y))),
             binary: true,
             dense: &[(0.0, 1000.0), (-100.0, 100.0)],
             max_ulp: 1.5,
@@ -199,6 +231,7 @@ fn rust_and_c_give_the_same_bits() {
     }
 }
 
+#[cfg(feature = "mpfr")]
 /// `y`'s error against the exact `r` in ULPs of the correctly rounded
 /// result (subnormal ULPs below 2^-1022); 0 or ∞ where one is not finite.
 fn ulp_error(y: f64, r: &Float) -> f64 {
@@ -211,6 +244,7 @@ fn ulp_error(y: f64, r: &Float) -> f64 {
     (diff >> (exp - 53)).to_f64()
 }
 
+#[cfg(feature = "mpfr")]
 fn max_error(k: &Kernel, xs: &[f64], ys: &[f64]) -> (f64, f64, f64) {
     let mut worst = (0.0, f64::NAN, f64::NAN);
     for (&x, &y) in xs.iter().zip(ys) {
@@ -226,6 +260,7 @@ fn max_error(k: &Kernel, xs: &[f64], ys: &[f64]) -> (f64, f64, f64) {
     worst
 }
 
+#[cfg(feature = "mpfr")]
 #[test]
 fn error_against_mpfr_is_bounded() {
     let n = (points() / 10).max(1000);
