@@ -7,6 +7,10 @@
 #
 #   bench/threads.sh [path/to/arden] [rounds]
 #
+# With LOAD=1, one busy loop per core runs meanwhile (a machine busy with
+# other work: libgomp's spinning barriers made 2 threads 10-25x slower
+# than 1 there before GOMP_SPINCOUNT was bounded).
+#
 # Needs python3 (no packages) and the C compiler arden uses. Rounds run
 # every function at every thread count before the next round starts.
 set -e
@@ -23,6 +27,7 @@ save("x1000", vec(1000)); save("z1m", vec(1000 * 1000, 0.11))
 save("pts", [vec(8, 0.1 * i + 0.3) for i in range(100_000)])
 save("cent", [vec(8, 0.7 * i + 0.2) for i in range(32)])
 save("m16", vec(16, 0.21)); save("t200k", vec(200_000, 0.13)); save("s200k", vec(200_000, 0.29))
+save("x100k", vec(100_000, 0.01)); save("y100k", [0.0] * 100_000)
 PY
 P=bench/programs
 # label|file|entry|args
@@ -32,7 +37,13 @@ lse_grad|$P/logsumexp.ard|lse_grad|--arg @$D/x1m.json
 kmeans_cost|$P/kmeans_newton.ard|cost|--arg @$D/pts.json --arg @$D/cent.json
 llsq_grad|$P/llsq.ard|llsq_grad|--arg @$D/m16.json --arg @$D/t200k.json --arg @$D/s200k.json
 unflat|$P/fusion.ard|unflat|--arg @$D/x1000.json --arg @$D/x1000.json --arg @$D/z1m.json
+rk4|$P/rk4.ard|rk4_last|--arg @$D/x100k.json --arg @$D/y100k.json --arg 0.01 --arg 100
+rk4_grad|$P/rk4.ard|rk4_last_grad|--arg @$D/x100k.json --arg @$D/y100k.json --arg 0.01 --arg 100
 EOF
+if [ "${LOAD:-0}" = 1 ]; then
+    for _ in $(seq "$(nproc)"); do sh -c 'while :; do :; done' & done
+    trap 'kill $(jobs -p) 2>/dev/null' EXIT
+fi
 cores=$(nproc)
 threads=1; t=2; while [ "$t" -le "$cores" ]; do threads="$threads $t"; t=$((t * 2)); done
 r=0

@@ -1,8 +1,8 @@
 //! The C backend against the reference interpreter: every `-- test:` case
 //! of `tests/programs/`, `tests/ad_programs/` and `examples/` runs on both,
-//! at 1 thread and at 2 threads with every parallel path forced on (a zero
-//! work threshold); results agree (relative 1e-10, exactly for integers and
-//! booleans), run-time errors agree in message and location, and a call
+//! at 1 thread and at 2, 3 and 16 threads with every parallel path forced
+//! on (a zero work threshold, `common::thread_options`); results agree bit
+//! for bit, run-time errors agree in message and location, and a call
 //! leaves no buffer behind but its results. Each file compiles to one
 //! shared library (cached under a per-run directory).
 
@@ -17,17 +17,13 @@ use common::*;
 /// once for all of them.
 fn cache_env() {}
 
+/// Bit for bit (any NaN matches any NaN): the backends share every
+/// primitive's algorithm and the order of sums (LANGUAGE.md §10).
 fn close(a: f64, b: f64) -> bool {
-    if a.is_nan() || b.is_nan() {
-        return a.is_nan() && b.is_nan();
-    }
-    if a == b {
-        return true;
-    }
-    (a - b).abs() <= 1e-10 * a.abs().max(b.abs()) || (a - b).abs() <= 1e-300
+    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
 }
 
-/// Equal values: floats within 1e-10 relative, everything else exactly.
+/// Equal values: floats bit for bit, everything else exactly.
 pub fn same(x: &Value, y: &Value) -> bool {
     match (x, y) {
         (Value::F64(a), Value::F64(b)) => close(*a, *b),
@@ -93,7 +89,7 @@ fn run_dir(dir: &str, flags: &[&str]) {
             if std::env::var("ARDEN_TEST_TRACE").is_ok() {
                 eprintln!("  line {}", case.line);
             }
-            for opts in [CallOptions { threads: 1, par_min: 1 << 15 }, CallOptions { threads: 2, par_min: 0 }] {
+            for opts in common::thread_options() {
                 ran += 1;
                 let got = entry.call_with(&args, &opts);
                 match (&want, &got) {
@@ -217,7 +213,7 @@ fn accumulating_rows_are_written_in_place() {
     let Some((compiled, interp)) = c_and_interp("acc_rows.ard", src) else { return };
     let m = |r: usize, c: usize, f: &dyn Fn(usize) -> f64| Value::array(vec![r, c], ArrayData::F64((0..r * c).map(f).collect::<Vec<_>>().into()));
     let args = [m(4, 3, &|i| [1.5, -0.0, 2.0, -3.25, 1e150, 0.5][i % 6]), m(3, 5, &|i| (i as f64 - 7.0) * 0.375)];
-    for opts in [CallOptions { threads: 1, par_min: 1 << 15 }, CallOptions { threads: 2, par_min: 0 }] {
+    for opts in common::thread_options() {
         let (got, _) = compiled.entry("g").unwrap().call_with(&args, &opts).unwrap();
         let (want, _) = interp.entry("g").unwrap().call_with(&args, &CallOptions::default()).unwrap();
         assert!(same(&got, &want), "{} vs {}", got.to_json(), want.to_json());
@@ -245,7 +241,7 @@ fn summed_rows_are_added_in_place() {
     let xf = Value::array(vec![3, 4], ArrayData::F64(vec![-0.0, 1.5, -0.0, 1e300, -0.0, -2.0, 0.0, 1e300, -0.0, 0.5, -0.0, -1e300].into()));
     let xi = Value::array(vec![3, 4], ArrayData::I64(vec![1, -2, 3, 4, 5, 6, -7, 8, 9, 10, 11, -12].into()));
     for (e, x) in [("f", &xf), ("g", &xi), ("h", &xf)] {
-        for opts in [CallOptions { threads: 1, par_min: 1 << 15 }, CallOptions { threads: 2, par_min: 0 }] {
+        for opts in common::thread_options() {
             let (got, _) = compiled.entry(e).unwrap().call_with(std::slice::from_ref(x), &opts).unwrap();
             let (want, _) = interp.entry(e).unwrap().call_with(std::slice::from_ref(x), &CallOptions::default()).unwrap();
             assert!(same(&got, &want), "{e}: {} vs {}", got.to_json(), want.to_json());
@@ -298,7 +294,7 @@ fn parallel_allocation_counts_add_up() {
     let x = Value::array(vec![n, m], ArrayData::F64((0..n * m).map(|i| ((i * 7919) % 1009) as f64).collect()));
     let (want, _) = interp.entry("f").unwrap().call_with(std::slice::from_ref(&x), &CallOptions::default()).unwrap();
     let mut peaks = vec![];
-    for opts in [CallOptions { threads: 1, par_min: 1 << 15 }, CallOptions { threads: 2, par_min: 0 }] {
+    for opts in common::thread_options() {
         for _ in 0..20 {
             let (got, stats) = compiled.entry("f").unwrap().call_with(std::slice::from_ref(&x), &opts).unwrap();
             assert!(same(&got, &want), "{} threads: {}", opts.threads, got.to_json());
@@ -344,7 +340,7 @@ fn scatter_add_of_zeros_keeps_the_signs_of_zeros() {
         let args = [arr(&dest), Value::array(vec![ix.len()], ArrayData::I64(ix.to_vec().into())), arr(&vals)];
         let name = if f32 { "s32" } else { "s" };
         let (want, _) = interp.entry(name).unwrap().call_with(&args, &CallOptions::default()).unwrap();
-        for opts in [CallOptions { threads: 1, par_min: 1 << 15 }, CallOptions { threads: 2, par_min: 0 }] {
+        for opts in common::thread_options() {
             let (got, _) = compiled.entry(name).unwrap().call_with(&args, &opts).unwrap();
             assert_eq!(bits(&got), bits(&want), "{name} at {} threads: {} vs {}", opts.threads, got.to_json(), want.to_json());
         }
@@ -424,7 +420,7 @@ fn literal_rows_are_written_in_place() {
     let Some((compiled, interp)) = c_and_interp("rows.ard", src) else { return };
     let x = Value::array(vec![5], ArrayData::F64(vec![1.5, -0.0, 2.0, -3.25, 1e300].into()));
     for e in ["f", "g"] {
-        for opts in [CallOptions { threads: 1, par_min: 1 << 15 }, CallOptions { threads: 2, par_min: 0 }] {
+        for opts in common::thread_options() {
             let (got, _) = compiled.entry(e).unwrap().call_with(std::slice::from_ref(&x), &opts).unwrap();
             let (want, _) = interp.entry(e).unwrap().call_with(std::slice::from_ref(&x), &CallOptions::default()).unwrap();
             assert!(same(&got, &want), "{e}: {} vs {}", got.to_json(), want.to_json());
@@ -490,4 +486,58 @@ fn a_second_call_reuses_the_heap_pages_of_the_first() {
     // its arrays: 5 of n elements (800 KB each), about 1,000 pages
     assert!(stats.unwrap().peak_bytes >= 4 * 8 * n as i64);
     assert!(taken < 100, "the second call took {taken} page faults");
+}
+
+/// Sums combine in the fixed order of LANGUAGE.md §10 on both backends and
+/// at every thread count: 10^7 copies of 0.1 sum to the same bits
+/// everywhere, within the documented bound (each lane adds at most 512
+/// terms, then trees), far closer than a left-to-right sum.
+#[test]
+fn long_sums_are_pairwise_and_thread_independent() {
+    let src = "entry s (k: i64) : f64 = sum (replicate k 0.1)\n\
+               entry f (k: i64) : f64 = sum (for (i < k). f64 (i % 2) * 0.2)\n\
+               entry cols (k: i64) : [2]f64 = sum (replicate k [0.1, -0.3])\n";
+    let Some((compiled, interp)) = c_and_interp("long_sums.ard", src) else { return };
+    let n = 10_000_000usize;
+    let left_to_right = (0..n).fold(0.0f64, |a, _| a + 0.1);
+    let exact = 1e6;
+    let bound = (512.0 + 3.0 + (n as f64 / 4096.0).log2()) * f64::EPSILON / 2.0 * exact;
+    let args = [Value::I64(n as i64)];
+    for e in ["s", "f", "cols"] {
+        let (want, _) = interp.entry(e).unwrap().call_with(&args, &CallOptions::default()).unwrap();
+        let got = match &want {
+            Value::F64(x) => *x,
+            Value::Array(a) => match &a.data {
+                ArrayData::F64(v) => v[0],
+                _ => unreachable!(),
+            },
+            _ => unreachable!(),
+        };
+        assert!((got - exact).abs() <= bound, "{e}: {got} is further than {bound} from {exact}");
+        assert!((left_to_right - exact).abs() > 1e4 * (got - exact).abs(), "{e}: {got} against {left_to_right} left to right");
+        for opts in common::thread_options() {
+            let (c, _) = compiled.entry(e).unwrap().call_with(&args, &opts).unwrap();
+            assert!(same(&c, &want), "{e} at {} threads: {} vs {}", opts.threads, c.to_json(), want.to_json());
+        }
+    }
+}
+
+/// An outermost `for` of a few constant iterations runs in order and the
+/// loops in its body in parallel (`SHORT_OUTER` in the emitter), rows an
+/// inner `for` adds into the outer sum included: the interpreter's bits
+/// at every thread count.
+#[test]
+fn short_outer_loops_agree() {
+    let src = "entry f [n] (x: [n]f64) : [3]f64 = for (r < 3). sum (for i. x[i] * f64 r)\n\
+               entry g [n] (x: [n]f64) : [n]f64 = sum (for (r < 3). for i. x[i] * f64 r + 0.1)\n\
+               entry h [n] (x: [n]f64) : f64 = sum (for (r < 2). sum (for i. x[i] - f64 r))\n";
+    let Some((compiled, interp)) = c_and_interp("short_outer.ard", src) else { return };
+    let x = Value::array(vec![100_003], ArrayData::F64((0..100_003).map(|i| (i as f64 * 0.37).sin() * 1e3).collect::<Vec<_>>().into()));
+    for e in ["f", "g", "h"] {
+        let (want, _) = interp.entry(e).unwrap().call_with(std::slice::from_ref(&x), &CallOptions::default()).unwrap();
+        for opts in common::thread_options() {
+            let (got, _) = compiled.entry(e).unwrap().call_with(std::slice::from_ref(&x), &opts).unwrap();
+            assert!(same(&got, &want), "{e} at {} threads", opts.threads);
+        }
+    }
 }

@@ -21,13 +21,16 @@ use programs::Ty;
 
 const PARAMS: &str = "[n][k] (x: f64) (y: f64) (v: [n]f64) (w: [k]f64) (m: [k][n]f64) (p: i64)";
 
-/// Equal bit for bit; `lenient` also accepts what `mul_onehot` and
-/// `onehot_add` document: where the unoptimised value is NaN (from NaN or
-/// ±∞ times a structural zero) or ±0.0 (a negative number times one, or
-/// -0.0 plus a structural zero), the optimised one may be the other zero
-/// (or anything, for NaN).
+/// Equal bit for bit; `lenient` also accepts what `mul_onehot`,
+/// `onehot_add` and `onehot_scatter` document: where the unoptimised value
+/// is NaN (from NaN or ±∞ times a structural zero) or ±0.0 (a negative
+/// number times one, or -0.0 plus a structural zero), the optimised one
+/// may be the other zero (or anything, for NaN); and what `onehot_scatter`
+/// and `sum_cond_range` document: a sum's terms added in another order
+/// than the fixed order of sums (rounding: within 1e-12 of the larger of 1
+/// and the value).
 fn same_f(want: f64, got: f64, lenient: bool) -> bool {
-    want.to_bits() == got.to_bits() || lenient && (want.is_nan() || want == 0.0 && got == 0.0)
+    want.to_bits() == got.to_bits() || lenient && (want.is_nan() || want == 0.0 && got == 0.0 || (want - got).abs() <= 1e-12 * want.abs().max(1.0))
 }
 
 fn same_at(want: &Value, got: &Value, lenient: bool) -> bool {
@@ -125,7 +128,13 @@ fn fuzz(cases: u64, seed0: u64, lane: u64, lanes: u64) -> (u64, Vec<String>, std
             match opt::optimize(&ad, &o) {
                 Ok((m, report)) => {
                     fired.extend(report.fired.iter().flat_map(|(_, f)| f.keys().copied()));
-                    failures.extend(compare(&format!("rule `{r}` alone"), matches!(*r, "mul_onehot" | "onehot_add"), &c, &want, &m))
+                    failures.extend(compare(
+                        &format!("rule `{r}` alone"),
+                        matches!(*r, "mul_onehot" | "onehot_add" | "onehot_scatter" | "sum_cond_range"),
+                        &c,
+                        &want,
+                        &m,
+                    ))
                 }
                 Err(e) => failures.push(format!("rule `{r}` alone: {e}\n{}", c.source)),
             }
@@ -152,7 +161,7 @@ fn every_rule_and_the_pipeline_preserve_random_programs() {
     }
     let never: Vec<&str> = opt::rules::builtin().iter().map(|r| r.name).filter(|r| !fired.contains(r)).collect();
     println!("{checked} random programs, each under the default pipeline and under every rule alone; rules that never fired alone: {never:?}");
-    assert!(checked >= cases * 9 / 10, "only {checked} of {cases} random programs compiled");
+    assert!(failures.len() > 5 || checked >= cases * 9 / 10, "only {checked} of {cases} random programs compiled");
     // the fusion rules for reductions, scans and reshapes do meet random programs
     if cases >= 1000 {
         for r in [
@@ -516,7 +525,7 @@ fn random_schedules_preserve_random_programs() {
             let o = OptOptions { schedule: Some(Schedule { lets: vec![], main: main.clone() }), fuel: 200_000, ..OptOptions::default() };
             match opt::optimize(&ad, &o) {
                 Ok((m, _)) => {
-                    let lenient = main.to_string().contains("mul_onehot");
+                    let lenient = ["mul_onehot", "onehot_scatter", "sum_cond_range"].iter().any(|r| main.to_string().contains(r));
                     if let Some(d) = compare(&format!("schedule `{main}`"), lenient, &c, &want, &m) {
                         panic!("{d}");
                     }
@@ -534,8 +543,9 @@ fn random_schedules_preserve_random_programs() {
 }
 
 /// Paper 000's duals of the one-hot sum. A histogram written as a one-hot
-/// sum per bin becomes one scatter over the items (`onehot_scatter`):
-/// bitwise the same sums, with out-of-range, -0.0, NaN and ∞ items, at
+/// sum per bin becomes one scatter over the items (`onehot_scatter`): the
+/// same sums but for rounding (a bin adds its items in item order, not in
+/// the fixed order of sums), with out-of-range, -0.0, NaN and ∞ items, at
 /// O(n + m) instead of O(n·m). The gradient of `maximum` adds its one-hot
 /// cotangent as one updated element (`onehot_add`).
 #[test]
@@ -554,7 +564,7 @@ fn onehot_duals_are_exact_and_sparse() {
             let args = vec![f64s(n, |_| 0.0), idx, w];
             let (want, a) = o0.entry("hist").unwrap().call_counting(&args).unwrap();
             let (got, b) = o1.entry("hist").unwrap().call_counting(&args).unwrap();
-            assert!(same_at(&want, &got, false), "n={n} m={m}: {} vs {}", want.to_json(), got.to_json());
+            assert!(same_at(&want, &got, true), "n={n} m={m}: {} vs {}", want.to_json(), got.to_json());
             if n == 200 {
                 assert!(total(b) * 20.0 < total(a), "the scatter costs {} ops, the one-hot sums {}", total(b), total(a));
             }
@@ -754,14 +764,15 @@ fn fused_exactly(src: &str, cases: &[(&str, &str)], gone: &[&str], args: &[Vec<V
 #[test]
 fn reductions_and_scans_of_a_for_build_no_array() {
     with_big_stack(|| {
-        let src = "entry pr [n] (x: [n]f64) : f64 = prod (for i. x[i] + 1.0)\n\
+        let src = "entry pr [n] (x: [n]f64) : i64 = prod (for (i < n). i * 3 + 1)\n\
                    entry mx [n] (x: [n]f64) : f64 = maximum (for i. x[i] * 2.0)\n\
                    entry mn [n] (x: [n]f64) : f64 = minimum (for i. x[i] - 1.0)\n\
-                   entry from_neg_zero [n] (x: [n]f64) : f64 = reduce (+) (-0.0) (for i. x[i] * 2.0)\n\
+                   entry from_five [n] (x: [n]f64) : i64 = reduce (+) 5 (for (i < n). i * 2 - 7)\n\
                    entry lam [n] (x: [n]f64) : f64 = reduce (\\a b -> a * 0.5 + b) 1.0 (for i. x[i] - 1.0)\n\
                    entry imax [n] (x: [n]f64) : [3]i64 = for (r < 3). reduce max (-5) (for i. i64 (x[i] * f64 r))\n\
                    entry costly [n] (x: [n]f64) : f64 = prod (for i. exp x[i])\n\
-                   entry costly_in [n] (x: [n]f64) : [3]f64 = for (r < 3). prod (for i. exp x[i] - f64 r)\n\
+                   entry costly_in [n] (x: [n]f64) : [3]i64 = for (r < 3). prod (for i. i64 (exp x[i]) - r)\n\
+                   entry fprod [n] (x: [n]f64) : [3]f64 = for (r < 3). prod (for i. x[i] + f64 r)\n\
                    entry sc [n] (x: [n]f64) : [n]f64 = scan (+) 0.0 (for i. x[i] * x[i])\n\
                    entry scmax [n] (x: [n]f64) : [n]f64 = scan max (-1.0 / 0.0) (for i. x[i] - 0.5)\n\
                    entry scmul [n] (x: [n]f64) : [n]f64 = scan (*) 1.0 (for i. x[i] + 0.5)\n\
@@ -778,7 +789,7 @@ fn reductions_and_scans_of_a_for_build_no_array() {
             ("pr", "fuse_fold_for"),
             ("mx", "fuse_minmax_for"),
             ("mn", "fuse_minmax_for"),
-            ("from_neg_zero", "fuse_fold_for"),
+            ("from_five", "fuse_fold_for"),
             ("lam", "fuse_fold_for"),
             ("imax", "fuse_minmax_for"),
             ("costly_in", "fuse_fold_for"),
@@ -796,6 +807,9 @@ fn reductions_and_scans_of_a_for_build_no_array() {
         // an outermost `for` of costly elements stays parallel (in C)
         let p1 = Program::from_source("fuse.ard", src).unwrap();
         let fired = p1.opt_report().fired.iter().find(|(f, _)| f == "costly").map(|(_, m)| m.clone()).unwrap_or_default();
+        assert!(!fired.contains_key("fuse_fold_for"), "{fired:?}");
+        // a float product keeps its fixed order (LANGUAGE.md §10): no left-to-right loop
+        let fired = p1.opt_report().fired.iter().find(|(f, _)| f == "fprod").map(|(_, m)| m.clone()).unwrap_or_default();
         assert!(!fired.contains_key("fuse_fold_for"), "{fired:?}");
         // where the `for` can fail (a checked read), the rules leave it: the error is the same
         let src = "entry chk [n] (x: [n]f64) (j: [n]i64) : f64 = prod (for i. x[j[i]])\n\

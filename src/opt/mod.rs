@@ -11,7 +11,9 @@
 //!
 //! **Invariant:** every rule preserves the meaning of the program bit for
 //! bit, except `mul_onehot` whose doc says where it differs (structural
-//! zeros against NaN/∞) and the rules that say they reassociate (none yet).
+//! zeros against NaN/∞) and the rules that say they reassociate
+//! (`onehot_scatter`, `sum_cond_range`: a sum's terms in another order
+//! than the fixed order of sums).
 
 pub mod engine;
 pub mod rule;

@@ -4,6 +4,7 @@
 //! compiler.
 #![allow(dead_code)]
 
+use arden::api::CallOptions;
 use arden::runtime::data::value_from_json;
 use arden::runtime::{Array, ArrayData};
 use arden::{Program, Value};
@@ -303,4 +304,19 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// The call options the C backend is compared with the interpreter at:
+/// 1 thread (the default threshold), then 2, 3 and 16 threads with every
+/// parallel path forced on (`par_min` 0). Sums and products combine in a
+/// fixed order (LANGUAGE.md §10), so every thread count gives the
+/// interpreter's bits; 3 splits the chunks unevenly, 16 gives most threads
+/// one chunk or none.
+pub fn thread_options() -> [CallOptions; 4] {
+    [
+        CallOptions { threads: 1, par_min: 1 << 15 },
+        CallOptions { threads: 2, par_min: 0 },
+        CallOptions { threads: 3, par_min: 0 },
+        CallOptions { threads: 16, par_min: 0 },
+    ]
 }

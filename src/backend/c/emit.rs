@@ -240,6 +240,21 @@ fn uses_in(e: &Expr, v: VarId) -> usize {
     n
 }
 
+/// The most iterations of a constant-size outermost `for` that runs in
+/// order so that the loops in its body run in parallel instead.
+const SHORT_OUTER: i64 = 8;
+
+/// Whether `b` (or a branch in it) runs a construct the C backend can run
+/// in parallel: a `for`, a built-in sum or product, a `scatter_add`.
+fn runs_parallel_construct(b: &Block) -> bool {
+    b.stmts.iter().any(|s| match &s.expr {
+        Expr::For { .. } | Expr::ForAcc { .. } | Expr::ScatterAdd { .. } => true,
+        Expr::Reduce { op: ReduceOp::Add | ReduceOp::Mul, .. } => true,
+        Expr::If { then_b, else_b, .. } => runs_parallel_construct(then_b) || runs_parallel_construct(else_b),
+        _ => false,
+    })
+}
+
 struct Em {
     /// the entry's position (outlined functions are named after it)
     entry: usize,
@@ -284,9 +299,11 @@ enum Row {
     /// stacked: row `ard_i` of `out` (row length `len`)
     Stacked { out: String, len: String, ty: Type },
     /// summed: added into the `len` elements at `ptr` (an element pointer
-    /// expression; `&x` for a scalar); `part` names the per-thread partial
-    /// sums' buffer when `ptr` points into it
-    Summed { ptr: String, len: String, ty: Type, part: Option<String> },
+    /// expression; `&x` for a scalar). With `lanes`, `ptr` is the first of
+    /// 8 lanes of `len` elements each and iteration `i` adds into lane
+    /// `i % 8` (the fixed order of sums, LANGUAGE.md §10); without, every
+    /// iteration adds into `ptr` itself (a row an enclosing sum adds up)
+    Summed { ptr: String, len: String, ty: Type, lanes: bool },
 }
 
 /// Default for `ARDEN_C_MAX_STATEMENTS`: C compilers take superlinear time
@@ -1339,7 +1356,7 @@ impl Em {
                 // element `ard_i` of the enclosing accumulator, added to
                 // once per iteration; the row itself is never made
                 self.borrowed.insert(b.var);
-                rows.push(Row::Summed { ptr: format!("({ptr} + ard_i)"), len: "1".into(), ty: Type::scalar(b.ty.elem), part: None });
+                rows.push(Row::Summed { ptr: format!("({ptr} + ard_i)"), len: "1".into(), ty: Type::scalar(b.ty.elem), lanes: false });
                 continue;
             }
             if !self.view_of_dest_row(b, &o, &n) {
@@ -1355,35 +1372,274 @@ impl Em {
         // a body that runs no loop is not polled: the loop is strip-mined
         // (polled between chunks) unless its trip count is a small constant
         let chunked = !has_loop(body) && size.as_const().is_none_or(|c| c > 1 << 16);
-        if self.par || self.seq_only {
+        let summed = rows.iter().any(|r| matches!(r, Row::Summed { lanes: true, .. }));
+        // a row an enclosing `for` sums element by element (`sum_rows`)
+        // names that loop's lane: only inline code can see it
+        let adds_to_enclosing = rows.iter().any(|r| matches!(r, Row::Summed { lanes: false, .. }));
+        if self.par || self.seq_only || adds_to_enclosing {
             // inside a parallel loop's body: sequential, inline
+            if summed {
+                return self.summed_inline(k, &n, ivar, body, &rows);
+            }
             return self.polled_loop("ard_i", "0", &n, "ard_it", chunked, |em| em.for_body(ivar, body, &rows));
+        }
+        // An outermost `for` of at most SHORT_OUTER iterations around a
+        // parallel construct runs in order, and the construct in parallel:
+        // 3 iterations split over 16 threads (or even 2) leave most idle.
+        if size.as_const().is_some_and(|c| c <= SHORT_OUTER) && runs_parallel_construct(body) {
+            if summed {
+                return self.summed_inline(k, &n, ivar, body, &rows);
+            }
+            return self.polled_loop("ard_i", "0", &n, "ard_it", false, |em| em.for_body(ivar, body, &rows));
         }
         // An outermost `for`: its body becomes one function over a range of
         // iterations, called once (sequentially) or by every thread on its
         // static chunk. One copy of the body for both forms keeps the C
         // small: OpenMP regions cost the C compiler far more than plain code.
         let w = self.work(body);
+        if summed {
+            // called per chunk of the fixed order (at most 4096 iterations)
+            let (fname, caps) = self.outline(k, ivar, body, &rows, false)?;
+            return self.summed_outlined(k, &n, &w, &fname, &caps, &rows);
+        }
         let (fname, caps) = self.outline(k, ivar, body, &rows, chunked)?;
         let caps = if caps.is_empty() { String::new() } else { format!(", {}", caps.join(", ")) };
         let fail = self.fail.clone();
         self.open(&format!("if (ctx->nthreads > 1 && ard_wmul({n}, {w}) >= ctx->par_min) {{"));
-        let partial = self.partial_sums(k, &rows)?;
-        let accs = |rows: &[Row]| rows.iter().filter_map(|r| if let Row::Summed { ptr, .. } = r { Some(format!(", {ptr}")) } else { None }).collect::<String>();
         self.line("ard_begin_parallel(ctx);");
         self.line("#pragma omp parallel num_threads(ctx->nthreads)");
         self.open("{");
         self.line("const int64_t ard_t = omp_get_thread_num(), ard_nt = omp_get_num_threads();");
         self.line(&format!("const int64_t ard_q = {n} / ard_nt, ard_r = {n} % ard_nt;"));
         self.line("const int64_t ard_lo = ard_t * ard_q + (ard_t < ard_r ? ard_t : ard_r), ard_hi = ard_lo + ard_q + (ard_t < ard_r);");
-        self.line(&format!("(void){fname}(ctx, ard_lo, ard_hi, 1, ard_it{caps}{});", accs(&partial)));
+        self.line(&format!("(void){fname}(ctx, ard_lo, ard_hi, 1, ard_it{caps});"));
         self.close("}");
         self.line("ard_end_parallel(ctx);");
         self.line(&format!("if (ctx->fail_iter != INT64_MAX) goto {fail};"));
-        self.combine_partial_sums(&rows, &partial)?;
         self.close("} else {");
         self.ind += 1;
-        self.line(&format!("if ({fname}(ctx, 0, {n}, 0, ard_it{caps}{})) goto {fail};", accs(&rows)));
+        self.line(&format!("if ({fname}(ctx, 0, {n}, 0, ard_it{caps})) goto {fail};"));
+        self.close("}");
+        Ok(())
+    }
+
+    /// The summed rows of a `for` (those with lanes), with their number.
+    fn lane_rows(rows: &[Row]) -> Vec<(usize, String, String, Scalar)> {
+        let mut out = vec![];
+        for (j, r) in rows.iter().enumerate() {
+            if let Row::Summed { ptr, len, ty, lanes: true } = r {
+                out.push((j, ptr.clone(), len.clone(), ty.elem));
+            }
+        }
+        out
+    }
+
+    /// Declarations for the fixed order of a summing `for` number `k` of
+    /// `n` iterations: the chunk length and count, and per summed row `j`
+    /// lanes for `threads` threads (`ard_lnb{k}_{j}`, each thread's 8 lanes
+    /// padded to a multiple of 64 bytes, so no two threads write one cache
+    /// line) and, when there is more than one chunk, the chunks' results
+    /// (`ard_pc{k}_{j}`). A scalar's lanes on one thread are a local array.
+    fn summed_setup(&mut self, k: usize, n: &str, rows: &[Row], threads: &str) {
+        self.line(&format!("const int64_t ard_cl{k} = ard_rchunk({n}), ard_nc{k} = ard_nchunks({n}, ard_cl{k});"));
+        for (j, _, len, t) in Self::lane_rows(rows) {
+            let ct = ctype(t);
+            let (lb, pc, ls) = (format!("ard_lb{k}_{j}"), format!("ard_pc{k}_{j}"), format!("ard_ls{k}_{j}"));
+            self.line(&format!("const int64_t {ls} = (ARD_LANES * ({len}) * (int64_t)sizeof({ct}) + 63) / 64 * 64 / (int64_t)sizeof({ct});"));
+            if len == "1" && threads == "1" {
+                self.line(&format!("{ct} ard_lnb{k}_{j}[64 / sizeof({ct})];"));
+            } else {
+                self.line(&format!("ard_arr {lb};"));
+                self.new_arr(&lb, t, &[format!("({threads}) * {ls}")]);
+                self.line(&format!("{ct} *ard_lnb{k}_{j} = ({ct} *){lb}.p;"));
+            }
+            self.line(&format!("ard_arr {pc}; {pc}.b = NULL;"));
+            self.open(&format!("if (ard_nc{k} > 1)"));
+            self.new_arr(&pc, t, &[format!("ard_nc{k} * ({len})")]);
+            self.ind -= 1;
+            if len == "1" {
+                // a scalar's sum when there is one chunk (most inner sums)
+                self.line(&format!("{ct} ard_one{k}_{j} = 0; (void)ard_one{k}_{j};"));
+            }
+        }
+    }
+
+    /// The 8 lanes at `l` combined pairwise, inline (lanes not used hold
+    /// the identity, which changes no bit of the tree).
+    fn tree8(ty: Scalar, l: &str) -> R<String> {
+        let add = |a: &str, b: &str| Self::op_expr(&ReduceOp::Add, ty, a, b);
+        let pair = |i: usize| add(&format!("{l}[{i}]"), &format!("{l}[{}]", i + 1));
+        add(&add(&pair(0)?, &pair(2)?)?, &add(&pair(4)?, &pair(6)?)?)
+    }
+
+    /// Start chunk `c` of a summing `for` on thread `t`: its range
+    /// `ard_lo{k}..ard_hi{k}`, lanes used `ard_u{k}`, and each summed row's
+    /// lanes `ard_ln{k}_{j}` set to the identity (-0.0 or 0).
+    fn summed_chunk_begin(&mut self, k: usize, n: &str, rows: &[Row], c: &str, t: &str) {
+        self.line(&format!("const int64_t ard_lo{k} = {c} * ard_cl{k}, ard_hi{k} = {n} - ard_lo{k} > ard_cl{k} ? ard_lo{k} + ard_cl{k} : {n};"));
+        self.line(&format!("const int64_t ard_u{k} = ard_hi{k} - ard_lo{k} < ARD_LANES ? ard_hi{k} - ard_lo{k} : ARD_LANES;"));
+        for (j, _, len, ty) in Self::lane_rows(rows) {
+            let ct = ctype(ty);
+            let id = if ty.is_float() { "-0.0" } else { "0" };
+            self.line(&format!("{ct} *restrict ard_ln{k}_{j} = ard_lnb{k}_{j} + {t} * ard_ls{k}_{j};"));
+            let fill = if len == "1" { "ARD_LANES".to_string() } else { format!("ard_u{k} * ({len})") };
+            self.line(&format!("for (int64_t ard_e = 0; ard_e < {fill}; ard_e++) ard_ln{k}_{j}[ard_e] = ({ct}){id};"));
+        }
+    }
+
+    /// End chunk `c`: combine the lanes (their row 0 is the chunk's sum)
+    /// and keep it among the chunks' results when there are several.
+    fn summed_chunk_end(&mut self, k: usize, rows: &[Row], c: &str) -> R<()> {
+        for (j, _, len, ty) in Self::lane_rows(rows) {
+            let ct = ctype(ty);
+            if len == "1" {
+                let t8 = Self::tree8(ty, &format!("ard_ln{k}_{j}"))?;
+                // (several chunks when threads run them: each writes its own)
+                self.line(&format!("{{ const {ct} ard_r = {t8}; if (ard_nc{k} > 1) (({ct} *)ard_pc{k}_{j}.p)[{c}] = ard_r; else ard_one{k}_{j} = ard_r; }}"));
+                continue;
+            }
+            self.line(&format!("ard_tree_add_{}(ard_ln{k}_{j}, ard_u{k}, {len});", io_field(ty)));
+            self.line(&format!("if (ard_nc{k} > 1) memcpy(({ct} *)ard_pc{k}_{j}.p + {c} * ({len}), ard_ln{k}_{j}, (size_t)({len}) * sizeof({ct}));"));
+        }
+        Ok(())
+    }
+
+    /// Combine the chunks' results and add them to the zeroed accumulators
+    /// (`0 + T`, as `reduce add` from zero); free the buffers.
+    fn summed_finish(&mut self, k: usize, rows: &[Row], threads: &str) -> R<()> {
+        for (j, ptr, len, ty) in Self::lane_rows(rows) {
+            let ct = ctype(ty);
+            let pc = format!("ard_pc{k}_{j}");
+            let sum = Self::op_expr(&ReduceOp::Add, ty, &format!("{ptr}[ard_e]"), "ard_src[ard_e]")?;
+            self.open("{");
+            let first = if len == "1" { format!("&ard_one{k}_{j}") } else { format!("ard_lnb{k}_{j}") };
+            self.line(&format!("const {ct} *ard_src = {first};"));
+            self.line(&format!("if (ard_nc{k} > 1) {{ ard_tree_add_{}(({ct} *){pc}.p, ard_nc{k}, {len}); ard_src = ({ct} *){pc}.p; }}", io_field(ty)));
+            self.line(&format!("if (ard_nc{k} > 0) for (int64_t ard_e = 0; ard_e < ({len}); ard_e++) {ptr}[ard_e] = {sum};"));
+            self.close("}");
+            self.line(&format!("if ({pc}.b) ard_release(ctx, {pc}.b);"));
+            if !(len == "1" && threads == "1") {
+                self.line(&format!("ard_release(ctx, ard_lb{k}_{j}.b);"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The rows a chunk's iterations add into: each summed row's lanes.
+    fn chunk_rows(k: usize, rows: &[Row]) -> Vec<Row> {
+        rows.iter()
+            .enumerate()
+            .map(|(j, r)| match r {
+                Row::Summed { len, ty, lanes: true, .. } => Row::Summed { ptr: format!("ard_ln{k}_{j}"), len: len.clone(), ty: ty.clone(), lanes: true },
+                r => r.clone(),
+            })
+            .collect()
+    }
+
+    /// A summing `for` inside a parallel body: its chunks in order, inline.
+    fn summed_inline(&mut self, k: usize, n: &str, ivar: VarId, body: &Block, rows: &[Row]) -> R<()> {
+        self.open("{");
+        self.summed_setup(k, n, rows, "1");
+        let (fail, at) = (self.fail.clone(), self.at.clone());
+        self.open(&format!("for (int64_t ard_ci{k} = 0; ard_ci{k} < ard_nc{k}; ard_ci{k}++) {{"));
+        self.line(&format!("if (ard_ci{k} > 0 && ARD_STOPPING(ctx)) {{ ard_stopped(ctx, ard_it, {at}); goto {fail}; }}"));
+        self.summed_chunk_begin(k, n, rows, &format!("ard_ci{k}"), "0");
+        let inner = Self::chunk_rows(k, rows);
+        let from = if Self::registers_pay(body, rows) { self.register_lanes(k, ivar, body, rows)? } else { format!("ard_lo{k}") };
+        self.open(&format!("for (int64_t ard_i = {from}; ard_i < ard_hi{k}; ard_i++) {{"));
+        self.for_body(ivar, body, &inner)?;
+        self.close("}");
+        self.summed_chunk_end(k, rows, &format!("ard_ci{k}"))?;
+        self.close("}");
+        self.summed_finish(k, rows, "1")?;
+        self.close("}");
+        Ok(())
+    }
+
+    /// Whether a summing `for` keeps its lanes in registers: every summed
+    /// result a scalar, and a short body without loops (copied 8 times).
+    fn registers_pay(body: &Block, rows: &[Row]) -> bool {
+        let scalars = rows.iter().all(|r| matches!(r, Row::Summed { len, lanes: true, .. } if len == "1"));
+        scalars && !has_loop(body) && statements(body) <= 12
+    }
+
+    /// The whole groups of 8 iterations of a chunk with each lane a local
+    /// (a register: lanes in memory made an inner 8-term sum 3x slower),
+    /// the body copied once per lane; the lanes are stored back for the
+    /// remaining iterations. Each lane still adds its terms in order.
+    /// Returns the first iteration left.
+    fn register_lanes(&mut self, k: usize, ivar: VarId, body: &Block, rows: &[Row]) -> R<String> {
+        let lanes = Self::lane_rows(rows);
+        for (j, _, _, ty) in &lanes {
+            let id = if ty.is_float() { "-0.0" } else { "0" };
+            let decl: Vec<String> = (0..8).map(|l| format!("ard_a{k}_{j}_{l} = {id}")).collect();
+            self.line(&format!("{} {};", ctype(*ty), decl.join(", ")));
+        }
+        let g = format!("ard_g{k}");
+        self.line(&format!("int64_t {g} = ard_lo{k};"));
+        self.open(&format!("for (; {g} + ARD_LANES <= ard_hi{k}; {g} += ARD_LANES) {{"));
+        for l in 0..8 {
+            let lane_rows: Vec<Row> = rows
+                .iter()
+                .enumerate()
+                .map(|(j, r)| match r {
+                    Row::Summed { ty, .. } => Row::Summed { ptr: format!("(&ard_a{k}_{j}_{l})"), len: "1".into(), ty: ty.clone(), lanes: false },
+                    r => r.clone(),
+                })
+                .collect();
+            self.open(&format!("{{ const int64_t ard_i = {g} + {l};"));
+            self.for_body(ivar, body, &lane_rows)?;
+            self.close("}");
+        }
+        self.close("}");
+        for (j, _, _, _) in &lanes {
+            let stores: Vec<String> = (0..8).map(|l| format!("ard_ln{k}_{j}[{l}] = ard_a{k}_{j}_{l};")).collect();
+            self.line(&stores.join(" "));
+        }
+        Ok(g)
+    }
+
+    /// An outermost summing `for` whose body is the function `fname`: its
+    /// chunks in order on one thread, or split among the threads (whole
+    /// chunks, contiguous ranges) when the work pays for it. Either way each
+    /// chunk's sum is the same, so the result is the same bits.
+    fn summed_outlined(&mut self, k: usize, n: &str, w: &str, fname: &str, caps: &[String], rows: &[Row]) -> R<()> {
+        let caps = if caps.is_empty() { String::new() } else { format!(", {}", caps.join(", ")) };
+        let inner = Self::chunk_rows(k, rows);
+        let accs: String = inner.iter().filter_map(|r| if let Row::Summed { ptr, .. } = r { Some(format!(", {ptr}")) } else { None }).collect();
+        let (fail, at) = (self.fail.clone(), self.at.clone());
+        let c = format!("ard_ci{k}");
+        self.open("{");
+        self.line(&format!("const int64_t ard_cl{k}_ = ard_rchunk({n}), ard_par{k} = ctx->nthreads > 1 && ard_wmul({n}, {w}) >= ctx->par_min && ard_nchunks({n}, ard_cl{k}_) > 1;"));
+        let threads = format!("(ard_par{k} ? ctx->nthreads : 1)");
+        self.summed_setup(k, n, rows, &threads);
+        self.open(&format!("if (ard_par{k}) {{"));
+        self.line("int ard_stop = 0;");
+        self.line("ard_begin_parallel(ctx);");
+        self.line("#pragma omp parallel num_threads(ctx->nthreads)");
+        self.open("{");
+        self.line("const int64_t ard_t = omp_get_thread_num(), ard_nt = omp_get_num_threads();");
+        self.line(&format!("const int64_t ard_ca = ard_nc{k} * ard_t / ard_nt, ard_cb = ard_nc{k} * (ard_t + 1) / ard_nt;"));
+        self.open(&format!("for (int64_t {c} = ard_ca; {c} < ard_cb; {c}++) {{"));
+        self.line(&format!("if ({c} > ard_ca && ARD_STOPPING(ctx)) {{ __atomic_store_n(&ard_stop, 1, __ATOMIC_RELAXED); break; }}"));
+        self.summed_chunk_begin(k, n, rows, &c, "ard_t");
+        self.line(&format!("if ({fname}(ctx, ard_lo{k}, ard_hi{k}, 1, ard_it{caps}{accs})) break;"));
+        self.summed_chunk_end(k, rows, &c)?;
+        self.close("}");
+        self.close("}");
+        self.line("ard_end_parallel(ctx);");
+        self.line(&format!("if (ctx->fail_iter != INT64_MAX) goto {fail};"));
+        self.poll_flag("ard_stop");
+        self.close("} else {");
+        self.ind += 1;
+        self.open(&format!("for (int64_t {c} = 0; {c} < ard_nc{k}; {c}++) {{"));
+        self.line(&format!("if ({c} > 0 && ARD_STOPPING(ctx)) {{ ard_stopped(ctx, ard_it, {at}); goto {fail}; }}"));
+        self.summed_chunk_begin(k, n, rows, &c, "0");
+        self.line(&format!("if ({fname}(ctx, ard_lo{k}, ard_hi{k}, 0, ard_it{caps}{accs})) goto {fail};"));
+        self.summed_chunk_end(k, rows, &c)?;
+        self.close("}");
+        self.close("}");
+        self.summed_finish(k, rows, &threads)?;
         self.close("}");
         Ok(())
     }
@@ -1411,10 +1667,10 @@ impl Em {
                     self.line(&format!("const int64_t {len} = {l}; (void){len};"));
                     inner.push(r.clone());
                 }
-                Row::Summed { len, ty, .. } => {
+                Row::Summed { len, ty, lanes, .. } => {
                     let p = format!("ard_acc{j}");
                     let _ = write!(acc_params, ", {} *restrict {p}", ctype(ty.elem));
-                    inner.push(Row::Summed { ptr: p, len: len.clone(), ty: ty.clone(), part: None });
+                    inner.push(Row::Summed { ptr: p, len: len.clone(), ty: ty.clone(), lanes: *lanes });
                 }
             }
         }
@@ -1455,48 +1711,13 @@ impl Em {
         }
         if t.rank() == 0 {
             self.line(&format!("{out} = ({})0;", ctype(t.elem)));
-            return Ok(Row::Summed { ptr: format!("(&{out})"), len: "1".into(), ty: t.clone(), part: None });
+            return Ok(Row::Summed { ptr: format!("(&{out})"), len: "1".into(), ty: t.clone(), lanes: true });
         }
         let dims: Vec<String> = t.shape.iter().map(|d| self.size(d)).collect();
         self.new_arr(out, t.elem, &dims);
         let len = self.rowlen(out, t.rank(), 0);
         self.line(&format!("memset({out}.p, 0, (size_t)({len}) * sizeof({}));", ctype(t.elem)));
-        Ok(Row::Summed { ptr: self.elem_ptr(out, t.elem), len, ty: t.clone(), part: None })
-    }
-
-    /// One zeroed partial sum per thread for each summed result (the
-    /// destinations the parallel body adds into); stacked results unchanged.
-    fn partial_sums(&mut self, k: usize, rows: &[Row]) -> R<Vec<Row>> {
-        let mut out = vec![];
-        for (j, r) in rows.iter().enumerate() {
-            let Row::Summed { len, ty, .. } = r else {
-                out.push(r.clone());
-                continue;
-            };
-            let buf = format!("ard_ps{k}_{j}");
-            self.line(&format!("ard_arr {buf};"));
-            self.new_arr(&buf, ty.elem, &[format!("ctx->nthreads * ({len})")]);
-            let p = self.elem_ptr(&buf, ty.elem);
-            self.line(&format!("memset({buf}.p, 0, (size_t)(ctx->nthreads * ({len})) * sizeof({}));", ctype(ty.elem)));
-            out.push(Row::Summed { ptr: format!("({p} + ard_t * ({len}))"), len: len.clone(), ty: ty.clone(), part: Some(buf) });
-        }
-        Ok(out)
-    }
-
-    /// Add the threads' partial sums into the accumulators, in thread order.
-    fn combine_partial_sums(&mut self, rows: &[Row], partial: &[Row]) -> R<()> {
-        for (r, p) in rows.iter().zip(partial) {
-            let (Row::Summed { ptr, len, ty, .. }, Row::Summed { part: Some(buf), .. }) = (r, p) else { continue };
-            let pp = self.elem_ptr(buf, ty.elem);
-            let sum = Self::op_expr(&ReduceOp::Add, ty.elem, "ard_s", &format!("{pp}[ard_t * ({len}) + ard_e]"))?;
-            self.open(&format!("for (int64_t ard_e = 0; ard_e < {len}; ard_e++) {{"));
-            self.line(&format!("{} ard_s = 0;", ctype(ty.elem)));
-            self.line(&format!("for (int ard_t = 0; ard_t < ctx->nthreads; ard_t++) ard_s = {sum};"));
-            self.line(&format!("{ptr}[ard_e] = ard_s;"));
-            self.close("}");
-            self.line(&format!("ard_release(ctx, {buf}.b);"));
-        }
-        Ok(())
+        Ok(Row::Summed { ptr: self.elem_ptr(out, t.elem), len, ty: t.clone(), lanes: true })
     }
 
     /// Where `b` is a row the enclosing `for` stacks and lets its body
@@ -1516,6 +1737,18 @@ impl Em {
     fn for_body(&mut self, ivar: VarId, body: &Block, rows: &[Row]) -> R<()> {
         let iv = self.v(ivar);
         self.line(&format!("const int64_t {iv} = ard_i; (void){iv};"));
+        // a summed row with lanes: this iteration adds into lane i % 8
+        // (chunks start at multiples of 8)
+        let rows: Vec<Row> = rows
+            .iter()
+            .map(|r| match r {
+                Row::Summed { ptr, len, ty, lanes: true } => {
+                    Row::Summed { ptr: format!("({ptr} + ({iv} & (ARD_LANES - 1)) * ({len}))"), len: len.clone(), ty: ty.clone(), lanes: false }
+                }
+                r => r.clone(),
+            })
+            .collect();
+        let rows = rows.as_slice();
         if has_loop(body) {
             self.poll();
         }
@@ -1645,6 +1878,10 @@ impl Em {
                 self.close("}");
                 self.close_chunked(ch);
                 self.close("}");
+            } else if matches!(op, ReduceOp::Add | ReduceOp::Mul) && t.rank() == 1 {
+                self.ordered_fold(op, t.elem, &o, &x, &z)?;
+            } else if matches!(op, ReduceOp::Add | ReduceOp::Mul) {
+                self.ordered_fold_rows(op, &t, &o, &x, &z)?;
             } else if t.rank() == 1 {
                 // the loop over a chunk is a function of its own: in the
                 // entry's large function gcc kept the accumulator of the
@@ -1700,6 +1937,111 @@ impl Em {
                 self.close("}");
             }
         }
+        Ok(())
+    }
+
+    /// `o = z op T`, `T` the sum or product of the 1-d array `x` in the
+    /// fixed order (LANGUAGE.md §10): each chunk in 8 lanes
+    /// (`ard_chunk_*`, vectorised), the chunks' results combined by
+    /// `ard_tree_*`. Outermost, the threads take contiguous ranges of
+    /// whole chunks: the same bits at every thread count.
+    fn ordered_fold(&mut self, op: &ReduceOp, t: Scalar, o: &str, x: &str, z: &str) -> R<()> {
+        let (ct, tn) = (ctype(t), io_field(t));
+        let opn = if *op == ReduceOp::Add { "add" } else { "mul" };
+        let px = self.elem_ptr(x, t);
+        let (fail, at) = (self.fail.clone(), self.at.clone());
+        self.open("{");
+        self.line(&format!("const {ct} *restrict ard_x = {px}; int64_t ard_n = {x}.d[0]; {ct} ard_acc;"));
+        self.line("const int64_t ard_cl = ard_rchunk(ard_n), ard_nc = ard_nchunks(ard_n, ard_cl);");
+        self.open("if (ard_nc <= 1) {");
+        self.line(&format!("ard_acc = ard_chunk_{opn}_{tn}(ard_x, ard_n);"));
+        self.close("} else {");
+        self.ind += 1;
+        self.line("ard_arr ard_pc;");
+        self.new_arr("ard_pc", t, &["ard_nc".into()]);
+        self.line(&format!("{ct} *ard_p = ({ct} *)ard_pc.p;"));
+        let chunk = format!("ard_p[ard_c] = ard_chunk_{opn}_{tn}(ard_x + ard_c * ard_cl, ard_n - ard_c * ard_cl > ard_cl ? ard_cl : ard_n - ard_c * ard_cl);");
+        let sequential = |em: &mut Self| {
+            em.open("for (int64_t ard_c = 0; ard_c < ard_nc; ard_c++) {");
+            em.line(&format!("if (ard_c > 0 && ARD_STOPPING(ctx)) {{ ard_stopped(ctx, ard_it, {at}); goto {fail}; }}"));
+            em.line(&chunk);
+            em.close("}");
+        };
+        if !self.par && !self.seq_only {
+            self.open("if (ctx->nthreads > 1 && ard_n >= ctx->par_min) {");
+            self.line("int ard_stop = 0;");
+            self.line("#pragma omp parallel num_threads(ctx->nthreads)");
+            self.open("{");
+            self.line("const int64_t ard_t = omp_get_thread_num(), ard_nt = omp_get_num_threads();");
+            self.line("const int64_t ard_c0 = ard_nc * ard_t / ard_nt, ard_c1 = ard_nc * (ard_t + 1) / ard_nt;");
+            self.open("for (int64_t ard_c = ard_c0; ard_c < ard_c1; ard_c++) {");
+            self.line("if (ard_c > ard_c0 && ARD_STOPPING(ctx)) { __atomic_store_n(&ard_stop, 1, __ATOMIC_RELAXED); break; }");
+            self.line(&chunk);
+            self.close("}");
+            self.close("}");
+            self.poll_flag("ard_stop");
+            self.close("} else {");
+            self.ind += 1;
+            sequential(self);
+            self.close("}");
+        } else {
+            sequential(self);
+        }
+        self.line(&format!("ard_tree_{opn}_{tn}(ard_p, ard_nc, 1);"));
+        self.line("ard_acc = ard_p[0];");
+        self.line("ard_release(ctx, ard_pc.b);");
+        self.close("}");
+        let res = Self::op_expr(op, t, z, "ard_acc")?;
+        self.line(&format!("{o} = {res};"));
+        self.close("}");
+        Ok(())
+    }
+
+    /// The sum or product of the rows of `x` (type `t`, rank >= 2) into a
+    /// new `o`, in the fixed order elementwise: each element as the 1-d
+    /// reduction of its column would be (8 lanes of rows per chunk, trees
+    /// of lanes and of chunks); the loop along a row vectorises.
+    fn ordered_fold_rows(&mut self, op: &ReduceOp, t: &Type, o: &str, x: &str, z: &str) -> R<()> {
+        let (ct, tn, e) = (ctype(t.elem), io_field(t.elem), t.elem);
+        let opn = if *op == ReduceOp::Add { "add" } else { "mul" };
+        let id = match (op, e.is_float()) {
+            (ReduceOp::Add, true) => "-0.0",
+            (ReduceOp::Add, false) => "0",
+            _ => "1",
+        };
+        let dims: Vec<String> = (1..t.rank()).map(|i| format!("{x}.d[{i}]")).collect();
+        self.new_arr(o, e, &dims);
+        let (po, px, m) = (self.elem_ptr(o, e), self.elem_ptr(x, e), self.rowlen(x, t.rank(), 1));
+        let step = Self::op_expr(op, e, "ard_l[ard_j]", "ard_x[ard_i * ard_m + ard_j]")?;
+        let last = Self::op_expr(op, e, z, "ard_src[ard_j]")?;
+        let (fail, at) = (self.fail.clone(), self.at.clone());
+        self.open("{");
+        self.line(&format!("const {ct} *restrict ard_x = {px}; {ct} *restrict ard_o = {po}; int64_t ard_n = {x}.d[0], ard_m = {m};"));
+        self.line("const int64_t ard_cl = ard_rchunk(ard_n), ard_nc = ard_nchunks(ard_n, ard_cl);");
+        self.line("ard_arr ard_lb, ard_pc; ard_pc.b = NULL;");
+        self.new_arr("ard_lb", e, &["ARD_LANES * ard_m".into()]);
+        self.open("if (ard_nc > 1)");
+        self.new_arr("ard_pc", e, &["ard_nc * ard_m".into()]);
+        self.ind -= 1;
+        self.line(&format!("{ct} *restrict ard_ln = ({ct} *)ard_lb.p;"));
+        self.open("for (int64_t ard_c = 0; ard_c < ard_nc; ard_c++) {");
+        self.line(&format!("if (ard_c > 0 && ARD_STOPPING(ctx)) {{ ard_stopped(ctx, ard_it, {at}); goto {fail}; }}"));
+        self.line("const int64_t ard_lo = ard_c * ard_cl, ard_hi = ard_n - ard_lo > ard_cl ? ard_lo + ard_cl : ard_n;");
+        self.line("const int64_t ard_u = ard_hi - ard_lo < ARD_LANES ? ard_hi - ard_lo : ARD_LANES;");
+        self.line(&format!("for (int64_t ard_j = 0; ard_j < ard_u * ard_m; ard_j++) ard_ln[ard_j] = ({ct}){id};"));
+        self.open("for (int64_t ard_i = ard_lo; ard_i < ard_hi; ard_i++) {");
+        self.line(&format!("{ct} *restrict ard_l = ard_ln + (ard_i & (ARD_LANES - 1)) * ard_m;"));
+        self.line(&format!("for (int64_t ard_j = 0; ard_j < ard_m; ard_j++) ard_l[ard_j] = {step};"));
+        self.close("}");
+        self.line(&format!("ard_tree_{opn}_{tn}(ard_ln, ard_u, ard_m);"));
+        self.line(&format!("if (ard_nc > 1) memcpy(({ct} *)ard_pc.p + ard_c * ard_m, ard_ln, (size_t)ard_m * sizeof({ct}));"));
+        self.close("}");
+        self.line(&format!("const {ct} *ard_src = ard_ln;"));
+        self.line(&format!("if (ard_nc > 1) {{ ard_tree_{opn}_{tn}(({ct} *)ard_pc.p, ard_nc, ard_m); ard_src = ({ct} *)ard_pc.p; }}"));
+        self.line(&format!("for (int64_t ard_j = 0; ard_j < ard_m; ard_j++) ard_o[ard_j] = ard_nc > 0 ? {last} : {z};"));
+        self.line("if (ard_pc.b) ard_release(ctx, ard_pc.b);");
+        self.line("ard_release(ctx, ard_lb.b);");
+        self.close("}");
         Ok(())
     }
 
@@ -1834,46 +2176,20 @@ impl Em {
         };
         self.open("{");
         self.line(&format!("{ct} *ard_o = {po}; const {ct} *ard_v = {pv}; const int64_t *ard_ix = ard_ix{k}; int64_t ard_k = ard_k{k}, ard_m = ard_m{k}, ard_nm = ard_n{k} * ard_m{k};"));
-        let fail = self.fail.clone();
         if !self.par && !self.seq_only {
-            // parallel histogram: private copies for small targets, atomics for large
-            self.open("if (ctx->nthreads > 1 && ard_mul64(ard_k, ard_m) >= ctx->par_min && ard_k > 1) {");
-            self.open("if (ard_nm <= 65536) {");
-            self.line("ard_arr ard_pv; int ard_nt = ctx->nthreads;");
-            let (fl, at) = (is_float(t.elem), self.at.clone());
-            self.line(&format!(
-                "{{ int64_t ard_pd[1] = {{ard_nt * ard_nm}}; if (ard_new_at(ctx, ard_it, &ard_pv, sizeof({ct}), {fl}, 1, ard_pd, {at})) goto {fail}; }}"
-            ));
-            self.line(&format!("{ct} *ard_pp = ({ct} *)ard_pv.p; int ard_used = 1;"));
-            self.line("#pragma omp parallel num_threads(ard_nt)");
+            // parallel by destination: each thread owns a contiguous range
+            // of the destination's elements and adds, in position order,
+            // the values that land there (the order of the sequential loop,
+            // so the same bits at every thread count); every thread reads
+            // all the indices
+            self.open("if (ctx->nthreads > 1 && ard_mul64(ard_k, ard_m) >= ctx->par_min && ard_nm > 1) {");
+            self.line("#pragma omp parallel num_threads(ctx->nthreads)");
             self.open("{");
-            self.line("int ard_t = omp_get_thread_num(), ard_T = omp_get_num_threads();");
-            self.line("if (ard_t == 0) ard_used = ard_T;");
-            self.line(&format!("{ct} *ard_q = ard_pp + ard_t * ard_nm;"));
-            // a float partial sum starts at -0.0, which adds nothing to any
-            // value (+0 would turn a -0.0 destination into +0.0)
-            let zero = if t.elem.is_float() { "-0.0" } else { "0" };
-            self.line(&format!("for (int64_t ard_e = 0; ard_e < ard_nm; ard_e++) ard_q[ard_e] = {zero};"));
-            self.line("int64_t ard_lo = ard_k * ard_t / ard_T, ard_hi = ard_k * (ard_t + 1) / ard_T;");
-            let qa = add("ard_q[ard_ix[ard_j] * ard_m + ard_e]", "ard_v[ard_j * ard_m + ard_e]")?;
-            self.line(&format!("for (int64_t ard_j = ard_lo; ard_j < ard_hi; ard_j++) for (int64_t ard_e = 0; ard_e < ard_m; ard_e++) ard_q[ard_ix[ard_j] * ard_m + ard_e] = {qa};"));
-            self.close("}");
-            let comb = add("ard_o[ard_e]", "ard_pp[ard_t * ard_nm + ard_e]")?;
-            self.line(&format!("for (int ard_t = 0; ard_t < ard_used; ard_t++) for (int64_t ard_e = 0; ard_e < ard_nm; ard_e++) ard_o[ard_e] = {comb};"));
-            self.line("ard_release(ctx, ard_pv.b);");
-            self.close("} else {");
-            self.ind += 1;
-            self.line("#pragma omp parallel for schedule(static) num_threads(ctx->nthreads)");
+            self.line("const int64_t ard_t = omp_get_thread_num(), ard_T = omp_get_num_threads();");
+            self.line("const int64_t ard_a = ard_nm * ard_t / ard_T, ard_b = ard_nm * (ard_t + 1) / ard_T;");
             self.open("for (int64_t ard_j = 0; ard_j < ard_k; ard_j++) {");
-            self.open("for (int64_t ard_e = 0; ard_e < ard_m; ard_e++) {");
-            if t.elem.is_float() {
-                self.line("#pragma omp atomic");
-                self.line("ard_o[ard_ix[ard_j] * ard_m + ard_e] += ard_v[ard_j * ard_m + ard_e];");
-            } else {
-                let ut = if t.elem == Scalar::I64 { "uint64_t" } else { "uint32_t" };
-                self.line(&format!("__atomic_fetch_add(({ut} *)&ard_o[ard_ix[ard_j] * ard_m + ard_e], ({ut})ard_v[ard_j * ard_m + ard_e], __ATOMIC_RELAXED);"));
-            }
-            self.close("}");
+            self.line("const int64_t ard_r = ard_ix[ard_j] * ard_m, ard_e0 = ard_a > ard_r ? ard_a - ard_r : 0, ard_e1 = ard_b - ard_r < ard_m ? ard_b - ard_r : ard_m;");
+            self.line(&format!("for (int64_t ard_e = ard_e0; ard_e < ard_e1; ard_e++) {seq};"));
             self.close("}");
             self.close("}");
             self.close("} else {");

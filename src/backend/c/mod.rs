@@ -34,14 +34,16 @@
 //!
 //! # Parallelism
 //! The outermost parallel `for` whose estimated work (trip count × a static
-//! estimate of its body) reaches `par_min` runs as `#pragma omp parallel
-//! for schedule(static)`; loops inside it are sequential. Built-in
-//! reductions of 1-d arrays split the array into one static chunk per
-//! thread and combine the partial results in thread order (the same bits
-//! for the same thread count). `scatter_add` validates its indexes, then
-//! adds with per-thread private copies combined in thread order when the
-//! target is small (≤ 65,536 elements) or with atomic adds when it is
-//! large. With one thread no OpenMP construct is entered.
+//! estimate of its body) reaches `par_min` runs in an OpenMP region, each
+//! thread on a static range of iterations; loops inside it are sequential.
+//! Sums and products (built-in reductions, accumulating `for`s) follow the
+//! fixed order of LANGUAGE.md §10: threads take whole chunks of it, so
+//! every thread count gives the interpreter's bits. `scatter_add`
+//! validates its indexes, then each thread adds the values that land in
+//! its own range of the destination, in position order (again the
+//! interpreter's bits). With one thread no OpenMP construct is entered.
+//! Before libgomp first loads, [`wait_policy`] bounds how long its idle
+//! threads spin.
 
 mod cc;
 pub mod emit;
@@ -261,6 +263,7 @@ fn build_and_load(cc: &Compiler, source: &str, extra: &[String]) -> Result<(libl
 /// reused. That the file loaded is the file checked rests on the
 /// directory check instead: only we can write there (cc.rs, *Trust*).
 fn load(path: &std::path::Path) -> Result<libloading::Library, libloading::Error> {
+    wait_policy();
     // SAFETY: the library is ours (compiled by us into a directory only we
     // can write, its trailer verified); its initialisers are the C
     // runtime's only. Loaded with RTLD_NODELETE: OpenMP's idle worker
@@ -269,6 +272,29 @@ fn load(path: &std::path::Path) -> Result<libloading::Library, libloading::Error
     // until exit.
     let lib = unsafe { libloading::os::unix::Library::open(Some(path), libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL | RTLD_NODELETE) }?;
     Ok(lib.into())
+}
+
+/// How many times a libgomp thread polls for work, or for the others at a
+/// barrier, before it sleeps (`GOMP_SPINCOUNT`; libgomp's default is
+/// 300,000 and far longer than a time slice). Two threads that spin while
+/// the machine is busy wait for each other's descheduled partner: RK4 at 2
+/// threads took 2-5 s a call against 0.19 s on one (bench/notes.md).
+pub const SPIN_COUNT: &str = "10000";
+
+/// Set `GOMP_SPINCOUNT` to [`SPIN_COUNT`] unless the user set it or
+/// `OMP_WAIT_POLICY`, once, before the first library (and with it libgomp,
+/// which reads its environment when it loads) is opened.
+fn wait_policy() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if std::env::var_os("GOMP_SPINCOUNT").is_none() && std::env::var_os("OMP_WAIT_POLICY").is_none() {
+            // SAFETY: setting a variable races only with another thread
+            // reading or writing the environment at this moment; this runs
+            // once, at the first library load, before libgomp (the reader
+            // of this variable) is loaded.
+            unsafe { std::env::set_var("GOMP_SPINCOUNT", SPIN_COUNT) };
+        }
+    });
 }
 
 /// Frees the call context however the call ends.

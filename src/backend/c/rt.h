@@ -530,6 +530,62 @@ static inline int32_t ard_neg32(int32_t a) { return (int32_t)(0 - (uint32_t)a); 
 static inline int32_t ard_abs32(int32_t a) { return a < 0 ? ard_neg32(a) : a; }
 static inline int32_t ard_div32(int32_t a, int32_t b) { return b == -1 ? ard_neg32(a) : a / b; }
 static inline int32_t ard_rem32(int32_t a, int32_t b) { return b == -1 ? 0 : a % b; }
+/* ---- the fixed order of sums and products (LANGUAGE.md §10; the
+ * interpreter's backend/interp/order.rs) ----
+ * Terms are cut into chunks of ard_rchunk(n) consecutive terms (a power of
+ * two from 8 to 4096: at most 64 chunks below 262,144 terms, so that a few
+ * heavy iterations still split among threads); in a chunk term i goes to
+ * lane i % 8, a left-to-right fold from the identity (-0.0 for a float
+ * sum: -0.0 + x is x for every x); lanes, then chunks, combine pairwise
+ * (ard_tree_*); the start value comes first, once: ne + T. */
+#define ARD_LANES 8
+/* (shifts, not divisions: an inner sum of 8 terms paid two divisions) */
+static inline int64_t ard_rchunk(int64_t n) {
+    int64_t q = (n >> 6) + ((n & 63) != 0), c = 8;
+    while (c < q && c < 4096) c <<= 1;
+    return c;
+}
+static inline int64_t ard_nchunks(int64_t n, int64_t c) { return (n >> __builtin_ctzll((unsigned long long)c)) + ((n & (c - 1)) != 0); }
+/* k rows of m elements combined in place: at strides s = 1, 2, 4, ..., row
+ * i op= row i + s for each multiple i of 2s with i + s < k; row 0 ends with
+ * the result */
+#define ARD_TREE(name, T, OP) \
+    __attribute__((unused)) ARD_SLOW static void name(T *p, int64_t k, int64_t m) { \
+        for (int64_t s = 1; s < k; s *= 2) \
+            for (int64_t i = 0; i + s < k; i += 2 * s) \
+                for (int64_t e = 0; e < m; e++) p[i * m + e] = OP(p[i * m + e], p[(i + s) * m + e]); \
+    }
+/* one chunk x[0..n) of a 1-d reduction in 8 lanes (gcc vectorises the
+ * lane loop: no reassociation), then the lanes' tree */
+#define ARD_CHUNK_FOLD(name, T, ID, OP) \
+    __attribute__((unused)) static T name(const T *restrict x, int64_t n) { \
+        T a[ARD_LANES]; \
+        for (int l = 0; l < ARD_LANES; l++) a[l] = ID; \
+        int64_t i = 0; \
+        for (; i + ARD_LANES <= n; i += ARD_LANES) \
+            for (int l = 0; l < ARD_LANES; l++) a[l] = OP(a[l], x[i + l]); \
+        for (int l = 0; i + l < n; l++) a[l] = OP(a[l], x[i + l]); \
+        return OP(OP(OP(a[0], a[1]), OP(a[2], a[3])), OP(OP(a[4], a[5]), OP(a[6], a[7]))); \
+    }
+#define ARD_FADD(a, b) ((a) + (b))
+#define ARD_FMUL(a, b) ((a) * (b))
+ARD_TREE(ard_tree_add_f64, double, ARD_FADD)
+ARD_TREE(ard_tree_mul_f64, double, ARD_FMUL)
+ARD_TREE(ard_tree_add_f32, float, ARD_FADD)
+ARD_TREE(ard_tree_mul_f32, float, ARD_FMUL)
+ARD_TREE(ard_tree_add_i64, int64_t, ard_add64)
+ARD_TREE(ard_tree_mul_i64, int64_t, ard_mul64)
+ARD_TREE(ard_tree_add_i32, int32_t, ard_add32)
+ARD_TREE(ard_tree_mul_i32, int32_t, ard_mul32)
+ARD_CHUNK_FOLD(ard_chunk_add_f64, double, -0.0, ARD_FADD)
+ARD_CHUNK_FOLD(ard_chunk_mul_f64, double, 1.0, ARD_FMUL)
+ARD_CHUNK_FOLD(ard_chunk_add_f32, float, -0.0f, ARD_FADD)
+ARD_CHUNK_FOLD(ard_chunk_mul_f32, float, 1.0f, ARD_FMUL)
+ARD_CHUNK_FOLD(ard_chunk_add_i64, int64_t, 0, ard_add64)
+ARD_CHUNK_FOLD(ard_chunk_mul_i64, int64_t, 1, ard_mul64)
+ARD_CHUNK_FOLD(ard_chunk_add_i32, int32_t, 0, ard_add32)
+ARD_CHUNK_FOLD(ard_chunk_mul_i32, int32_t, 1, ard_mul32)
+
 /* saturating non-negative arithmetic for work estimates */
 static inline int64_t ard_wadd(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
 static inline int64_t ard_wmul(int64_t a, int64_t b) {

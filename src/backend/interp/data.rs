@@ -150,34 +150,6 @@ pub(super) fn zero(elem: Scalar) -> Option<Value> {
     })
 }
 
-/// Add a value (a scalar, or an array of the same number of elements)
-/// elementwise into `acc`; false when the types or lengths differ.
-pub(super) fn add_value(acc: &mut ArrayData, x: &Value) -> bool {
-    fn add<T: Num>(acc: &mut [T], xs: &[T]) -> bool {
-        if acc.len() != xs.len() {
-            return false;
-        }
-        for (a, &x) in acc.iter_mut().zip(xs) {
-            *a = a.add(x);
-        }
-        true
-    }
-    match (acc, x) {
-        (ArrayData::F64(o), Value::F64(a)) => add(o, &[*a]),
-        (ArrayData::F32(o), Value::F32(a)) => add(o, &[*a]),
-        (ArrayData::I64(o), Value::I64(a)) => add(o, &[*a]),
-        (ArrayData::I32(o), Value::I32(a)) => add(o, &[*a]),
-        (o, Value::Array(a)) => match (o, &a.data) {
-            (ArrayData::F64(o), ArrayData::F64(s)) => add(o, s),
-            (ArrayData::F32(o), ArrayData::F32(s)) => add(o, s),
-            (ArrayData::I64(o), ArrayData::I64(s)) => add(o, s),
-            (ArrayData::I32(o), ArrayData::I32(s)) => add(o, s),
-            _ => false,
-        },
-        _ => false,
-    }
-}
-
 /// `n` copies of a whole buffer, one after the other.
 pub(super) fn repeat<T: Copy>(v: &[T], n: usize, name: &'static str) -> Result<Vec<T>, Oom> {
     let mut out = try_vec(v.len().saturating_mul(n), name)?;
@@ -241,6 +213,10 @@ pub(super) fn argext<T: PartialOrd + Copy>(v: &[T], max: bool) -> usize {
 
 /// Element types the built-in reductions work on.
 pub(super) trait Num: Copy + PartialOrd {
+    /// the identities of `add` (-0.0 for floats: `-0.0 + x` is `x` for
+    /// every `x`, +0.0 included) and `mul`
+    const ADD_ID: Self;
+    const ONE: Self;
     fn add(self, o: Self) -> Self;
     fn mul(self, o: Self) -> Self;
     fn is_nan(self) -> bool;
@@ -249,6 +225,8 @@ pub(super) trait Num: Copy + PartialOrd {
 macro_rules! num_float {
     ($t:ty) => {
         impl Num for $t {
+            const ADD_ID: Self = -0.0;
+            const ONE: Self = 1.0;
             fn add(self, o: Self) -> Self {
                 self + o
             }
@@ -264,6 +242,8 @@ macro_rules! num_float {
 macro_rules! num_int {
     ($t:ty) => {
         impl Num for $t {
+            const ADD_ID: Self = 0;
+            const ONE: Self = 1;
             fn add(self, o: Self) -> Self {
                 self.wrapping_add(o)
             }
@@ -338,14 +318,17 @@ fn fold_rows<T: Num>(v: &[T], m: usize, ne: T, f: fn(T, T) -> T, scan: bool, nam
 
 /// A built-in reduction (`scan == false`: `m` elements) or scan (same
 /// length as `d`) over rows of `m` elements, starting from the scalar `ne`.
-/// Ok(None) when the types do not fit.
+/// Sums and products reduce in the fixed order of [`super::order`]; scans,
+/// `max` and `min` left to right. Ok(None) when the types do not fit.
 pub(super) fn builtin_fold(op: &ReduceOp, d: &ArrayData, m: usize, ne: &Value, scan: bool) -> Result<Option<ArrayData>, Oom> {
     let name = d.scalar().name();
     macro_rules! go {
         ($v:expr, $z:expr, $c:path) => {
-            match op_fn(op) {
-                Some(f) => $c(fold_rows($v, m, *$z, f, scan, name)?.into()),
-                None => return Ok(None),
+            match (op_fn(op), op) {
+                (Some(f), ReduceOp::Add) if !scan => $c(super::order::fold($v, m, *$z, Num::ADD_ID, f, name)?.into()),
+                (Some(f), ReduceOp::Mul) if !scan => $c(super::order::fold($v, m, *$z, Num::ONE, f, name)?.into()),
+                (Some(f), _) => $c(fold_rows($v, m, *$z, f, scan, name)?.into()),
+                (None, _) => return Ok(None),
             }
         };
     }

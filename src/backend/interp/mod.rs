@@ -36,6 +36,7 @@
 
 mod data;
 mod live;
+mod order;
 mod prim;
 #[cfg(test)]
 mod tests;
@@ -678,8 +679,8 @@ impl Interp<'_> {
     }
 
     /// A parallel `for`; with `acc`, the results it marks are added up over
-    /// the iterations (in index order, from zero, like `reduce add`) into
-    /// one buffer each, in place, instead of stacked. Counted as the
+    /// the iterations (in the fixed order of `order.rs`, from zero, as
+    /// `reduce add` of the stacked rows) instead of stacked. Counted as the
     /// stacked `for` and its `reduce add` are, without the stacking writes.
     fn for_(&mut self, s: &Stmt, ivar: VarId, size: &Size, body: &Block, acc: Option<&[bool]>) -> R<Vec<Value>> {
         let n = self.size(size)?;
@@ -693,15 +694,18 @@ impl Interp<'_> {
         // starts as zeros of the binder's type.
         let mut rows = Vec::with_capacity(s.binds.len());
         let mut outs = Vec::with_capacity(s.binds.len());
+        let mut accs = Vec::with_capacity(s.binds.len());
         for (k, b) in s.binds.iter().enumerate() {
             if summed(k) {
                 let row = self.dims_of(&b.ty.shape)?;
                 let len = count(&row)?;
                 let zero = data::zero(b.ty.elem).ok_or_else(|| internal("a `for` accumulates booleans"))?;
-                outs.push(data::fill(&zero, len)?.ok_or_else(|| internal("an accumulator of no type"))?);
+                accs.push(Some(order::Accum::new(&zero, n, len)?.ok_or_else(|| internal("an accumulator of no type"))?));
+                outs.push(data::with_capacity(b.ty.elem, 0)?);
                 rows.push((row, len));
                 continue;
             }
+            accs.push(None);
             if b.ty.shape.is_empty() {
                 return Err(internal("a `for` binds a scalar"));
             }
@@ -719,11 +723,11 @@ impl Interp<'_> {
             self.set(ivar, Value::I64(i as i64));
             self.stmts(body)?;
             for (k, v) in self.results(body)?.into_iter().enumerate() {
-                let ok = if summed(k) {
+                let ok = if let Some(acc) = &mut accs[k] {
                     let len = rows[k].1 as u64;
                     self.counts.arith += len;
                     self.counts.reads += len;
-                    v.shape() == rows[k].0 && data::add_value(&mut outs[k], &v)
+                    v.shape() == rows[k].0 && acc.push(&v)
                 } else {
                     match &v {
                         Value::Array(a) => a.shape == rows[k].0 && data::extend(&mut outs[k], &a.data, 0, a.data.len()),
@@ -742,8 +746,9 @@ impl Interp<'_> {
             }
         }
         let mut res = Vec::with_capacity(outs.len());
-        for (k, ((row, len), d)) in rows.into_iter().zip(outs).enumerate() {
-            if summed(k) {
+        for (k, ((row, len), (d, acc))) in rows.into_iter().zip(outs.into_iter().zip(accs)).enumerate() {
+            if let Some(acc) = acc {
+                let d = acc.finish();
                 if row.is_empty() {
                     res.push(d.get(0));
                 } else {

@@ -130,8 +130,10 @@ fn fold_loop(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let y = single(s)?;
     let Expr::Reduce { op, ne, arrs } = &s.expr else { return None };
     let ([ne], [x]) = (ne.as_slice(), arrs.as_slice()) else { return None };
-    // `reduce add (0)` is `fuse_reduce_for`'s (an accumulating `for`, parallel in C)
-    if *op == ReduceOp::Add && super::is_lit(ne, 0.0) {
+    // `reduce add (0)` is `fuse_reduce_for`'s (an accumulating `for`, parallel in C);
+    // other float sums and products keep their fixed order (LANGUAGE.md §10),
+    // which a left-to-right loop would change
+    if *op == ReduceOp::Add && super::is_lit(ne, 0.0) || matches!(op, ReduceOp::Add | ReduceOp::Mul) && y.ty.elem.is_float() {
         return None;
     }
     let (ivar, size, body) = fused_for(x, ctx)?;
