@@ -106,6 +106,40 @@ fn contractions_give_the_interpreters_bits_at_any_thread_count() {
     }
 }
 
+/// The cotangent of a matrix product's right operand (a dense layer's
+/// weights): reverse mode sums one outer product per row; the emitter
+/// stacks the row scales and hands the sum to the kernel
+/// (`contract.rs`, `OuterProducts`). Same bits as the interpreter.
+#[test]
+fn outer_product_sums_give_the_interpreters_bits() {
+    if !c_compiler_or_skip("outer_product_sums_give_the_interpreters_bits") {
+        return;
+    }
+    let src = "entry gw [n][k][m] (a: [n][k]f64) (w: [m][k]f64) (c: [n][m]f64) : [m][k]f64 =\n  vjp (\\v -> for i j. sum (for p. a[i, p] * v[j, p])) w c\n\n\
+               entry gt [n][k][m] (a: [n][k]f64) (w: [k][m]f64) (c: [n][m]f64) : [k][m]f64 =\n  vjp (\\v -> for i j. tanh (sum (for p. v[p, j] * a[i, p]))) w c\n\n\
+               entry gb [n][k][m] (a: [k][n]f64) (w: [m][k]f64) (c: [n][m]f64) : [m][k]f64 =\n  vjp (\\v -> for i j. sum (for p. a[p, i] * v[j, p]) * 2.0) w c\n";
+    let prog = Program::from_source("outer.ard", src).unwrap();
+    for f in &prog.module().functions {
+        let text = arden::backend::c::emit::emit_function(f, 0).unwrap();
+        // `gt` also needs the forward product (for the derivative of tanh)
+        let calls = if f.name == "gt" { 2 } else { 1 };
+        assert!(text.matches("ard_contract(ctx").count() >= calls, "`{}`: the outer products are not summed by the kernel:\n{text}", f.name);
+    }
+    let compiled = prog.compile(Backend::C).unwrap();
+    let interp = prog.compile(Backend::Interp).unwrap();
+    let mut rng = Rng(0x0075_7e20_0000_0003);
+    for (n, k, m) in [(0, 3, 4), (1, 1, 1), (5, 7, 3), (40, 17, 9), (300, 6, 20), (7, 300, 5)] {
+        for (name, at, wt) in [("gw", "[n][k]f64", "[m][k]f64"), ("gt", "[n][k]f64", "[k][m]f64"), ("gb", "[k][n]f64", "[m][k]f64")] {
+            let args = vec![array(at, (n, k, m), &mut rng), array(wt, (n, k, m), &mut rng), array("[n][m]f64", (n, k, m), &mut rng)];
+            let (want, _) = interp.entry(name).unwrap().call_with(&args, &CallOptions::default()).unwrap();
+            for threads in [1, 2, 3] {
+                let (got, _) = compiled.entry(name).unwrap().call_with(&args, &CallOptions { threads, par_min: 0 }).unwrap();
+                assert_eq!(bits(&got), bits(&want), "`{name}` at n={n} k={k} m={m} on {threads} threads");
+            }
+        }
+    }
+}
+
 /// A product whose reads carry run-time bounds checks is left to the
 /// generic loops (the kernel reads without checking), and still fails
 /// with the interpreter's message when an index is out of range.

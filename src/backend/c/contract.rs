@@ -190,3 +190,184 @@ impl Em {
         Ok((format!("((const double *){x}.p{off})"), sr, sc))
     }
 }
+
+/// A sum over `i` of outer products, the shape reverse mode gives the
+/// cotangent of a matrix product's right operand (a dense layer's weights):
+///
+/// ```text
+/// (.., W) = for i < n (.., add) { ..; (.., G) = for j < m { ..; g = for p < k { x = X[.., i, .., p, ..]; x * s }; in (.., g) }; in (.., G) }
+/// ```
+///
+/// Each iteration builds an `[m][k]` array and adds it into `W`. Instead,
+/// the scalars `s` are stacked into `D: [n][m]` by the same loop and
+/// `W[j][p] = sum over i of D[i][j] * X[.., i, .., p, ..]` becomes a
+/// contraction for the kernel. Each output adds the same products in the
+/// same order (from zero, `i` ascending), so the bits do not change.
+pub(super) struct OuterProducts {
+    /// position of `W` among the results of the loop over `i`
+    acc_result: usize,
+    /// position of `G` among the results of the loop over `j`, and that loop's position in the body
+    row_result: usize,
+    j_stmt: usize,
+    /// the loop over `p` in the body of the loop over `j`
+    p_stmt: usize,
+    /// the scalar multiplied into each row
+    scale: Atom,
+    /// `X[idx]`, with the loop indexes `i` and `p` in `idx`
+    x: Operand,
+    p: VarId,
+    k: Size,
+}
+
+/// The outer-product sum of statement `s`, if it is one.
+pub(super) fn outer_products_in(s: &Stmt, ty: &impl Fn(VarId) -> Option<Type>) -> Option<OuterProducts> {
+    let Expr::ForAcc { ivar: i, body, acc, .. } = &s.expr else { return None };
+    let bound = crate::ir::walk::bound_vars_block(body);
+    for (acc_result, (a, summed)) in body.result.iter().zip(acc).enumerate() {
+        let Atom::Var(g_rows) = a else { continue };
+        if !summed || body.result.iter().filter(|r| *r == a).count() != 1 {
+            continue;
+        }
+        let Some(j_stmt) = body.stmts.iter().position(|st| matches!(st.expr, Expr::For { .. }) && st.binds.iter().any(|b| b.var == *g_rows)) else { continue };
+        if used_in_stmts(&body.stmts[j_stmt + 1..], *g_rows) {
+            continue;
+        }
+        let Expr::For { body: jbody, .. } = &body.stmts[j_stmt].expr else { continue };
+        let row_result = body.stmts[j_stmt].binds.iter().position(|b| b.var == *g_rows)?;
+        let Atom::Var(g) = jbody.result[row_result] else { continue };
+        if jbody.result.iter().filter(|r| **r == Atom::Var(g)).count() != 1 {
+            continue;
+        }
+        let Some(p_stmt) = jbody.stmts.iter().position(|st| st.binds.len() == 1 && st.binds[0].var == g) else { continue };
+        if used_in_stmts(&jbody.stmts[p_stmt + 1..], g) {
+            continue;
+        }
+        let Some((scale, x, p, k)) = scaled_row(&jbody.stmts[p_stmt], *i, ty) else { continue };
+        // `X` and its fixed indexes are read before the loop over `i` runs
+        let outside = |a: &Atom| matches!(a, Atom::Lit(_)) || matches!(a, Atom::Var(v) if !bound.contains(v) && *v != *i);
+        if !outside(&Atom::Var(x.arr)) || !x.idx.iter().all(|a| *a == Atom::Var(*i) || *a == Atom::Var(p) || outside(a)) {
+            continue;
+        }
+        return Some(OuterProducts { acc_result, row_result, j_stmt, p_stmt, scale, x, p, k });
+    }
+    None
+}
+
+/// `g = for p < k { x = X[idx]; x * s }` (either operand order) with `i`
+/// and `p` each once in `idx` and `s` not bound in the loop: `s`, the
+/// read, `p` and `k`.
+fn scaled_row(st: &Stmt, i: VarId, ty: &impl Fn(VarId) -> Option<Type>) -> Option<(Atom, Operand, VarId, Size)> {
+    let Expr::For { ivar: p, size: k, body } = &st.expr else { return None };
+    if st.binds[0].ty.elem != Scalar::F64 || body.stmts.len() != 2 {
+        return None;
+    }
+    let (read, product) = (&body.stmts[0], &body.stmts[1]);
+    let (Expr::Prim(Prim::Mul, args), [t]) = (&product.expr, product.binds.as_slice()) else { return None };
+    if body.result != [Atom::Var(t.var)] || read.binds.len() != 1 {
+        return None;
+    }
+    let xv = Atom::Var(read.binds[0].var);
+    let scale = match args.as_slice() {
+        [a, s] | [s, a] if *a == xv && *s != xv => *s,
+        _ => return None,
+    };
+    if scale == Atom::Var(*p)
+        || !matches!(scale, Atom::Lit(Lit::F64(_))) && !matches!(scale, Atom::Var(v) if ty(v).is_some_and(|t| t == Type::scalar(Scalar::F64)))
+    {
+        return None;
+    }
+    let x = operand(read, ty)?;
+    let once = |v: VarId| x.idx.iter().filter(|a| **a == Atom::Var(v)).count() == 1;
+    (once(i) && once(*p)).then(|| (scale, x, *p, k.clone()))
+}
+
+fn used_in_stmts(stmts: &[Stmt], v: VarId) -> bool {
+    let mut used = false;
+    for st in stmts {
+        crate::ir::walk::visit_expr(&st.expr, &mut |u| used |= u == v, &mut |_| {});
+    }
+    used
+}
+
+impl Em {
+    /// Emit the outer-product sum `o` of statement `s` as the loop stacking
+    /// the scales, then the contraction (see [`OuterProducts`]).
+    pub(super) fn outer_products(&mut self, s: &Stmt, o: OuterProducts) -> R<()> {
+        let Expr::ForAcc { ivar: i, size: n, body, acc } = &s.expr else { unreachable!("an outer-product sum is a `for` with accumulation") };
+        let Expr::For { ivar: j, size: m, body: jbody } = &body.stmts[o.j_stmt].expr else { unreachable!("checked by outer_products_in") };
+        let f64_of = |shape: Vec<Size>| Type::array(Scalar::F64, shape);
+        // the loop over `i`, stacking `D` where it summed `W`
+        let (d, dj) = (self.scratch_var(), self.scratch_var());
+        let mut jbody2 = jbody.clone();
+        jbody2.stmts.remove(o.p_stmt);
+        jbody2.result[o.row_result] = o.scale;
+        let mut jstmt = body.stmts[o.j_stmt].clone();
+        jstmt.binds[o.row_result] = crate::ir::Binder { var: dj, ty: f64_of(vec![m.clone()]) };
+        jstmt.expr = Expr::For { ivar: *j, size: m.clone(), body: jbody2 };
+        let mut body2 = body.clone();
+        body2.stmts[o.j_stmt] = jstmt;
+        body2.result[o.acc_result] = Atom::Var(dj);
+        let mut acc2 = acc.clone();
+        acc2[o.acc_result] = false;
+        let mut binds = s.binds.clone();
+        let w = std::mem::replace(&mut binds[o.acc_result], crate::ir::Binder { var: d, ty: f64_of(vec![n.clone(), m.clone()]) });
+        for (v, t) in [(d, binds[o.acc_result].ty.clone()), (dj, f64_of(vec![m.clone()]))] {
+            self.ty.insert(v, t);
+        }
+        let stack = Stmt { binds, expr: Expr::ForAcc { ivar: *i, size: n.clone(), body: body2, acc: acc2 }, loc: s.loc.clone() };
+        // W[j][p] = sum over i of D[i][j] * X[.., i, .., p, ..]
+        let (j2, p2, i2, dv, xv, tv, row) =
+            (self.scratch_var(), self.scratch_var(), self.scratch_var(), self.scratch_var(), self.scratch_var(), self.scratch_var(), self.scratch_var());
+        let scalar = Type::scalar(Scalar::F64);
+        for (v, t) in [
+            (j2, Type::scalar(Scalar::I64)),
+            (p2, Type::scalar(Scalar::I64)),
+            (i2, Type::scalar(Scalar::I64)),
+            (dv, scalar.clone()),
+            (xv, scalar.clone()),
+            (tv, scalar.clone()),
+        ] {
+            self.ty.insert(v, t);
+        }
+        self.ty.insert(row, f64_of(vec![o.k.clone()]));
+        let rename = |a: &Atom| match a {
+            Atom::Var(v) if *v == *i => Atom::Var(i2),
+            Atom::Var(v) if *v == o.p => Atom::Var(p2),
+            _ => *a,
+        };
+        let bind = |var: VarId, ty: Type, expr: Expr| Stmt { binds: vec![crate::ir::Binder { var, ty }], expr, loc: None };
+        let read_d = Expr::Index { arr: Atom::Var(d), idx: vec![Atom::Var(i2), Atom::Var(j2)], checks: vec![None, None] };
+        let read_x = Expr::Index { arr: Atom::Var(o.x.arr), idx: o.x.idx.iter().map(rename).collect(), checks: vec![None; o.x.idx.len()] };
+        let terms = crate::ir::Block {
+            stmts: vec![
+                bind(dv, scalar.clone(), read_d),
+                bind(xv, scalar.clone(), read_x),
+                bind(tv, scalar.clone(), Expr::Prim(Prim::Mul, vec![Atom::Var(dv), Atom::Var(xv)])),
+            ],
+            result: vec![Atom::Var(tv)],
+        };
+        let sum = self.scratch_var();
+        self.ty.insert(sum, scalar.clone());
+        let sum_stmt = Stmt {
+            binds: vec![crate::ir::Binder { var: sum, ty: scalar }],
+            expr: Expr::ForAcc { ivar: i2, size: n.clone(), body: terms, acc: vec![true] },
+            loc: None,
+        };
+        let rows = crate::ir::Block {
+            stmts: vec![Stmt {
+                binds: vec![crate::ir::Binder { var: row, ty: f64_of(vec![o.k.clone()]) }],
+                expr: Expr::For { ivar: p2, size: o.k.clone(), body: crate::ir::Block { stmts: vec![sum_stmt], result: vec![Atom::Var(sum)] } },
+                loc: None,
+            }],
+            result: vec![Atom::Var(row)],
+        };
+        let contraction = Stmt { binds: vec![w], expr: Expr::For { ivar: j2, size: m.clone(), body: rows }, loc: s.loc.clone() };
+        let dn = self.v(d);
+        self.line(&format!("ard_arr {dn};"));
+        self.stmt(&stack, &[])?;
+        let c = contraction_in(&contraction, &|v| self.ty.get(&v).cloned()).ok_or("internal: an outer-product sum that is not a contraction")?;
+        self.contraction(&contraction, c)?;
+        self.line(&format!("ard_release(ctx, {dn}.b);"));
+        Ok(())
+    }
+}

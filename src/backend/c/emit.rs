@@ -246,6 +246,9 @@ struct Em {
     contracted: FxHashMap<VarId, (VarId, Option<VarId>, VarId)>,
     /// the next id for a variable the emitter adds (above the function's)
     next_var: u32,
+    /// the variables the emitter added, in order: each is declared where
+    /// it is made (so an outlined body made them itself: no capture)
+    made: Vec<VarId>,
     /// ` at LOC` of the statement being emitted (a C string literal; the
     /// nearest located enclosing statement's, else ` in entry `NAME``), for
     /// allocation and time-limit errors
@@ -382,6 +385,7 @@ impl Em {
             size_params: f.size_params.iter().map(|(_, v)| *v).collect(),
             contracted: FxHashMap::default(),
             next_var,
+            made: vec![],
             at: cstr(&format!(" in entry `{}`", f.name)),
         }
     }
@@ -412,6 +416,7 @@ impl Em {
     /// A variable the function does not have (for a buffer the emitter adds).
     fn scratch_var(&mut self) -> VarId {
         self.next_var += 1;
+        self.made.push(VarId(self.next_var - 1));
         VarId(self.next_var - 1)
     }
 
@@ -876,6 +881,10 @@ impl Em {
         // (not again for the inner loop of a nest being emitted)
         if let Some(c) = contract::contraction_in(s, &|v| self.ty.get(&v).cloned()).filter(|c| !self.contracted.contains_key(&c.sum)) {
             self.contraction(s, c)?;
+            return Ok(consumed);
+        }
+        if let Some(o) = contract::outer_products_in(s, &|v| self.ty.get(&v).cloned()) {
+            self.outer_products(s, o)?;
             return Ok(consumed);
         }
         match &s.expr {
@@ -1517,6 +1526,7 @@ impl Em {
         let saved_ind = std::mem::replace(&mut self.ind, 1);
         let saved_fail = std::mem::replace(&mut self.fail, format!("ard_ofail{k}"));
         let saved_par = std::mem::replace(&mut self.par, true);
+        let made_before = self.made.len();
         let mut inner = vec![];
         let mut acc_params = String::new();
         for (j, r) in rows.iter().enumerate() {
@@ -1546,6 +1556,7 @@ impl Em {
         self.par = saved_par;
         res?;
         let mut bound = crate::ir::walk::bound_vars_block(body);
+        bound.extend(&self.made[made_before..]);
         bound.insert(ivar);
         let mut caps: Vec<VarId> = var_names_in(&text).into_iter().filter(|v| !bound.contains(v)).collect();
         caps.sort_by_key(|v| v.0);
