@@ -15,6 +15,9 @@ use std::fmt::Write;
 #[path = "quote.rs"]
 pub mod quote;
 
+#[path = "contract.rs"]
+mod contract;
+
 /// Largest rank the calling convention carries (`ARD_IO_MAXR` in rt.h).
 pub const IO_MAXR: usize = 16;
 
@@ -65,6 +68,7 @@ pub fn emit_module(m: &Module) -> Generated {
     let _ = writeln!(src, "#define ARD_ZETA_TERMS {}", zeta.len());
     let _ = writeln!(src, "static const double ARD_ZETA[{}] = {{{}}};", zeta.len(), zeta.iter().map(|x| f64_lit(*x)).collect::<Vec<_>>().join(", "));
     src.push_str(super::RUNTIME);
+    src.push_str(super::KERNELS);
     src.push('\n');
     src.push_str(&crate::ir::prim::vmath::c_source());
     src.push_str(&bodies);
@@ -285,6 +289,14 @@ struct Em {
     sum_rows: FxHashMap<VarId, String>,
     /// the function's size parameters (known everywhere in it)
     size_params: FxHashSet<VarId>,
+    /// contracted sums being emitted (`contract.rs`): the sum's binder ->
+    /// the buffer holding the sums and the loop indexes `i` (if any), `j`
+    contracted: FxHashMap<VarId, (VarId, Option<VarId>, VarId)>,
+    /// the next id for a variable the emitter adds (above the function's)
+    next_var: u32,
+    /// the variables the emitter added, in order: each is declared where
+    /// it is made (so an outlined body made them itself: no capture)
+    made: Vec<VarId>,
     /// ` at LOC` of the statement being emitted (a C string literal; the
     /// nearest located enclosing statement's, else ` in entry `NAME``), for
     /// allocation and time-limit errors
@@ -405,6 +417,7 @@ fn io_field(s: Scalar) -> &'static str {
 
 impl Em {
     fn new(f: &Function, entry: usize, ty: FxHashMap<VarId, Type>, ind: usize, fail: &str) -> Em {
+        let next_var = ty.keys().map(|v| v.0 + 1).max().unwrap_or(0);
         Em {
             entry,
             ty,
@@ -420,6 +433,9 @@ impl Em {
             dest_rows: FxHashMap::default(),
             sum_rows: FxHashMap::default(),
             size_params: f.size_params.iter().map(|(_, v)| *v).collect(),
+            contracted: FxHashMap::default(),
+            next_var,
+            made: vec![],
             at: cstr(&format!(" in entry `{}`", f.name)),
         }
     }
@@ -445,6 +461,13 @@ impl Em {
     fn fresh(&mut self) -> usize {
         self.lbl += 1;
         self.lbl
+    }
+
+    /// A variable the function does not have (for a buffer the emitter adds).
+    fn scratch_var(&mut self) -> VarId {
+        self.next_var += 1;
+        self.made.push(VarId(self.next_var - 1));
+        VarId(self.next_var - 1)
     }
 
     fn v(&self, v: VarId) -> String {
@@ -904,6 +927,20 @@ impl Em {
 
     fn stmt_here(&mut self, s: &Stmt, dying: &[VarId]) -> R<Vec<VarId>> {
         let mut consumed = vec![];
+        if let [b] = s.binds.as_slice()
+            && self.contracted_sum(b.var)
+        {
+            return Ok(consumed);
+        }
+        // (not again for the inner loop of a nest being emitted)
+        if let Some(c) = contract::contraction_in(s, &|v| self.ty.get(&v).cloned()).filter(|c| !self.contracted.contains_key(&c.sum)) {
+            self.contraction(s, c)?;
+            return Ok(consumed);
+        }
+        if let Some(o) = contract::outer_products_in(s, &|v| self.ty.get(&v).cloned()) {
+            self.outer_products(s, o)?;
+            return Ok(consumed);
+        }
         match &s.expr {
             Expr::Atom(a) | Expr::StopGradient(a) => {
                 let o = self.v(self.one(s)?.var);
@@ -1658,6 +1695,7 @@ impl Em {
         let saved_ind = std::mem::replace(&mut self.ind, 1);
         let saved_fail = std::mem::replace(&mut self.fail, format!("ard_ofail{k}"));
         let saved_par = std::mem::replace(&mut self.par, true);
+        let made_before = self.made.len();
         let mut inner = vec![];
         let mut acc_params = String::new();
         for (j, r) in rows.iter().enumerate() {
@@ -1687,6 +1725,7 @@ impl Em {
         self.par = saved_par;
         res?;
         let mut bound = crate::ir::walk::bound_vars_block(body);
+        bound.extend(&self.made[made_before..]);
         bound.insert(ivar);
         let mut caps: Vec<VarId> = var_names_in(&text).into_iter().filter(|v| !bound.contains(v)).collect();
         caps.sort_by_key(|v| v.0);

@@ -63,6 +63,8 @@ const RTLD_NODELETE: c_int = 0x1000;
 
 /// The runtime included at the top of every generated file.
 pub const RUNTIME: &str = include_str!("rt.h");
+/// Kernels the emitter selects for whole loop nests (`contract.rs`).
+pub const KERNELS: &str = include_str!("contract.h");
 
 /// Default minimum work (element operations) before a loop runs in parallel.
 pub const DEFAULT_PAR_MIN: i64 = 1 << 15;
