@@ -5,7 +5,7 @@
  * row-major, n x m.
  *
  * Every output is summed in the fixed order of LANGUAGE.md §10, as the
- * generic loop and the interpreter do: chunks of ard_kchunk(k) terms, in a
+ * generic loop and the interpreter do: chunks of ard_rchunk(k) terms (rt.h), in a
  * chunk term p to lane p % 8 (from -0.0, so a lane's first term is taken
  * as it is), lanes then chunks combined pairwise, then 0 + T. Products are
  * rounded before they are added (no fused multiply-add: arden compiles
@@ -35,13 +35,6 @@ typedef double ard_vd __attribute__((vector_size(ARD_VW * 8)));
 #define ARD_B_PANEL ((int64_t)1 << 18)
 #define ARD_A_BLOCK ((int64_t)1 << 16)
 
-/* terms per chunk of a sum of k terms (LANGUAGE.md §10): the power of two
- * from 8 to 4096 nearest at or above k / 64 */
-static inline int64_t ard_kchunk(int64_t k) {
-    int64_t q = k / 64 + (k % 64 != 0), c = 8;
-    while (c < q && c < 4096) c *= 2;
-    return c;
-}
 
 /* B(p, j) for p < kc, j < nr into NR-wide rows, zero past nr */
 static void ard_pack_b(int64_t kc, int64_t nr, const double *B, int64_t sbp, int64_t sbj, double *restrict bp) {
@@ -193,7 +186,7 @@ static inline int64_t ard_mc_for(int64_t k) {
 static int ard_gemm_block(ard_ctx *ctx, int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t k, const double *A, int64_t sai, int64_t sap,
                           const double *B, int64_t sbp, int64_t sbj, double *C, int64_t ldc, double *restrict ap, double *restrict bp) {
     double edge[ARD_MR * ARD_NR];
-    int64_t chunk = ard_kchunk(k), NC = ard_nc_for(k), MC = ard_mc_for(k);
+    int64_t chunk = ard_rchunk(k), NC = ard_nc_for(k), MC = ard_mc_for(k);
     for (int64_t jc = j0; jc < j1; jc += NC) {
         int64_t nc = j1 - jc < NC ? j1 - jc : NC;
         if (ARD_STOPPING(ctx)) return 1;
