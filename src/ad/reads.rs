@@ -569,7 +569,7 @@ fn hoist_invariant(s: &mut Stmt, nonneg: &FxHashSet<VarId>) -> Vec<Stmt> {
     let mut indexed: FxHashSet<VarId> = FxHashSet::default();
     index_reads(body, &mut indexed);
     let mut needed: FxHashSet<VarId> = FxHashSet::default();
-    Hoist { nonneg, indexed: &indexed }.movable(body, variant, &mut needed)
+    Hoist { nonneg, indexed: &indexed }.movable(body, variant, &mut needed, false)
 }
 
 struct Hoist<'h> {
@@ -582,7 +582,7 @@ impl Hoist<'_> {
     /// The statements of `body` (in the loop, or in one of its `if`
     /// branches) that move before the loop, in order; `variant` holds what
     /// changes between iterations, `needed` what later hoisted statements read.
-    fn movable(&self, body: &mut Block, mut variant: FxHashSet<VarId>, needed: &mut FxHashSet<VarId>) -> Vec<Stmt> {
+    fn movable(&self, body: &mut Block, mut variant: FxHashSet<VarId>, needed: &mut FxHashSet<VarId>, in_branch: bool) -> Vec<Stmt> {
         // invariant and safe statements, assuming every one of them leaves;
         // an `if` that stays keeps the variant set its branches start with
         let mut cand = vec![false; body.stmts.len()];
@@ -590,7 +590,7 @@ impl Hoist<'_> {
         for (k, st) in body.stmts.iter().enumerate() {
             let mut reads_variant = false;
             crate::ir::walk::stmt_uses(st, &mut |v| reads_variant |= variant.contains(&v));
-            if !reads_variant && safe_to_hoist(st, self.nonneg) {
+            if !reads_variant && safe_to_hoist(st, self.nonneg) && (!in_branch || finite_partials(st)) {
                 cand[k] = true;
                 continue;
             }
@@ -613,8 +613,8 @@ impl Hoist<'_> {
                     needed.insert(v);
                 });
             } else if let (Some(v), Expr::If { then_b, else_b, .. }) = (branch_variant[k].take(), &mut st.expr) {
-                let mut moved = self.movable(then_b, v.clone(), needed);
-                moved.extend(self.movable(else_b, v, needed));
+                let mut moved = self.movable(then_b, v.clone(), needed, true);
+                moved.extend(self.movable(else_b, v, needed, true));
                 from_branches[k] = moved;
             }
         }
@@ -635,6 +635,45 @@ impl Hoist<'_> {
             || (st.binds.iter().all(|b| b.ty.rank() == 0)
                 && matches!(st.expr, Expr::Reduce { .. } | Expr::Scan { .. } | Expr::ArgExt { .. } | Expr::Loop { .. } | Expr::For { .. } | Expr::If { .. }))
     }
+}
+
+/// Whether `s` uses only operations whose partial derivatives are finite
+/// where their operands are: one moved out of a branch also runs where the
+/// branch guarded it (`if s != 0 then r / s`), and its transpose multiplies
+/// the zero cotangent of the branch not taken by its partials (0 / 0).
+fn finite_partials(s: &Stmt) -> bool {
+    // an allow-list: a primitive added later counts as unbounded until
+    // someone says otherwise
+    let bounded = |e: &Expr| match e {
+        Expr::Prim(p, _) => matches!(
+            p,
+            Prim::Add
+                | Prim::Sub
+                | Prim::Mul
+                | Prim::Neg
+                | Prim::Abs
+                | Prim::Min
+                | Prim::Max
+                | Prim::Eq
+                | Prim::Ne
+                | Prim::Lt
+                | Prim::Le
+                | Prim::Gt
+                | Prim::Ge
+                | Prim::And
+                | Prim::Or
+                | Prim::Not
+                | Prim::Convert(_)
+                | Prim::Select
+        ),
+        Expr::Reduce { op: crate::ir::ReduceOp::Lambda(_), .. } | Expr::Scan { op: crate::ir::ReduceOp::Lambda(_), .. } => false,
+        _ => true,
+    };
+    let mut ok = bounded(&s.expr);
+    for b in walk::sub_blocks(&s.expr) {
+        walk::for_each_stmt(b, &mut |t| ok &= bounded(&t.expr));
+    }
+    ok
 }
 
 /// Whether running `s` where it did not run before is harmless: it cannot
