@@ -73,8 +73,28 @@ def mlp_large(rng, h, m):
     ), dict(b2=0.0, lr=0.1)
 
 
+def matmul(rng, n, k, m):
+    return dict(a=rng.standard_normal((n, k)), b=rng.standard_normal((k, m))), {}
+
+
+def mlp2(rng, b, d, h):
+    x = rng.standard_normal((b, d))
+    return dict(
+        w1=rng.standard_normal((h, d)) / math.sqrt(d),
+        b1=0.1 * rng.standard_normal(h),
+        w2=rng.standard_normal(h) / math.sqrt(h),
+        x=x,
+        y=np.sin(x[:, 0]) * x[:, 1],
+    ), dict(b2=0.0)
+
+
+def softmax(rng, n, d, c):
+    return dict(w=0.1 * rng.standard_normal((c, d)), x=rng.standard_normal((n, d)),
+                label=rng.integers(0, c, n).astype(np.int64)), {}
+
+
 MAKERS = dict(gmm_d10=gmm, gmm_d64=gmm, lse=lse, llsq=llsq, kmeans=kmeans, rk4=rk4,
-              mlp_small=mlp_small, mlp_large=mlp_large)
+              mlp_small=mlp_small, mlp_large=mlp_large, matmul=matmul, mlp2=mlp2, softmax=softmax)
 
 
 def main():

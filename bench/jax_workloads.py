@@ -193,12 +193,48 @@ def mlp_fn(a, p):
     return step, [a["w1"], a["b1"], a["w2"], jnp.float64(p["b2"]), a["x"], a["y"]]
 
 
+# ---- dense kernels (bench/programs/dense.ard)
+
+def matmul_fn(a, p):
+    return (lambda x, y: x @ y), [a["a"], a["b"]]
+
+
+def mlp2_loss(params, x, y):
+    w1, b1, w2, b2 = params
+    out = jnp.tanh(x @ w1.T + b1) @ w2 + b2
+    return jnp.sum((out - y) ** 2) / x.shape[0]
+
+
+def mlp2_fn(grad):
+    def build(a, p):
+        args = [a["w1"], a["b1"], a["w2"], jnp.float64(p["b2"]), a["x"], a["y"]]
+        if not grad:
+            return (lambda w1, b1, w2, b2, x, y: mlp2_loss((w1, b1, w2, b2), x, y)), args
+        return (lambda w1, b1, w2, b2, x, y: jax.grad(mlp2_loss)((w1, b1, w2, b2), x, y)), args
+    return build
+
+
+def softmax_ce(w, x, label):
+    logits = x @ w.T
+    mx = jnp.max(logits, axis=1)
+    lse = mx + jnp.log(jnp.sum(jnp.exp(logits - mx[:, None]), axis=1))
+    return jnp.sum(lse - jnp.take_along_axis(logits, label[:, None], axis=1)[:, 0]) / x.shape[0]
+
+
+def softmax_fn(grad):
+    def build(a, p):
+        f = jax.grad(softmax_ce) if grad else softmax_ce
+        return f, [a["w"], a["x"], a["label"]]
+    return build
+
+
 BUILDERS = dict(
     gmm_d10=gmm_fn(False), gmm_d10_grad=gmm_fn(True), gmm_d64=gmm_fn(False), gmm_d64_grad=gmm_fn(True),
     lse=lse_fn(False), lse_grad=lse_fn(True), llsq=llsq_fn(False), llsq_grad=llsq_fn(True),
     kmeans=kmeans_fn(kmeans_cost), kmeans_newton=kmeans_fn(newton(kmeans_cost)),
     kmeans_direct=kmeans_fn(kmeans_cost_direct), kmeans_newton_direct=kmeans_fn(newton(kmeans_cost_direct)), rk4=rk4_fn(False), rk4_grad=rk4_fn(True),
     mlp_step_small=mlp_fn, mlp_step=mlp_fn,
+    matmul=matmul_fn, mlp2=mlp2_fn(False), mlp2_grad=mlp2_fn(True), softmax_ce=softmax_fn(False), softmax_ce_grad=softmax_fn(True),
 )
 
 

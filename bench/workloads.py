@@ -53,6 +53,18 @@ FUNCTIONS = [
     dict(name="mlp_step", title="MLP training step, h=256 m=10000", data="mlp_large",
          program="bench/programs/mlp_step.ard", entry="mlp_step", args=MLP_ARGS + ["$lr"], interp=True,
          target=["1t", "2t"]),
+    dict(name="matmul", title="matrix product, 512×512×512", data="matmul",
+         program="bench/programs/dense.ard", entry="matmul", args=["@a", "@b"], interp=False, target=["1t", "2t"]),
+    dict(name="mlp2", title="two-layer tanh network, b=4096 d=32 h=128", data="mlp2",
+         program="bench/programs/dense.ard", entry="mlp2_loss", args=MLP_ARGS, interp=False, target=["1t", "2t"]),
+    dict(name="mlp2_grad", title="two-layer tanh network gradient, b=4096 d=32 h=128", data="mlp2",
+         program="bench/programs/dense.ard", entry="mlp2_grad", args=MLP_ARGS, interp=False, target=["1t", "2t"]),
+    dict(name="softmax_ce", title="softmax cross-entropy, n=20000 d=100 c=10", data="softmax",
+         program="bench/programs/dense.ard", entry="softmax_ce_loss", args=["@w", "@x", "@label"], interp=False,
+         target=["1t", "2t"]),
+    dict(name="softmax_ce_grad", title="softmax cross-entropy gradient, n=20000 d=100 c=10", data="softmax",
+         program="bench/programs/dense.ard", entry="softmax_ce_grad", args=["@w", "@x", "@label"], interp=False,
+         target=["1t", "2t"]),
 ]
 
 # JAX-only variants of a row (jax_workloads.py times them when named with
@@ -69,6 +81,9 @@ SIZES = {
     "rk4": dict(n=100_000, steps=100),
     "mlp_small": dict(h=8, m=8),
     "mlp_large": dict(h=256, m=10000),
+    "matmul": dict(n=512, k=512, m=512),
+    "mlp2": dict(b=4096, d=32, h=128),
+    "softmax": dict(n=20000, d=100, c=10),
 }
 
 SEED = 20240909
