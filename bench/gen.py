@@ -1,6 +1,7 @@
 """Generate the benchmark's input data with a fixed seed.
 
-Writes bench/data/WORKLOAD/NAME.npy (float64 arrays) and
+Writes bench/data/WORKLOAD/NAME.npy (float64 arrays; int64 where a maker
+gives integers, e.g. class labels) and
 bench/data/WORKLOAD/params.json (scalars) for every workload of
 workloads.py. Existing data is kept unless --force is given (the data only
 depends on the seed and the sizes, both fixed).
@@ -113,7 +114,8 @@ def main():
         arrays, params = MAKERS[name](rng, **sizes)
         os.makedirs(out, exist_ok=True)
         for k, v in arrays.items():
-            np.save(os.path.join(out, k + ".npy"), np.ascontiguousarray(v, dtype=np.float64))
+            dtype = np.int64 if np.issubdtype(np.asarray(v).dtype, np.integer) else np.float64
+            np.save(os.path.join(out, k + ".npy"), np.ascontiguousarray(v, dtype=dtype))
         params["_sizes"] = sizes
         # written last: its presence marks the directory complete
         with open(stamp, "w") as f:
