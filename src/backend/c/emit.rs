@@ -199,6 +199,24 @@ fn has_loop(b: &Block) -> bool {
 
 /// The IR variables (`v123`) a piece of generated C names (outside string
 /// literals: messages quote file names).
+/// The per-iteration check that a lower iteration failed on another
+/// thread exists to stop at the first error; in a body that cannot fail (no
+/// jump to the failure label but the report of a stop between chunks) it
+/// only keeps the C compiler from vectorising the loop (an early exit), so
+/// it is dropped there. A failing body keeps it.
+fn without_failed_check_unless_failing(text: String) -> String {
+    let can_fail = text.lines().any(|l| l.contains("goto ") && !l.trim_start().starts_with("if (ard_s"));
+    if can_fail {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len());
+    for l in text.lines().filter(|l| l.trim() != "if (ard_par && ard_failed_before(ctx, ard_i)) return 0;") {
+        out.push_str(l);
+        out.push('\n');
+    }
+    out
+}
+
 fn var_names_in(c: &str) -> FxHashSet<VarId> {
     let b = c.as_bytes();
     let ident = |x: u8| x.is_ascii_alphanumeric() || x == b'_';
@@ -1719,7 +1737,7 @@ impl Em {
             em.for_body(ivar, body, &inner)
         });
         self.line("return 0;");
-        let text = std::mem::replace(&mut self.out, saved_out);
+        let text = without_failed_check_unless_failing(std::mem::replace(&mut self.out, saved_out));
         self.ind = saved_ind;
         self.fail = saved_fail;
         self.par = saved_par;
