@@ -26,36 +26,30 @@ static double now(void) {
     return t.tv_sec + 1e-9 * t.tv_nsec;
 }
 
+/* CHAINS independent multiply-add chains; written once, compiled twice */
+#define CHAINS_BODY                                                        \
+    vd acc[CHAINS], a, b;                                                  \
+    for (int j = 0; j < VW; j++) { a[j] = 1.0 + 1e-9 * x; b[j] = 1e-9; }  \
+    for (int c = 0; c < CHAINS; c++) acc[c] = a * (double)c;               \
+    for (long i = 0; i < iters; i++) {                                     \
+        _Pragma("GCC unroll 24")                                           \
+        for (int c = 0; c < CHAINS; c++) acc[c] = acc[c] * a + b;          \
+    }                                                                      \
+    double s = 0;                                                          \
+    for (int c = 0; c < CHAINS; c++)                                       \
+        for (int j = 0; j < VW; j++) s += acc[c][j];                       \
+    return s;
+
 /* a*b+c contracted into one fused instruction (the pragma is local) */
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=fast")
-__attribute__((noinline)) static double fused(long iters, double x) {
-    vd acc[CHAINS], a, b;
-    for (int j = 0; j < VW; j++) { a[j] = 1.0 + 1e-9 * x; b[j] = 1e-9; }
-    for (int c = 0; c < CHAINS; c++) acc[c] = a * (double)c;
-    for (long i = 0; i < iters; i++)
-#pragma GCC unroll 24
-        for (int c = 0; c < CHAINS; c++) acc[c] = acc[c] * a + b;
-    double s = 0;
-    for (int c = 0; c < CHAINS; c++) for (int j = 0; j < VW; j++) s += acc[c][j];
-    return s;
-}
+__attribute__((noinline)) static double fused(long iters, double x) { CHAINS_BODY }
 #pragma GCC pop_options
 
 /* the same work as a rounded multiply, then an add (two instructions) */
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
-__attribute__((noinline)) static double separate(long iters, double x) {
-    vd acc[CHAINS], a, b;
-    for (int j = 0; j < VW; j++) { a[j] = 1.0 + 1e-9 * x; b[j] = 1e-9; }
-    for (int c = 0; c < CHAINS; c++) acc[c] = a * (double)c;
-    for (long i = 0; i < iters; i++)
-#pragma GCC unroll 24
-        for (int c = 0; c < CHAINS; c++) acc[c] = acc[c] * a + b;
-    double s = 0;
-    for (int c = 0; c < CHAINS; c++) for (int j = 0; j < VW; j++) s += acc[c][j];
-    return s;
-}
+__attribute__((noinline)) static double separate(long iters, double x) { CHAINS_BODY }
 #pragma GCC pop_options
 
 static double best_gflops(double (*f)(long, double), long iters) {
