@@ -94,8 +94,18 @@ def softmax(rng, n, d, c):
                 label=rng.integers(0, c, n).astype(np.int64)), {}
 
 
+def diffusion(rng, n, m, steps):
+    return dict(u0=rng.random((n, m))), dict(r=0.2, steps=steps)
+
+
+def conv1d(rng, b, c, l, f, w):
+    return dict(filt=rng.standard_normal((f, c, w)) / math.sqrt(c * w), bias=0.1 * rng.standard_normal(f),
+                x=rng.standard_normal((b, c, l))), {}
+
+
 MAKERS = dict(gmm_d10=gmm, gmm_d64=gmm, lse=lse, llsq=llsq, kmeans=kmeans, rk4=rk4,
-              mlp_small=mlp_small, mlp_large=mlp_large, matmul=matmul, mlp2=mlp2, softmax=softmax)
+              mlp_small=mlp_small, mlp_large=mlp_large, matmul=matmul, mlp2=mlp2, softmax=softmax,
+              diffusion=diffusion, conv1d=conv1d)
 
 
 def main():

@@ -228,6 +228,36 @@ def softmax_fn(grad):
     return build
 
 
+# ---- a stencil and a convolution (bench/programs/stencil.ard)
+
+def diffusion(u0, r, steps):
+    def step(u, _):
+        p = jnp.pad(u, 1)
+        return u + r * (p[:-2, 1:-1] + p[2:, 1:-1] + p[1:-1, :-2] + p[1:-1, 2:] - 4.0 * u), None
+    u, _ = lax.scan(step, u0, None, length=steps)
+    return jnp.sum(u * u)
+
+
+def diffusion_fn(grad):
+    def build(a, p):
+        steps = int(p["steps"])
+        f = (lambda u0, r: jax.grad(diffusion)(u0, r, steps)) if grad else (lambda u0, r: diffusion(u0, r, steps))
+        return f, [a["u0"], jnp.float64(p["r"])]
+    return build
+
+
+def conv1d_layer(filt, bias, x):
+    z = lax.conv_general_dilated(x, filt, (1,), "VALID", dimension_numbers=("NCH", "OIH", "NCH"))
+    return jax.nn.sigmoid(z + bias[None, :, None])
+
+
+def conv1d_fn(grad):
+    def build(a, p):
+        f = jax.grad(lambda g, b, x: jnp.sum(conv1d_layer(g, b, x))) if grad else conv1d_layer
+        return f, [a["filt"], a["bias"], a["x"]]
+    return build
+
+
 BUILDERS = dict(
     gmm_d10=gmm_fn(False), gmm_d10_grad=gmm_fn(True), gmm_d64=gmm_fn(False), gmm_d64_grad=gmm_fn(True),
     lse=lse_fn(False), lse_grad=lse_fn(True), llsq=llsq_fn(False), llsq_grad=llsq_fn(True),
@@ -235,6 +265,7 @@ BUILDERS = dict(
     kmeans_direct=kmeans_fn(kmeans_cost_direct), kmeans_newton_direct=kmeans_fn(newton(kmeans_cost_direct)), rk4=rk4_fn(False), rk4_grad=rk4_fn(True),
     mlp_step_small=mlp_fn, mlp_step=mlp_fn,
     matmul=matmul_fn, mlp2=mlp2_fn(False), mlp2_grad=mlp2_fn(True), softmax_ce=softmax_fn(False), softmax_ce_grad=softmax_fn(True),
+    diffusion=diffusion_fn(False), diffusion_grad=diffusion_fn(True), conv1d=conv1d_fn(False), conv1d_grad=conv1d_fn(True),
 )
 
 

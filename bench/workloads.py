@@ -65,6 +65,18 @@ FUNCTIONS = [
     dict(name="softmax_ce_grad", title="softmax cross-entropy gradient, n=20000 d=100 c=10", data="softmax",
          program="bench/programs/dense.ard", entry="softmax_ce_grad", args=["@w", "@x", "@label"], interp=False,
          target=["1t", "2t"]),
+    dict(name="diffusion", title="2-d diffusion, 256×256, 50 steps", data="diffusion",
+         program="bench/programs/stencil.ard", entry="diffusion", args=["@u0", "$r", "$steps"], interp=False,
+         target=["1t", "2t"]),
+    dict(name="diffusion_grad", title="2-d diffusion gradient w.r.t. the initial state, 256×256, 50 steps", data="diffusion",
+         program="bench/programs/stencil.ard", entry="diffusion_grad", args=["@u0", "$r", "$steps"], interp=False,
+         target=["1t", "2t"]),
+    dict(name="conv1d", title="1-d convolution + sigmoid, 8×8×1024, 16 filters of width 5", data="conv1d",
+         program="bench/programs/stencil.ard", entry="conv1d_layer", args=["@filt", "@bias", "@x"], interp=False,
+         target=["1t", "2t"]),
+    dict(name="conv1d_grad", title="1-d convolution + sigmoid, gradient w.r.t. the filters", data="conv1d",
+         program="bench/programs/stencil.ard", entry="conv1d_grad", args=["@filt", "@bias", "@x"], interp=False,
+         target=["1t", "2t"]),
 ]
 
 # JAX-only variants of a row (jax_workloads.py times them when named with
@@ -84,6 +96,8 @@ SIZES = {
     "matmul": dict(n=512, k=512, m=512),
     "mlp2": dict(b=4096, d=32, h=128),
     "softmax": dict(n=20000, d=100, c=10),
+    "diffusion": dict(n=256, m=256, steps=50),
+    "conv1d": dict(b=8, c=8, l=1024, f=16, w=5),
 }
 
 SEED = 20240909
