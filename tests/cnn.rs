@@ -81,7 +81,11 @@ fn c_backend_gives_the_interpreters_bits_for_gradient_and_epoch() {
         let (w, x, y) = inputs(4, 0x0c77_0000_0000_0003);
         let interp = prog.compile(Backend::Interp).unwrap();
         let compiled = prog.compile(Backend::C).unwrap();
-        let calls = [("batch_grad", args(&w, &[x.clone(), y.clone()])), ("train_epoch", args(&w, &[x.clone(), y.clone(), Value::F64(2.0), Value::I64(2)])), ("predict", args(&w, &[x.clone()]))];
+        let calls = [
+            ("batch_grad", args(&w, &[x.clone(), y.clone()])),
+            ("train_epoch", args(&w, &[x.clone(), y.clone(), Value::F64(2.0), Value::I64(2)])),
+            ("predict", args(&w, &[x.clone()])),
+        ];
         for (entry, a) in &calls {
             let (want, _) = interp.entry(entry).unwrap().call_with(a, &CallOptions::default()).unwrap();
             for opts in thread_options() {

@@ -158,6 +158,35 @@ pub fn prim_jvp(b: &mut Builder, op: Prim, args: &[Atom], y: Atom, dargs: &[Opti
             let f = r.p(Mul, vec![y, om]);
             r.scale(d(0), f)
         }
+        // d softplus = sigmoid x dx; d logsigmoid = sigmoid (-x) dx
+        Softplus => {
+            let sg = r.p(Sigmoid, vec![x]);
+            r.scale(d(0), sg)
+        }
+        LogSigmoid => {
+            let nx = r.p(Neg, vec![x]);
+            let sg = r.p(Sigmoid, vec![nx]);
+            r.scale(d(0), sg)
+        }
+        // d logaddexp a b = sigmoid (a - b) da + sigmoid (b - a) db
+        LogAddExp => {
+            let (ab, ba) = (r.p(Sub, vec![x, args[1]]), r.p(Sub, vec![args[1], x]));
+            let (sa, sb) = (r.p(Sigmoid, vec![ab]), r.p(Sigmoid, vec![ba]));
+            let ta = r.scale(d(0), sa);
+            let tb = r.scale(d(1), sb);
+            r.add(ta, tb)
+        }
+        // d xlogy x y = log y dx + (x / y) dy, the second 0 where x == 0 (the
+        // function is 0 along that line, also at y = 0)
+        Xlogy => {
+            let ly = r.p(Log, vec![args[1]]);
+            let tx = r.scale(d(0), ly);
+            let q = r.p(Div, vec![x, args[1]]);
+            let zero_x = r.cmp(Eq, x, r.zero());
+            let q = r.p(Select, vec![zero_x, r.zero(), q]);
+            let ty = r.scale(d(1), q);
+            r.add(tx, ty)
+        }
         Relu => d(0).map(|dx| {
             let pos = r.cmp(Gt, x, r.zero());
             r.p(Select, vec![pos, dx, r.zero()])

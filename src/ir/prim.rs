@@ -310,6 +310,18 @@ primitives! {
     /// `1 - erf x`, accurate for large x
     Erfc => Row { name: "erfc", builtin: Some("erfc"), arity: 1, typing: FLOAT, cost: Cost::Expensive, traps: Traps::Never,
                   eval: Eval::Float(libm::erfc, libm::erfcf), c: floats(Spell::Libm("erfc")) },
+    /// `log (1 + exp x)`, stable for every x: `max x 0 + log1p (exp (-|x|))`
+    Softplus => Row { name: "softplus", builtin: Some("softplus"), arity: 1, typing: FLOAT, cost: Cost::Expensive, traps: Traps::Never,
+                      eval: Eval::Wide(vmath::softplus), c: floats(Spell::Wide("ard_vm_softplus")) },
+    /// `log (sigmoid x)` = `-softplus (-x)`
+    LogSigmoid => Row { name: "logsigmoid", builtin: Some("logsigmoid"), arity: 1, typing: FLOAT, cost: Cost::Expensive, traps: Traps::Never,
+                        eval: Eval::Wide(vmath::logsigmoid), c: floats(Spell::Wide("ard_vm_logsigmoid")) },
+    /// `log (exp a + exp b)` = `max a b + log1p (exp (-|a - b|))`; ±∞ when the larger is
+    LogAddExp => Row { name: "logaddexp", builtin: Some("logaddexp"), arity: 2, typing: FLOAT, cost: Cost::Expensive, traps: Traps::Never,
+                       eval: Eval::Float2(vmath::logaddexp, vmath::logaddexp_through_f64), c: floats(Spell::Wide("ard_vm_logaddexp")) },
+    /// `x * log y`, and 0 where `x == 0` (also for y = 0 or NaN)
+    Xlogy => Row { name: "xlogy", builtin: Some("xlogy"), arity: 2, typing: FLOAT, cost: Cost::Expensive, traps: Traps::Never,
+                   eval: Eval::Float2(vmath::xlogy, vmath::xlogy_through_f64), c: floats(Spell::Wide("ard_vm_xlogy")) },
     /// wrapping for integers
     Add => Row { name: "add", builtin: None, arity: 2, typing: NUMERIC, cost: Cost::Cheap, traps: Traps::Never,
                  eval: Eval::Lits(eval::add), c: numeric(Spell::Op("+"), Spell::Sized("ard_add")) },

@@ -404,6 +404,51 @@ pub fn pow_through_f64(x: f32, y: f32) -> f32 {
     pow(x as f64, y as f64) as f32
 }
 
+// ---- functions composed of the kernels above (the C copies in vmath.h
+// compose the same kernels in the same order, so both give the same bits)
+
+/// `log (1 + e^x)` as `max(x, 0) + log1p(e^-|x|)`: no overflow, no
+/// cancellation; NaN for NaN.
+pub fn softplus(x: f64) -> f64 {
+    let m = if x > 0.0 { x } else { 0.0 };
+    m + log1p(exp(-x.abs()))
+}
+
+/// `log σ(x) = -softplus(-x)`.
+pub fn logsigmoid(x: f64) -> f64 {
+    -softplus(-x)
+}
+
+/// `log (e^a + e^b)` as `max(a, b) + log1p(e^-|a - b|)`; the larger when it
+/// is infinite (so two equal infinities give that infinity, not NaN); NaN
+/// when either is.
+pub fn logaddexp(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        return a + b;
+    }
+    let m = if a > b { a } else { b };
+    if m.is_infinite() {
+        return m;
+    }
+    m + log1p(exp(-(a - b).abs()))
+}
+
+/// `x · log y`, and +0 where `x == 0` whatever `y` is (as
+/// `scipy.special.xlogy`: 0 · log 0 = 0).
+pub fn xlogy(x: f64, y: f64) -> f64 {
+    if x == 0.0 { 0.0 } else { x * log(y) }
+}
+
+/// `logaddexp` on `f32` operands, computed in `f64` and rounded.
+pub fn logaddexp_through_f64(a: f32, b: f32) -> f32 {
+    logaddexp(a as f64, b as f64) as f32
+}
+
+/// `xlogy` on `f32` operands, computed in `f64` and rounded.
+pub fn xlogy_through_f64(x: f32, y: f32) -> f32 {
+    xlogy(x as f64, y as f64) as f32
+}
+
 pub fn c_source() -> String {
     use std::fmt::Write;
     let lit = |x: f64| format!("({x:?})");

@@ -256,3 +256,17 @@ ARD_VM_INLINE double ard_vm_pow(double x, double y) {
     m = isnan(x) || isnan(y) ? x + y : m;
     return y == 0.0 || x == 1.0 ? 1.0 : m;
 }
+
+/* ---- composed of the kernels above, in the order of vmath/mod.rs ---- */
+ARD_VM_INLINE double ard_vm_softplus(double x) {
+    double m = x > 0.0 ? x : 0.0;
+    return m + ard_vm_log1p(ard_vm_exp(-fabs(x)));
+}
+ARD_VM_INLINE double ard_vm_logsigmoid(double x) { return -ard_vm_softplus(-x); }
+ARD_VM_INLINE double ard_vm_logaddexp(double a, double b) {
+    if (isnan(a) || isnan(b)) return a + b;
+    double m = a > b ? a : b;
+    if (isinf(m)) return m;
+    return m + ard_vm_log1p(ard_vm_exp(-fabs(a - b)));
+}
+ARD_VM_INLINE double ard_vm_xlogy(double x, double y) { return x == 0.0 ? 0.0 : x * ard_vm_log(y); }
