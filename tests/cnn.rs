@@ -84,7 +84,7 @@ fn c_backend_gives_the_interpreters_bits_for_gradient_and_epoch() {
         let calls = [
             ("batch_grad", args(&w, &[x.clone(), y.clone()])),
             ("train_epoch", args(&w, &[x.clone(), y.clone(), Value::F64(2.0), Value::I64(2)])),
-            ("predict", args(&w, &[x.clone()])),
+            ("predict", args(&w, std::slice::from_ref(&x))),
         ];
         for (entry, a) in &calls {
             let (want, _) = interp.entry(entry).unwrap().call_with(a, &CallOptions::default()).unwrap();
