@@ -27,7 +27,7 @@ pub enum Error {
     #[error("{rendered}")]
     Compile { rendered: String, diagnostics: Vec<Diagnostic> },
     /// No entry point of that name.
-    #[error("no entry point named `{name}`; entry points: {available}")]
+    #[error("no entry point named `{name}`{}; entry points: {available}", did_you_mean(.name, .available))]
     NoEntry { name: String, available: String },
     /// Arguments of the wrong number, type or shape.
     #[error("{0}")]
@@ -162,6 +162,15 @@ impl Program {
                 available: if self.module.functions.is_empty() { "(none)".to_string() } else { self.entry_names().join(", ") },
             }),
         }
+    }
+}
+
+/// ` (did you mean `dot`?)` when an entry of `available` (comma-separated)
+/// is close to `name`.
+fn did_you_mean(name: &str, available: &str) -> String {
+    match crate::diag::closest_name(name, available.split(", "), usize::MAX) {
+        Some(c) => format!(" (did you mean `{c}`?)"),
+        None => String::new(),
     }
 }
 

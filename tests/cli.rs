@@ -263,6 +263,11 @@ entry pair (x: f64) : (f64, i64) = (x, 3)
         let o = arden(&["run", &m, "--entry", "nope", "--arg", "1"]);
         assert_exit(&o, 1);
         assert!(stderr(&o).contains("no entry point named `nope`"), "{}", stderr(&o));
+        assert!(!stderr(&o).contains("did you mean"), "{}", stderr(&o));
+        // a misspelt entry gets the close one
+        let o = arden(&["run", &m, "--entry", "sacle", "--arg", "1"]);
+        assert_exit(&o, 1);
+        assert!(stderr(&o).contains("no entry point named `sacle` (did you mean `scale`?)"), "{}", stderr(&o));
     }
 
     #[test]

@@ -120,7 +120,7 @@ impl Lowerer<'_> {
             let mut candidates = super::builtins::names().iter().filter(|c| near(c)).map(|s| s.to_string()).collect::<Vec<_>>();
             candidates.extend(env.names_where(SUGGEST_SCAN, &near));
             candidates.extend(self.decls.keys().take(SUGGEST_SCAN).filter(|c| near(c)).map(|s| s.to_string()));
-            closest(name, &candidates)
+            crate::diag::closest_name(name, candidates.iter().map(String::as_str), SUGGEST_COMPARISONS).map(str::to_string)
         } else {
             None
         };
@@ -940,51 +940,4 @@ const SUGGEST_MAX_ERRORS: usize = 200;
 fn near_in_length(name: &str, c: &str) -> bool {
     let max_d = (name.len() / 3).max(1);
     c.len().abs_diff(name.len()) <= max_d * 4 && c.chars().count().abs_diff(name.chars().count()) <= max_d
-}
-
-/// The candidate closest to `name` by edit distance, if close enough. Only
-/// candidates whose length is within the allowed distance are compared, and
-/// at most `SUGGEST_COMPARISONS` of them.
-fn closest(name: &str, candidates: &[String]) -> Option<String> {
-    let max_d = (name.len() / 3).max(1);
-    let mut best: Option<(usize, &String)> = None;
-    let mut compared = 0;
-    for c in candidates {
-        if !near_in_length(name, c) {
-            continue;
-        }
-        compared += 1;
-        if compared > SUGGEST_COMPARISONS {
-            break;
-        }
-        let d = edit_distance(name, c);
-        if d <= max_d && best.is_none_or(|(bd, _)| d < bd) {
-            best = Some((d, c));
-        }
-    }
-    best.map(|(_, c)| c.clone())
-}
-
-/// Optimal string alignment distance: edits are insertions, deletions,
-/// substitutions and swaps of neighbours (`cuont` is one swap from `count`).
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in d.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    for j in 0..=b.len() {
-        d[0][j] = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            d[i][j] = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
-            }
-        }
-    }
-    d[a.len()][b.len()]
 }
