@@ -232,6 +232,27 @@ fn render_clipped(source: &Source, d: &Diagnostic, config: &term::Config, out: &
     let _ = term::emit_to_string(out, config, &window, &cs);
 }
 
+/// The candidate closest to `name` for a "did you mean" hint: the fewest
+/// insertions, deletions, substitutions and swaps of neighbours (optimal
+/// string alignment, so `cuont` is one swap from `count`), at most a third
+/// of `name`'s length (at least 1); of equally close candidates, one of
+/// `name`'s length (a swap or a wrong letter is likelier than a lost one:
+/// `tahn` is `tanh`, not `tan`), then the first. At most `limit` candidates
+/// of a near enough length are compared.
+pub fn closest_name<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>, limit: usize) -> Option<&'a str> {
+    let chars = name.chars().count();
+    let max_d = (name.len() / 3).max(1);
+    let mut best: Option<((usize, usize), &str)> = None;
+    for c in candidates.into_iter().filter(|c| c.chars().count().abs_diff(chars) <= max_d && *c != name).take(limit) {
+        let d = strsim::osa_distance(name, c);
+        let key = (d, c.chars().count().abs_diff(chars));
+        if d <= max_d && best.is_none_or(|(k, _)| key < k) {
+            best = Some((key, c));
+        }
+    }
+    best.map(|(_, c)| c)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,25 +333,4 @@ mod tests {
         let out = render(&s, &(0..50).map(d).collect::<Vec<_>>());
         assert!(!out.contains("more error"), "{out}");
     }
-}
-
-/// The candidate closest to `name` for a "did you mean" hint: the fewest
-/// insertions, deletions, substitutions and swaps of neighbours (optimal
-/// string alignment, so `cuont` is one swap from `count`), at most a third
-/// of `name`'s length (at least 1); of equally close candidates, one of
-/// `name`'s length (a swap or a wrong letter is likelier than a lost one:
-/// `tahn` is `tanh`, not `tan`), then the first. At most `limit` candidates
-/// of a near enough length are compared.
-pub fn closest_name<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>, limit: usize) -> Option<&'a str> {
-    let chars = name.chars().count();
-    let max_d = (name.len() / 3).max(1);
-    let mut best: Option<((usize, usize), &str)> = None;
-    for c in candidates.into_iter().filter(|c| c.chars().count().abs_diff(chars) <= max_d && *c != name).take(limit) {
-        let d = strsim::osa_distance(name, c);
-        let key = (d, c.chars().count().abs_diff(chars));
-        if d <= max_d && best.is_none_or(|(k, _)| key < k) {
-            best = Some((key, c));
-        }
-    }
-    best.map(|(_, c)| c)
 }
