@@ -63,7 +63,8 @@ enum Command {
     long_about = "Compile a program to C and write FILE_STEM.c and FILE_STEM.h into a directory: one \
 function `arden_ENTRY` per entry point (inputs as pointers plus sizes, array results allocated \
 by the library, an error code and message). The header's first comment gives the one-line \
-command that compiles it into a C program. `--prefix P` puts P instead of `arden_` before the entry names; an entry \
+command that compiles it into a C program. `--prefix P` puts P instead of `arden_` before the entry names (libraries \
+with different prefixes link into one program: all else in them is `static`); an entry \
 name with a prime is encoded one-to-one (`f'` becomes `arden_0f_p`, `_` in it `_u`).\n\n\
 Examples:\n  \
 arden build dot.ard -o out/\n  \

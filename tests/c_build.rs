@@ -322,3 +322,44 @@ fn random_programs_with_hostile_names_compile() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     assert!(built * 2 >= cases, "only {built} of {cases} random programs compiled in arden: the generator is off:\n{}", skipped.join("\n\n"));
 }
+
+/// Issue 28 (8): two libraries made by `arden build` (different prefixes)
+/// link into one program, compiled with `-Wall -Werror`: the runtime's and
+/// the entries' own functions are `static` in a library (before, both
+/// defined `ard_ctx_new`, `ard_entry_0`, … and the link failed).
+#[test]
+fn two_libraries_link_into_one_program() {
+    if !c_compiler_or_skip("two_libraries_link_into_one_program") {
+        return;
+    }
+    let dir = tmp_dir("two-libs");
+    let first = dir.join("first.ard");
+    let second = dir.join("second.ard");
+    std::fs::write(&first, "entry dot [n] (a: [n]f64) (b: [n]f64) : f64 = sum (for i. a[i] * b[i])\n").unwrap();
+    std::fs::write(&second, "entry dot [n] (a: [n]f64) (b: [n]f64) : f64 = maximum (for i. a[i] * b[i])\n").unwrap();
+    for (src, prefix) in [(&first, "one_"), (&second, "two_")] {
+        let out = arden_build(&[src.as_os_str(), "-o".as_ref(), dir.as_os_str(), "--prefix".as_ref(), prefix.as_ref()]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    std::fs::write(
+        dir.join("main.c"),
+        r#"#include <stdio.h>
+#include "first.h"
+#include "second.h"
+int main(void) {
+    double a[3] = {1, 2, 3}, b[3] = {4, 5, 6}, s, m;
+    char err[200];
+    if (one_dot(3, a, b, &s, 2, err, sizeof err) || two_dot(3, a, b, &m, 2, err, sizeof err)) { printf("error %s\n", err); return 1; }
+    printf("%g %g\n", s, m);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = dir.join("main");
+    let flags = ["-O2", "-fopenmp", "-ffp-contract=off", "-std=gnu99", "-Wall", "-Werror", "main.c", "first.c", "second.c", "-lm", "-o", exe.to_str().unwrap()];
+    cc(&dir, &flags).unwrap();
+    let run = Command::new(&exe).output().unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stdout));
+    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "32 18");
+}

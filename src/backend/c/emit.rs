@@ -369,7 +369,7 @@ pub fn emit_function(f: &Function, k: usize) -> R<String> {
     }
     let mut em = Em::new(f, k, ty, 1, "ard_fail");
     let _ = writeln!(em.out, "/* entry `{}` */", quote::c_comment(&f.name));
-    let _ = writeln!(em.out, "int ard_entry_{k}(ard_ctx *ctx, const int64_t *ard_sizes, const ard_io *ard_args, ard_io *ard_res) {{");
+    let _ = writeln!(em.out, "ARD_API int ard_entry_{k}(ard_ctx *ctx, const int64_t *ard_sizes, const ard_io *ard_args, ard_io *ard_res) {{");
     em.line("const int64_t ard_it = -1;");
     em.line("(void)ard_it; (void)ard_sizes; (void)ard_args;");
     for (j, (_, v)) in f.size_params.iter().enumerate() {
@@ -2316,7 +2316,9 @@ pub fn exported_names(m: &Module, prefix: &str) -> Vec<String> {
 pub fn emit_library(m: &Module, file: &str, stem: &str, prefix: &str) -> R<(String, String)> {
     quote::check_prefix(prefix)?;
     let g = emit_module(m);
-    let mut c = g.source.clone();
+    // the runtime's and the entries' own functions stay inside this file:
+    // two libraries (different prefixes) link into one program
+    let mut c = format!("#define ARD_API static __attribute__((unused))\n{}", g.source);
     let free = format!("{prefix}free");
     let exported = exported_names(m, prefix);
     {

@@ -2,6 +2,12 @@
  * errors, wrapping integer arithmetic, conversions and special functions.
  * Included at the top of every generated file (see src/backend/c/mod.rs).
  * The generated file defines ARD_MAXR (largest rank, >= 1) before this. */
+/* What the loader of `arden run` finds in the shared library (the context,
+ * buffers and `ard_entry_N`); `arden build` defines it as `static`, so that
+ * several generated libraries link into one program. */
+#ifndef ARD_API
+#define ARD_API
+#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,7 +120,7 @@ static inline void ard_unspin(unsigned char *l) { __atomic_clear(l, __ATOMIC_REL
 static inline void ard_lock(ard_ctx *c) { ard_spin(&c->lock); }
 static inline void ard_unlock(ard_ctx *c) { ard_unspin(&c->lock); }
 
-ard_ctx *ard_ctx_new(int nthreads, int64_t par_min) {
+ARD_API ard_ctx *ard_ctx_new(int nthreads, int64_t par_min) {
     ard_ctx *c = (ard_ctx *)calloc(1, sizeof(ard_ctx));
     if (!c) return NULL;
     c->nthreads = nthreads < 1 ? 1 : (nthreads > ARD_MAX_THREADS ? ARD_MAX_THREADS : nthreads);
@@ -126,7 +132,7 @@ ard_ctx *ard_ctx_new(int nthreads, int64_t par_min) {
     return c;
 }
 
-void ard_ctx_free(ard_ctx *c) {
+ARD_API void ard_ctx_free(ard_ctx *c) {
     for (int i = 0; i < ARD_MAX_THREADS; i++) {
         ard_buf *h = &c->lists[i].head, *b = h->next;
         while (b != h) {
@@ -139,17 +145,17 @@ void ard_ctx_free(ard_ctx *c) {
 }
 
 /* The run's limits (the CLI's --max-memory, --timeout and Ctrl-C). */
-void ard_ctx_limits(ard_ctx *c, const unsigned char *stop, int64_t max_bytes, int64_t base_bytes, double timeout_s) {
+ARD_API void ard_ctx_limits(ard_ctx *c, const unsigned char *stop, int64_t max_bytes, int64_t base_bytes, double timeout_s) {
     c->stop = stop;
     c->max_bytes = max_bytes;
     c->base_bytes = base_bytes;
     c->timeout_s = timeout_s;
 }
 
-const char *ard_ctx_msg(ard_ctx *c) { return c->msg; }
-int64_t ard_ctx_peak(ard_ctx *c) { return c->peak; }
+ARD_API const char *ard_ctx_msg(ard_ctx *c) { return c->msg; }
+ARD_API int64_t ard_ctx_peak(ard_ctx *c) { return c->peak; }
 /* buffers still registered (after a successful call: the results' only) */
-int64_t ard_ctx_live(ard_ctx *c) { return c->nbufs; }
+ARD_API int64_t ard_ctx_live(ard_ctx *c) { return c->nbufs; }
 
 ARD_COLD static void ard_fail(ard_ctx *c, int64_t iter, const char *fmt, ...) {
     ard_lock(c);
@@ -330,7 +336,7 @@ static inline int ard_unique(ard_buf *b) { return __atomic_load_n(&b->rc, __ATOM
  * returned as a result, or a view of one) is not ours to give, and a
  * buffer shared with another result would alias it; this result's
  * reference is dropped, so that the last result sharing a buffer takes it. */
-void *ard_take(ard_ctx *c, void *buf) {
+ARD_API void *ard_take(ard_ctx *c, void *buf) {
     ard_buf *b = (ard_buf *)buf;
     if (!b || b->ext) return NULL;
     if (!ard_unique(b)) { ard_release(c, b); return NULL; }
@@ -344,7 +350,7 @@ void *ard_take(ard_ctx *c, void *buf) {
 }
 
 /* Free a buffer ard_take handed over (from any thread, once). */
-void ard_buf_release(void *buf) {
+ARD_API void ard_buf_release(void *buf) {
     ard_buf *b = (ard_buf *)buf;
     if (__atomic_sub_fetch(&b->rc, 1, __ATOMIC_ACQ_REL) == 0) free(b);
 }
