@@ -253,7 +253,10 @@ impl Lowerer<'_> {
         }
     }
 
-    fn unop(&mut self, op: UnOp, v: Val, span: &Span) -> Val {
+    pub(super) fn unop(&mut self, op: UnOp, v: Val, span: &Span) -> Val {
+        if Self::lifts(&v) {
+            return self.lifted_unop(op, v, span);
+        }
         let what = if op == UnOp::Neg { "negation `-`" } else { "`!`" };
         let Some((s, a)) = self.scalar_operand(&v, span, what) else { return Val::Error };
         match op {
@@ -304,6 +307,9 @@ impl Lowerer<'_> {
     pub(super) fn binop(&mut self, op: BinOp, x: Val, xs: &Span, y: Val, ys: &Span, span: &Span) -> Val {
         if x.is_error() || y.is_error() {
             return Val::Error;
+        }
+        if Self::lifts(&x) || Self::lifts(&y) {
+            return self.lifted_binop(op, x, xs, y, ys, span);
         }
         let sym = format!("`{}`", op.symbol());
         let Some((s, a, b)) = self.unify_scalars(&sym, &x, xs, &y, ys, span) else { return Val::Error };

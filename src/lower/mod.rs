@@ -19,6 +19,7 @@ pub mod builtins;
 mod diff;
 mod emit;
 mod expr;
+mod lift;
 #[cfg(test)]
 mod tests;
 mod value;

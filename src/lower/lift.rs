@@ -1,0 +1,131 @@
+//! Arithmetic lifted to arrays and tuples (issue 28): `+ - * / % **`,
+//! comparisons and unary minus apply elementwise to arrays of one shape and
+//! component by component to tuples of one structure, and a scalar (or any
+//! operand that is not a tuple) is broadcast into the other side (an array
+//! into each component of a tuple; a scalar into an array), so
+//! `w - lr * g` updates an array or a whole tuple of parameter arrays. An
+//! array operation is a `for` over the outer axis whose body applies the
+//! operation to the rows: the IR is what the explicit `for` would give, so
+//! differentiation and the optimiser see nothing new.
+
+use super::Lowerer;
+use super::value::Val;
+use crate::diag::{Diagnostic, Span};
+use crate::ir::{self, Atom, Expr as IExpr, Size};
+use crate::syntax::ast::{BinOp, UnOp};
+use crate::types::Ty;
+
+impl Lowerer<'_> {
+    /// Whether an operand makes an operator elementwise: an array or a tuple.
+    pub(super) fn lifts(v: &Val) -> bool {
+        matches!(v, Val::Tuple(_) | Val::Data { ty: Ty::Array(..), .. })
+    }
+
+    /// `x op y` with an array or a tuple among the operands.
+    pub(super) fn lifted_binop(&mut self, op: BinOp, x: Val, xs: &Span, y: Val, ys: &Span, span: &Span) -> Val {
+        match (x, y) {
+            (Val::Tuple(a), Val::Tuple(b)) => {
+                if a.len() != b.len() {
+                    let sym = op.symbol();
+                    return self.error(
+                        Diagnostic::new(format!("`{sym}` needs tuples of the same length, found {} and {} components", a.len(), b.len()), span.clone())
+                            .label("tuples of different lengths")
+                            .hint("elementwise arithmetic pairs the components of two tuples one to one"),
+                    );
+                }
+                Val::Tuple(a.into_iter().zip(b).map(|(p, q)| self.binop(op, p, xs, q, ys, span)).collect())
+            }
+            (Val::Tuple(a), y) => Val::Tuple(a.into_iter().map(|p| self.binop(op, p, xs, y.clone(), ys, span)).collect()),
+            (x, Val::Tuple(b)) => Val::Tuple(b.into_iter().map(|q| self.binop(op, x.clone(), xs, q, ys, span)).collect()),
+            (x, y) => {
+                let n = match (Self::outer(&x), Self::outer(&y)) {
+                    // every axis alike (a lower-rank array is not broadcast
+                    // along axes: NumPy would align the last axes instead)
+                    (Some(_), Some(_)) if Self::dims(&x) != Self::dims(&y) => {
+                        let (tx, ty) = (self.show_val(&x), self.show_val(&y));
+                        return self.error(
+                            Diagnostic::new(format!("`{}` needs arrays of one shape, found {tx} and {ty}", op.symbol()), span.clone())
+                                .label(format!("{tx} `{}` {ty}", op.symbol()))
+                                .hint("the sizes must be equal at compile time; coerce one side with `:> [n]t` if they are equal at run time"),
+                        );
+                    }
+                    (Some(n), _) | (_, Some(n)) => n,
+                    (None, None) => unreachable!("a lifted operand is an array or a tuple"),
+                };
+                self.elementwise(n, span, |l, i, n| {
+                    let rx = l.row(x.clone(), i, n, xs);
+                    let ry = l.row(y.clone(), i, n, ys);
+                    l.binop(op, rx, xs, ry, ys, span)
+                })
+            }
+        }
+    }
+
+    /// `-v` (or `!v`) with `v` an array or a tuple.
+    pub(super) fn lifted_unop(&mut self, op: UnOp, v: Val, span: &Span) -> Val {
+        match v {
+            Val::Tuple(vs) => Val::Tuple(vs.into_iter().map(|c| self.unop(op, c, span)).collect()),
+            v => {
+                let n = Self::outer(&v).expect("a lifted operand is an array or a tuple");
+                self.elementwise(n, span, |l, i, n| {
+                    let r = l.row(v.clone(), i, n, span);
+                    l.unop(op, r, span)
+                })
+            }
+        }
+    }
+
+    /// The outer size of an array operand.
+    fn outer(v: &Val) -> Option<Size> {
+        match v {
+            Val::Data { ty: Ty::Array(n, _), .. } => Some(n.clone()),
+            _ => None,
+        }
+    }
+
+    /// The axes of an array operand (of its tuple elements' common shape).
+    fn dims(v: &Val) -> Vec<Size> {
+        match v {
+            Val::Data { ty, .. } => ty.dims(),
+            _ => vec![],
+        }
+    }
+
+    fn show_val(&self, v: &Val) -> String {
+        match v {
+            Val::Data { ty, .. } => self.show(ty),
+            other => self.describe(other),
+        }
+    }
+
+    /// `for (i < n). body i`, where `body` builds the element from the rows.
+    fn elementwise(&mut self, n: Size, span: &Span, body: impl FnOnce(&mut Self, Atom, &Size) -> Val) -> Val {
+        let ivar = self.fresh("i");
+        self.idx_range.insert(ivar, n.clone());
+        self.begin_block();
+        let bv = body(self, Atom::Var(ivar), &n);
+        let stmts = self.blocks.pop().unwrap_or_default();
+        if bv.contains_error() {
+            return Val::Error;
+        }
+        let Some((bty, leaves)) = self.to_data(&bv) else { return Val::Error };
+        let rty = Ty::array(n.clone(), bty);
+        let out = self.emit(IExpr::For { ivar, size: n, body: ir::Block { stmts, result: leaves } }, rty.leaf_types(), "arr", Some(self.loc(span)));
+        Self::from_data(&rty, &out)
+    }
+
+    /// Row `i` (an index of the outer axis `n`, in range) of an array
+    /// operand; any other operand is broadcast unchanged.
+    fn row(&mut self, v: Val, i: Atom, n: &Size, span: &Span) -> Val {
+        let Val::Data { ty: ty @ Ty::Array(..), leaves } = v else { return v };
+        let check = self.index_check(i, &Ty::Idx(n.clone()), n, span);
+        let rty = ty.strip(1).expect("an array has an axis").clone();
+        let loc = Some(self.loc(span));
+        let mut out = vec![];
+        for (leaf, lt) in leaves.iter().zip(ty.leaf_types()) {
+            let t = ir::Type { elem: lt.elem, shape: lt.shape[1..].to_vec() };
+            out.push(self.emit1(IExpr::Index { arr: *leaf, idx: vec![i], checks: vec![check.clone()] }, t, "x", loc.clone()));
+        }
+        Self::from_data(&rty, &out)
+    }
+}
