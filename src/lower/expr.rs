@@ -86,6 +86,7 @@ impl Lowerer<'_> {
                 let v = self.expr(a, env);
                 self.coerce(v, te, span, env)
             }
+            ExprKind::With(target, v) => self.with_update(target, v, span, env),
         }
     }
 

@@ -7,12 +7,17 @@
 //! array operation is a `for` over the outer axis whose body applies the
 //! operation to the rows: the IR is what the explicit `for` would give, so
 //! differentiation and the optimiser see nothing new.
+//!
+//! Also the functional update `a with [i, j] = v`: `update` statements (one
+//! per axis indexed, the inner rows read first), which write in place when
+//! `a` is not used afterwards and which both differentiation modes know.
 
 use super::Lowerer;
+use super::value::Env;
 use super::value::Val;
 use crate::diag::{Diagnostic, Span};
 use crate::ir::{self, Atom, Expr as IExpr, Size};
-use crate::syntax::ast::{BinOp, UnOp};
+use crate::syntax::ast::{BinOp, Expr, ExprKind, IndexArg, UnOp};
 use crate::types::Ty;
 
 impl Lowerer<'_> {
@@ -127,5 +132,81 @@ impl Lowerer<'_> {
             out.push(self.emit1(IExpr::Index { arr: *leaf, idx: vec![i], checks: vec![check.clone()] }, t, "x", loc.clone()));
         }
         Self::from_data(&rty, &out)
+    }
+
+    /// `a with [i, …] = v`; `target` is the parsed `a[i, …]`.
+    pub(super) fn with_update(&mut self, target: &Expr, v: &Expr, span: &Span, env: &Env) -> Val {
+        let ExprKind::Index(a, args) = &target.kind else { unreachable!("the parser makes the target an index") };
+        let arr = self.expr(a, env);
+        let mut idxs = vec![];
+        for arg in args {
+            match arg {
+                IndexArg::Single(e) => idxs.push((self.expr(e, env), e.span.clone())),
+                IndexArg::Slice(lo, hi) => {
+                    let s = lo.span.start..hi.span.end;
+                    return self.error(
+                        Diagnostic::new("a slice cannot be replaced with `with`", s)
+                            .label("a slice")
+                            .hint("replace elements one at a time, or build the array with `for k. if lo <= k && k < hi then v[k - lo] else a[k]`"),
+                    );
+                }
+            }
+        }
+        let val = self.expr(v, env);
+        if arr.is_error() || val.contains_error() || idxs.iter().any(|(x, _)| x.is_error()) {
+            return Val::Error;
+        }
+        let Val::Data { ty: ty @ Ty::Array(..), leaves } = &arr else {
+            let d = self.describe(&arr);
+            return self.error(Diagnostic::new(format!("only arrays can be updated with `with`, but this is {d}"), a.span.clone()).label("not an array"));
+        };
+        let dims = ty.dims();
+        if idxs.len() > dims.len() {
+            let t = self.show(ty);
+            return self.error(
+                Diagnostic::new(format!("too many indexes: {} given, but the array has {} axes", idxs.len(), dims.len()), target.span.clone())
+                    .label(format!("type {t}")),
+            );
+        }
+        let mut atoms = vec![];
+        for (x, s) in &idxs {
+            let Some((at, ity)) = self.int_operand(x, s, "an index") else { return Val::Error };
+            atoms.push((at, ity, s.clone()));
+        }
+        let elem = ty.strip(atoms.len()).expect("checked rank").clone();
+        let val = self.coerce_literals(val, &elem);
+        let Some((vty, vleaves)) = self.to_data(&val) else {
+            let d = self.describe(&val);
+            return self.error(Diagnostic::new(format!("the new value must be data, but this is {d}"), v.span.clone()).label("not data"));
+        };
+        if vty != elem {
+            let (want, got) = (self.show(&elem), self.show(&vty));
+            return self.error(
+                Diagnostic::new(format!("`with` replaces a {want}, but the new value has type {got}"), v.span.clone())
+                    .label(format!("type {got}"))
+                    .hint(format!("the value must have the type of `{}` at these indexes", self.show(ty))),
+            );
+        }
+        let ty = ty.clone();
+        let leaf_tys = ty.leaf_types();
+        let out: Vec<Atom> = leaves.iter().zip(&leaf_tys).zip(&vleaves).map(|((leaf, lt), v)| self.update_leaf(*leaf, lt, &atoms, &dims, *v, span)).collect();
+        Self::from_data(&ty, &out)
+    }
+
+    /// One leaf array with the element at `idxs` replaced by `v`: the rows
+    /// down to the last index read (checked), the innermost replaced, each
+    /// row put back into the one above.
+    fn update_leaf(&mut self, arr: Atom, lt: &ir::Type, idxs: &[(Atom, Ty, Span)], dims: &[Size], v: Atom, span: &Span) -> Atom {
+        let ((i, ity, ispan), rest) = idxs.split_first().expect("at least one index");
+        let loc = self.loc(ispan);
+        let new = if rest.is_empty() {
+            v
+        } else {
+            let check = self.index_check(*i, ity, &dims[0], ispan);
+            let rt = ir::Type { elem: lt.elem, shape: lt.shape[1..].to_vec() };
+            let row = self.emit1(IExpr::Index { arr, idx: vec![*i], checks: vec![check] }, rt.clone(), "row", Some(loc.clone()));
+            self.update_leaf(row, &rt, rest, &dims[1..], v, span)
+        };
+        self.emit1(IExpr::Update { arr, idx: *i, val: new, loc: loc.clone() }, lt.clone(), "upd", Some(self.loc(span)))
     }
 }

@@ -272,7 +272,7 @@ impl ExprKind {
                 f(h);
                 args.iter().for_each(f);
             }
-            ExprKind::Bin(_, a, b) | ExprKind::Let(_, _, a, b) => {
+            ExprKind::Bin(_, a, b) | ExprKind::Let(_, _, a, b) | ExprKind::With(a, b) => {
                 f(a);
                 f(b);
             }
@@ -322,7 +322,7 @@ impl ExprKind {
                 f(h);
                 args.iter_mut().for_each(f);
             }
-            ExprKind::Bin(_, a, b) | ExprKind::Let(_, _, a, b) => {
+            ExprKind::Bin(_, a, b) | ExprKind::Let(_, _, a, b) | ExprKind::With(a, b) => {
                 f(a);
                 f(b);
             }
@@ -401,6 +401,9 @@ pub enum ExprKind {
     },
     /// `e :> t`
     Coerce(Box<Expr>, TypeExpr),
+    /// `a with [i, j] = v`: a copy of `a` with the element (or row) at the
+    /// indexes replaced; the first expression is the `a[i, j]` it replaces.
+    With(Box<Expr>, Box<Expr>),
 }
 
 #[cfg(test)]

@@ -35,6 +35,8 @@ pub enum TokenKind {
     While,
     #[token("do")]
     Do,
+    #[token("with")]
+    With,
     #[token("true")]
     True,
     #[token("false")]
@@ -121,6 +123,7 @@ impl TokenKind {
             Loop => "`loop`",
             While => "`while`",
             Do => "`do`",
+            With => "`with`",
             True => "`true`",
             False => "`false`",
             Ident => "an identifier",

@@ -743,7 +743,7 @@ impl<'a> Parser<'a> {
     }
 
     fn coerce(&mut self) -> PResult<Expr> {
-        let mut lhs = self.or()?;
+        let mut lhs = self.with_update()?;
         while self.at(T::ColonGt) {
             self.bump();
             if !matches!(self.peek(), T::Ident | T::LParen | T::LBracket) {
@@ -752,6 +752,31 @@ impl<'a> Parser<'a> {
             let t = self.ty()?;
             let span = lhs.span.start..t.span().end;
             lhs = mk(ExprKind::Coerce(Box::new(lhs), t), span);
+        }
+        Ok(lhs)
+    }
+
+    /// `a with [i, j] = v` (left-associative: `a with [0] = x with [1] = y`);
+    /// `v` is an operator expression, so `a with [i] = a[i] + 1` needs no
+    /// parentheses.
+    fn with_update(&mut self) -> PResult<Expr> {
+        let mut lhs = self.or()?;
+        while self.at(T::With) {
+            let w = self.bump();
+            if !self.at(T::LBracket) {
+                return self.error_expected_hint("expected `[` after `with`".to_string(), Some("a functional update reads `a with [i] = v`".to_string()));
+            }
+            let target = self.index(lhs)?;
+            if self.eat(T::Assign).is_none() {
+                let d = Diagnostic::new("expected `=` after the indexes of `with`", self.culprit()).label(self.found()).note(w.span, "`with` here");
+                self.diags.push(d.hint("a functional update reads `a with [i] = v`"));
+                return Err(());
+            }
+            let t = Token { kind: T::Assign, span: self.prev_end() - 1..self.prev_end() };
+            self.operand_check(&t)?;
+            let v = self.or()?;
+            let span = target.span.start..v.span.end;
+            lhs = mk(ExprKind::With(Box::new(target), Box::new(v)), span);
         }
         Ok(lhs)
     }
@@ -1310,6 +1335,7 @@ mod tests {
                 format!("(loop {} {} ({k}) {})", pat(p), sx(init), sx(body))
             }
             Coerce(e, t) => format!("(:> {} {})", sx(e), ty(t)),
+            With(a, v) => format!("(with {} {})", sx(a), sx(v)),
         }
     }
 
