@@ -491,11 +491,16 @@ impl Lowerer<'_> {
 
     fn mismatch(&mut self, name: &str, a: &Ty, b: &Ty, span: &Span, why: &str) -> Val {
         let (p, q) = (self.show(a), self.show(b));
-        self.error(
-            Diagnostic::new(format!("`{name}` cannot combine {p} and {q}"), span.clone())
-                .label(why.to_string())
-                .hint("check the shapes of the arguments; if the sizes are equal at run time, coerce with `:>`"),
-        )
+        // `:>` changes sizes, never element types: a conversion is the fix there
+        let elems = (a.leaf_types(), b.leaf_types());
+        let hint = match (elems.0.first().map(|t| t.elem), elems.1.first().map(|t| t.elem)) {
+            (Some(x), Some(y)) if x != y => {
+                let (x, y) = (x.name(), y.name());
+                format!("the element types differ ({x} and {y}): convert one array, e.g. `map {y} a` for an array `a` of {x}")
+            }
+            _ => "check the shapes of the arguments; if the sizes are equal at run time, coerce with `:>`".to_string(),
+        };
+        self.error(Diagnostic::new(format!("`{name}` cannot combine {p} and {q}"), span.clone()).label(why.to_string()).hint(hint))
     }
 
     /// All arguments are arrays with equal outer size.
