@@ -161,3 +161,46 @@ fn a_checked_read_keeps_the_generic_loops() {
     assert_eq!(c_err, i_err);
     assert!(c_err.contains("out of bounds"), "{c_err}");
 }
+
+/// A matrix-vector product whose results are summed again (`sum (for i.
+/// f (sum (for p. a[i, p] * x[p])))`, a loss over a layer's outputs): the
+/// kernel computes the inner sums, the summing loop reads them. Same bits
+/// as the interpreter; a failing read in the epilogue still fails with
+/// the interpreter's message.
+#[test]
+fn matrix_vector_products_summed_again_give_the_interpreters_bits() {
+    if !c_compiler_or_skip("matrix_vector_products_summed_again_give_the_interpreters_bits") {
+        return;
+    }
+    let src = "entry sq [n][k] (a: [n][k]f64) (x: [k]f64) (y: [n]f64) (o: i64) : f64 =\n  sum (for i. let r = sum (for p. a[i, p] * x[p]) - y[i] in r * r)\n\n\
+               entry tr [n][k] (a: [k][n]f64) (x: [k]f64) (y: [n]f64) (o: i64) : f64 =\n  sum (for i. tanh (sum (for p. x[p] * a[p, i])) * y[i])\n\n\
+               entry two [n][k] (a: [n][k]f64) (x: [k]f64) (y: [n]f64) (o: i64) : (f64, f64) =\n  let (u, v) = reduce (\\(a1, b1) (a2, b2) -> (a1 + a2, b1 + b2)) (0.0, 0.0) (for i. let s = sum (for p. a[i, p] * x[p]) in (s, s * y[i]))\n  in (u, v)\n\n\
+               entry bad [n][k] (a: [n][k]f64) (x: [k]f64) (y: [n]f64) (o: i64) : f64 =\n  sum (for i. sum (for p. a[i, p] * x[p]) * y[i + o])\n";
+    let prog = Program::from_source("again.ard", src).unwrap();
+    for f in &prog.module().functions {
+        let text = arden::backend::c::emit::emit_function(f, 0).unwrap();
+        if f.name != "two" {
+            assert!(text.contains("ard_contract(ctx"), "`{}` is not computed by the kernel:\n{text}", f.name);
+        }
+    }
+    let compiled = prog.compile(Backend::C).unwrap();
+    let interp = prog.compile(Backend::Interp).unwrap();
+    let mut rng = Rng(0x00a9_a170_0000_0005);
+    for (n, k) in [(0, 3), (3, 0), (1, 1), (7, 5), (13, 33), (300, 17), (5, 700), (2000, 9)] {
+        for (name, at) in [("sq", "[n][k]f64"), ("tr", "[k][n]f64"), ("two", "[n][k]f64"), ("bad", "[n][k]f64")] {
+            let args = vec![array(at, (n, k, 1), &mut rng), array("[k]f64", (n, k, 1), &mut rng), array("[n]f64", (n, k, 1), &mut rng), Value::I64(0)];
+            let (want, _) = interp.entry(name).unwrap().call_with(&args, &CallOptions::default()).unwrap();
+            for threads in [1, 2, 3] {
+                let (got, _) = compiled.entry(name).unwrap().call_with(&args, &CallOptions { threads, par_min: 0 }).unwrap();
+                assert_eq!(bits(&got), bits(&want), "`{name}` at n={n} k={k} on {threads} threads");
+            }
+        }
+    }
+    let args = vec![array("[n][k]f64", (9, 4, 1), &mut rng), array("[k]f64", (9, 4, 1), &mut rng), array("[n]f64", (9, 4, 1), &mut rng), Value::I64(1)];
+    let i_err = interp.entry("bad").unwrap().call(&args).unwrap_err().to_string();
+    assert!(i_err.contains("out of bounds"), "{i_err}");
+    for threads in [1, 2, 3] {
+        let c_err = compiled.entry("bad").unwrap().call_with(&args, &CallOptions { threads, par_min: 0 }).unwrap_err().to_string();
+        assert_eq!(c_err, i_err, "on {threads} threads");
+    }
+}

@@ -41,10 +41,12 @@ struct Operand {
 
 /// The nest of statement `s` when it is a contraction the kernel computes.
 pub(super) fn contraction_in(s: &Stmt, ty: &impl Fn(VarId) -> Option<Type>) -> Option<Contraction> {
-    let Expr::For { ivar, size, body } = &s.expr else { return None };
+    let (Expr::For { ivar, size, body } | Expr::ForAcc { ivar, size, body, .. }) = &s.expr else { return None };
     let first = body.stmts.first()?;
-    // two loops: the outer body is just the inner loop, stacked
+    // two loops: the outer body is just the inner loop, stacked (a summing
+    // outer loop takes a single one: a matrix-vector product reduced again)
     if let Expr::For { ivar: jv, size: jsize, body: jbody } = &first.expr
+        && matches!(s.expr, Expr::For { .. })
         && body.stmts.len() == 1
         && first.binds.len() == 1
         && body.result == [Atom::Var(first.binds[0].var)]
@@ -97,6 +99,9 @@ fn matched(i: Option<(VarId, Size)>, j: (VarId, Size), sum: &Stmt, ty: &impl Fn(
 /// Whether the nest of `s` stacks the sums unchanged (no epilogue).
 fn is_just_the_sums(s: &Stmt, sum: VarId) -> bool {
     let Expr::For { body, .. } = &s.expr else { return false };
+    if s.binds.len() != 1 {
+        return false;
+    }
     let inner = match &body.stmts[0].expr {
         Expr::For { body: inner, .. } => inner,
         _ => body,
@@ -150,26 +155,23 @@ impl Em {
         if direct {
             return Ok(());
         }
-        self.contracted.insert(c.sum, (buf, iv, jv));
-        let r = match &s.expr {
-            Expr::For { ivar, size, body } => self.for_(s, *ivar, size, body, &vec![false; body.result.len()]),
-            _ => Err("internal: a contraction that is not a `for`".into()),
+        // the nest, its sum replaced by a read of the buffer: the generic
+        // code then sees a body with no loop (polled between chunks, not
+        // at every iteration: the epilogue can vectorise)
+        let read = Expr::Index { arr: Atom::Var(buf), idx: iv.into_iter().chain([jv]).map(Atom::Var).collect(), checks: vec![None; dims.len()] };
+        let mut nest = s.clone();
+        let body = match &mut nest.expr {
+            Expr::For { body, .. } | Expr::ForAcc { body, .. } => body,
+            _ => return Err("internal: a contraction that is not a `for`".into()),
         };
-        self.contracted.remove(&c.sum);
+        let inner = match (&mut body.stmts[0].expr, iv) {
+            (Expr::For { body: inner, .. }, Some(_)) => inner,
+            _ => body,
+        };
+        inner.stmts[0].expr = read;
+        let r = self.stmt_here(&nest, &[]);
         self.line(&format!("ard_release(ctx, {name}.b);"));
-        r
-    }
-
-    /// The statement binding a contracted sum: a read of its output.
-    pub(super) fn contracted_sum(&mut self, out: VarId) -> bool {
-        let Some((buf, i, j)) = self.contracted.get(&out).copied() else { return false };
-        let (o, b, j) = (self.v(out), self.v(buf), self.v(j));
-        let at = match i {
-            Some(i) => format!("{} * {b}.d[1] + {j}", self.v(i)),
-            None => j,
-        };
-        self.line(&format!("{o} = ((double *){b}.p)[{at}];"));
-        true
+        r.map(|_| ())
     }
 
     /// Operand `o` as a pointer to the element where the two loop indexes

@@ -307,9 +307,6 @@ struct Em {
     sum_rows: FxHashMap<VarId, String>,
     /// the function's size parameters (known everywhere in it)
     size_params: FxHashSet<VarId>,
-    /// contracted sums being emitted (`contract.rs`): the sum's binder ->
-    /// the buffer holding the sums and the loop indexes `i` (if any), `j`
-    contracted: FxHashMap<VarId, (VarId, Option<VarId>, VarId)>,
     /// the next id for a variable the emitter adds (above the function's)
     next_var: u32,
     /// the variables the emitter added, in order: each is declared where
@@ -451,7 +448,6 @@ impl Em {
             dest_rows: FxHashMap::default(),
             sum_rows: FxHashMap::default(),
             size_params: f.size_params.iter().map(|(_, v)| *v).collect(),
-            contracted: FxHashMap::default(),
             next_var,
             made: vec![],
             at: cstr(&format!(" in entry `{}`", f.name)),
@@ -945,13 +941,7 @@ impl Em {
 
     fn stmt_here(&mut self, s: &Stmt, dying: &[VarId]) -> R<Vec<VarId>> {
         let mut consumed = vec![];
-        if let [b] = s.binds.as_slice()
-            && self.contracted_sum(b.var)
-        {
-            return Ok(consumed);
-        }
-        // (not again for the inner loop of a nest being emitted)
-        if let Some(c) = contract::contraction_in(s, &|v| self.ty.get(&v).cloned()).filter(|c| !self.contracted.contains_key(&c.sum)) {
+        if let Some(c) = contract::contraction_in(s, &|v| self.ty.get(&v).cloned()) {
             self.contraction(s, c)?;
             return Ok(consumed);
         }
