@@ -133,9 +133,17 @@ impl Em {
         // the sums are the result: the kernel writes them there (a fresh
         // array, or the row of an enclosing `for` that it is built into)
         let direct = is_just_the_sums(s, c.sum) && !self.sum_rows.contains_key(&out.var);
-        let buf = if direct { out.var } else { self.scratch_var() };
+        // an epilogue making one f64 of the result from each sum (a bias,
+        // an activation) replaces the sums in place: no second array
+        let in_place = !direct
+            && matches!(s.expr, Expr::For { .. })
+            && s.binds.len() == 1
+            && out.ty.elem == Scalar::F64
+            && out.ty.rank() == dims.len()
+            && !self.sum_rows.contains_key(&out.var);
+        let buf = if direct || in_place { out.var } else { self.scratch_var() };
         let name = self.v(buf);
-        if direct {
+        if direct || in_place {
             if !self.view_of_dest_row(out, &name, &dim_exprs[0]) {
                 self.new_arr(&name, Scalar::F64, &dim_exprs);
             }
@@ -169,8 +177,14 @@ impl Em {
             _ => body,
         };
         inner.stmts[0].expr = read;
+        if in_place {
+            self.made_rows.insert(out.var);
+        }
         let r = self.stmt_here(&nest, &[]);
-        self.line(&format!("ard_release(ctx, {name}.b);"));
+        self.made_rows.remove(&out.var);
+        if !in_place {
+            self.line(&format!("ard_release(ctx, {name}.b);"));
+        }
         r.map(|_| ())
     }
 

@@ -305,6 +305,9 @@ struct Em {
     /// it adds each element into the accumulator (its element pointer)
     /// instead of writing a row that is added afterwards
     sum_rows: FxHashMap<VarId, String>,
+    /// a `for` whose result array is already made (a contraction's sums,
+    /// `contract.rs`, which its epilogue replaces element by element)
+    made_rows: FxHashSet<VarId>,
     /// the function's size parameters (known everywhere in it)
     size_params: FxHashSet<VarId>,
     /// the next id for a variable the emitter adds (above the function's)
@@ -447,6 +450,7 @@ impl Em {
             borrowed: FxHashSet::default(),
             dest_rows: FxHashMap::default(),
             sum_rows: FxHashMap::default(),
+            made_rows: FxHashSet::default(),
             size_params: f.size_params.iter().map(|(_, v)| *v).collect(),
             next_var,
             made: vec![],
@@ -1404,7 +1408,7 @@ impl Em {
                 rows.push(Row::Summed { ptr: format!("({ptr} + ard_i)"), len: "1".into(), ty: Type::scalar(b.ty.elem), lanes: false });
                 continue;
             }
-            if !self.view_of_dest_row(b, &o, &n) {
+            if !self.made_rows.remove(&b.var) && !self.view_of_dest_row(b, &o, &n) {
                 let mut dims = vec![n.clone()];
                 dims.extend(b.ty.shape[1..].iter().map(|d| self.size(d)));
                 self.new_arr(&o, b.ty.elem, &dims);
