@@ -36,8 +36,26 @@ typedef double ard_vd __attribute__((vector_size(ARD_VW * 8)));
 #define ARD_A_BLOCK ((int64_t)1 << 16)
 
 
+/* The packing loops copy a few elements per row: gcc would make each
+ * row's copy a call of memmove (a quarter of a softmax gradient's time). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define ARD_NO_MEMCPY_CALLS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define ARD_NO_MEMCPY_CALLS
+#endif
+
 /* B(p, j) for p < kc, j < nr into NR-wide rows, zero past nr */
-static void ard_pack_b(int64_t kc, int64_t nr, const double *B, int64_t sbp, int64_t sbj, double *restrict bp) {
+static ARD_NO_MEMCPY_CALLS void ard_pack_b(int64_t kc, int64_t nr, const double *B, int64_t sbp, int64_t sbj, double *restrict bp) {
+    if (sbj == 1 && nr == ARD_NR) {
+        for (int64_t p = 0; p < kc; p++) {
+            ard_vd v0, v1;
+            memcpy(&v0, B + p * sbp, sizeof v0);
+            memcpy(&v1, B + p * sbp + ARD_VW, sizeof v1);
+            memcpy(bp + p * ARD_NR, &v0, sizeof v0);
+            memcpy(bp + p * ARD_NR + ARD_VW, &v1, sizeof v1);
+        }
+        return;
+    }
     for (int64_t p = 0; p < kc; p++) {
         const double *row = B + p * sbp;
         int64_t c = 0;
@@ -50,7 +68,7 @@ static void ard_pack_b(int64_t kc, int64_t nr, const double *B, int64_t sbp, int
 }
 
 /* A(r, p) for r < mr, p < kc into MR-wide columns, zero past mr */
-static void ard_pack_a(int64_t kc, int64_t mr, const double *A, int64_t sai, int64_t sap, double *restrict ap) {
+static ARD_NO_MEMCPY_CALLS void ard_pack_a(int64_t kc, int64_t mr, const double *A, int64_t sai, int64_t sap, double *restrict ap) {
     for (int64_t p = 0; p < kc; p++) {
         int64_t r = 0;
         for (; r < mr; r++) ap[p * ARD_MR + r] = A[r * sai + p * sap];
