@@ -7,12 +7,17 @@
 //! ```
 //!
 //! (matrix products, matrix-vector products, either operand transposed or
-//! broadcast). The sums are computed first, all at once, by the tiled
-//! kernel of `contract.h` into a dense `[n][m]` buffer; the loop nest is
-//! then emitted as usual with the sum statement replaced by a read of that
-//! buffer, so the epilogue (a bias, an activation, anything) keeps the
-//! generic code. The kernel adds the terms of each output in the generic
-//! loop's order, so the bits do not change — only the time.
+//! broadcast; a single loop may also sum its results again: `sum (for i.
+//! f (sum (for p. A[i, p] * x[p])))`). The sums are computed first, all at
+//! once, by the tiled kernel of `contract.h` into a dense `[n][m]` buffer;
+//! the loop nest is then emitted as usual with the sum statement replaced
+//! by an unchecked IR read of that buffer, so the epilogue (a bias, an
+//! activation, anything) keeps the generic code, and a body left with no
+//! loop is polled between chunks, not at every iteration (it vectorises).
+//! An epilogue making one f64 per sum writes over the sums in the result
+//! array itself (no second array). The kernel adds the terms of each
+//! output in the generic loop's order, so the bits do not change — only
+//! the time.
 
 use super::{Em, R};
 use crate::ir::{Atom, Expr, Lit, Prim, Scalar, Size, Stmt, Type, VarId};
