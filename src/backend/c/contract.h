@@ -36,16 +36,11 @@ typedef double ard_vd __attribute__((vector_size(ARD_VW * 8)));
 #define ARD_A_BLOCK ((int64_t)1 << 16)
 
 
-/* The packing loops copy a few elements per row: gcc would make each
- * row's copy a call of memmove (a quarter of a softmax gradient's time). */
-#if defined(__GNUC__) && !defined(__clang__)
-#define ARD_NO_MEMCPY_CALLS __attribute__((optimize("no-tree-loop-distribute-patterns")))
-#else
-#define ARD_NO_MEMCPY_CALLS
-#endif
-
-/* B(p, j) for p < kc, j < nr into NR-wide rows, zero past nr */
-static ARD_NO_MEMCPY_CALLS void ard_pack_b(int64_t kc, int64_t nr, const double *B, int64_t sbp, int64_t sbj, double *restrict bp) {
+/* B(p, j) for p < kc, j < nr into NR-wide rows, zero past nr. A full
+ * row of contiguous B is two vector moves: gcc made the copy loop of
+ * every row a call of memmove (a quarter of a softmax gradient's
+ * profile); the strided loop below it leaves alone. */
+static void ard_pack_b(int64_t kc, int64_t nr, const double *B, int64_t sbp, int64_t sbj, double *restrict bp) {
     if (sbj == 1 && nr == ARD_NR) {
         for (int64_t p = 0; p < kc; p++) {
             ard_vd v0, v1;
@@ -59,16 +54,13 @@ static ARD_NO_MEMCPY_CALLS void ard_pack_b(int64_t kc, int64_t nr, const double 
     for (int64_t p = 0; p < kc; p++) {
         const double *row = B + p * sbp;
         int64_t c = 0;
-        if (sbj == 1)
-            for (; c < nr; c++) bp[p * ARD_NR + c] = row[c];
-        else
-            for (; c < nr; c++) bp[p * ARD_NR + c] = row[c * sbj];
+        for (; c < nr; c++) bp[p * ARD_NR + c] = row[c * sbj];
         for (; c < ARD_NR; c++) bp[p * ARD_NR + c] = 0.0;
     }
 }
 
 /* A(r, p) for r < mr, p < kc into MR-wide columns, zero past mr */
-static ARD_NO_MEMCPY_CALLS void ard_pack_a(int64_t kc, int64_t mr, const double *A, int64_t sai, int64_t sap, double *restrict ap) {
+static void ard_pack_a(int64_t kc, int64_t mr, const double *A, int64_t sai, int64_t sap, double *restrict ap) {
     for (int64_t p = 0; p < kc; p++) {
         int64_t r = 0;
         for (; r < mr; r++) ap[p * ARD_MR + r] = A[r * sai + p * sap];
