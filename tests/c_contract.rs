@@ -161,3 +161,98 @@ fn a_checked_read_keeps_the_generic_loops() {
     assert_eq!(c_err, i_err);
     assert!(c_err.contains("out of bounds"), "{c_err}");
 }
+
+/// A matrix-vector product whose results are summed again (`sum (for i.
+/// f (sum (for p. a[i, p] * x[p])))`, a loss over a layer's outputs): the
+/// kernel computes the inner sums, the summing loop reads them. Same bits
+/// as the interpreter; a failing read in the epilogue still fails with
+/// the interpreter's message.
+#[test]
+fn matrix_vector_products_summed_again_give_the_interpreters_bits() {
+    if !c_compiler_or_skip("matrix_vector_products_summed_again_give_the_interpreters_bits") {
+        return;
+    }
+    let src = "entry sq [n][k] (a: [n][k]f64) (x: [k]f64) (y: [n]f64) (o: i64) : f64 =\n  sum (for i. let r = sum (for p. a[i, p] * x[p]) - y[i] in r * r)\n\n\
+               entry tr [n][k] (a: [k][n]f64) (x: [k]f64) (y: [n]f64) (o: i64) : f64 =\n  sum (for i. tanh (sum (for p. x[p] * a[p, i])) * y[i])\n\n\
+               entry two [n][k] (a: [n][k]f64) (x: [k]f64) (y: [n]f64) (o: i64) : (f64, f64) =\n  let (u, v) = reduce (\\(a1, b1) (a2, b2) -> (a1 + a2, b1 + b2)) (0.0, 0.0) (for i. let s = sum (for p. a[i, p] * x[p]) in (s, s * y[i]))\n  in (u, v)\n\n\
+               entry bad [n][k] (a: [n][k]f64) (x: [k]f64) (y: [n]f64) (o: i64) : f64 =\n  sum (for i. sum (for p. a[i, p] * x[p]) * y[i + o])\n";
+    let prog = Program::from_source("again.ard", src).unwrap();
+    for f in &prog.module().functions {
+        let text = arden::backend::c::emit::emit_function(f, 0).unwrap();
+        if f.name != "two" {
+            assert!(text.contains("ard_contract(ctx"), "`{}` is not computed by the kernel:\n{text}", f.name);
+        }
+    }
+    let compiled = prog.compile(Backend::C).unwrap();
+    let interp = prog.compile(Backend::Interp).unwrap();
+    let mut rng = Rng(0x00a9_a170_0000_0005);
+    for (n, k) in [(0, 3), (3, 0), (1, 1), (7, 5), (13, 33), (300, 17), (5, 700), (2000, 9)] {
+        for (name, at) in [("sq", "[n][k]f64"), ("tr", "[k][n]f64"), ("two", "[n][k]f64"), ("bad", "[n][k]f64")] {
+            let args = vec![array(at, (n, k, 1), &mut rng), array("[k]f64", (n, k, 1), &mut rng), array("[n]f64", (n, k, 1), &mut rng), Value::I64(0)];
+            let (want, _) = interp.entry(name).unwrap().call_with(&args, &CallOptions::default()).unwrap();
+            for threads in [1, 2, 3] {
+                let (got, _) = compiled.entry(name).unwrap().call_with(&args, &CallOptions { threads, par_min: 0 }).unwrap();
+                assert_eq!(bits(&got), bits(&want), "`{name}` at n={n} k={k} on {threads} threads");
+            }
+        }
+    }
+    let args = vec![array("[n][k]f64", (9, 4, 1), &mut rng), array("[k]f64", (9, 4, 1), &mut rng), array("[n]f64", (9, 4, 1), &mut rng), Value::I64(1)];
+    let i_err = interp.entry("bad").unwrap().call(&args).unwrap_err().to_string();
+    assert!(i_err.contains("out of bounds"), "{i_err}");
+    for threads in [1, 2, 3] {
+        let c_err = compiled.entry("bad").unwrap().call_with(&args, &CallOptions { threads, par_min: 0 }).unwrap_err().to_string();
+        assert_eq!(c_err, i_err, "on {threads} threads");
+    }
+}
+
+/// Products inside a loop over another index (a batch): each iteration's
+/// nest is a kernel call writing its row of the result (with or without
+/// an epilogue, which then replaces the sums in place). Same bits as the
+/// interpreter at 1, 2 and 3 threads; a failing epilogue read still fails
+/// with the interpreter's message.
+#[test]
+fn batched_contractions_give_the_interpreters_bits() {
+    if !c_compiler_or_skip("batched_contractions_give_the_interpreters_bits") {
+        return;
+    }
+    let src = "entry plain [q][n][k][m] (a: [q][n][k]f64) (b: [q][k][m]f64) (c: [m]f64) (v: [k]f64) (o: i64) : [q][n][m]f64 =\n  for r. for i j. sum (for p. a[r, i, p] * b[r, p, j])\n\n\
+               entry epi [q][n][k][m] (a: [q][n][k]f64) (b: [q][k][m]f64) (c: [m]f64) (v: [k]f64) (o: i64) : [q][n][m]f64 =\n  for r. for i j. tanh (sum (for p. a[r, i, p] * b[r, p, j]) + c[j])\n\n\
+               entry shared [q][n][k][m] (a: [q][n][k]f64) (b: [q][k][m]f64) (c: [m]f64) (v: [k]f64) (o: i64) : [q][n][m]f64 =\n  for r. for i j. sum (for p. b[r, p, j] * a[r, i, p]) * c[j]\n\n\
+               entry vec [q][n][k][m] (a: [q][n][k]f64) (b: [q][k][m]f64) (c: [m]f64) (v: [k]f64) (o: i64) : [q][m]f64 =\n  for r. for j. sum (for p. v[p] * b[r, p, j]) - c[j]\n\n\
+               entry bad [q][n][k][m] (a: [q][n][k]f64) (b: [q][k][m]f64) (c: [m]f64) (v: [k]f64) (o: i64) : [q][n][m]f64 =\n  for r. for i j. sum (for p. a[r, i, p] * b[r, p, j]) * c[j + o]\n";
+    let prog = Program::from_source("batched.ard", src).unwrap();
+    for f in &prog.module().functions {
+        let text = arden::backend::c::emit::emit_function(f, 0).unwrap();
+        assert!(text.contains("ard_contract(ctx"), "`{}` is not computed by the kernel:\n{text}", f.name);
+    }
+    let compiled = prog.compile(Backend::C).unwrap();
+    let interp = prog.compile(Backend::Interp).unwrap();
+    let mut rng = Rng(0x00ba_7c4e_0000_0007);
+    let filled = |shape: Vec<usize>, rng: &mut Rng| {
+        let len = shape.iter().product();
+        Value::array(shape, ArrayData::F64((0..len).map(|_| rng.unit()).collect()))
+    };
+    let arrays = |(q, n, k, m): (usize, usize, usize, usize), rng: &mut Rng| {
+        (filled(vec![q, n, k], rng), filled(vec![q, k, m], rng), filled(vec![m], rng), filled(vec![k], rng))
+    };
+    for sizes in [(0, 2, 3, 4), (2, 0, 3, 4), (2, 3, 0, 4), (2, 3, 4, 0), (1, 1, 1, 1), (3, 7, 5, 17), (4, 13, 33, 9), (2, 40, 300, 20), (5, 1, 9, 40)] {
+        let (a, b, c, v) = arrays(sizes, &mut rng);
+        for name in ["plain", "epi", "shared", "vec"] {
+            let args = vec![a.clone(), b.clone(), c.clone(), v.clone(), Value::I64(0)];
+            let want = interp.entry(name).unwrap().call_with(&args, &CallOptions::default()).map(|(v, _)| bits(&v)).map_err(|e| e.to_string());
+            for threads in [1, 2, 3] {
+                let got =
+                    compiled.entry(name).unwrap().call_with(&args, &CallOptions { threads, par_min: 0 }).map(|(v, _)| bits(&v)).map_err(|e| e.to_string());
+                assert_eq!(got, want, "`{name}` at {sizes:?} on {threads} threads");
+            }
+        }
+    }
+    let (a, b, c, v) = arrays((3, 4, 5, 6), &mut rng);
+    let args = vec![a, b, c, v, Value::I64(1)];
+    let i_err = interp.entry("bad").unwrap().call(&args).unwrap_err().to_string();
+    assert!(i_err.contains("out of bounds"), "{i_err}");
+    for threads in [1, 2, 3] {
+        let c_err = compiled.entry("bad").unwrap().call_with(&args, &CallOptions { threads, par_min: 0 }).unwrap_err().to_string();
+        assert_eq!(c_err, i_err, "on {threads} threads");
+    }
+}

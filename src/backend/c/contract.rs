@@ -7,12 +7,17 @@
 //! ```
 //!
 //! (matrix products, matrix-vector products, either operand transposed or
-//! broadcast). The sums are computed first, all at once, by the tiled
-//! kernel of `contract.h` into a dense `[n][m]` buffer; the loop nest is
-//! then emitted as usual with the sum statement replaced by a read of that
-//! buffer, so the epilogue (a bias, an activation, anything) keeps the
-//! generic code. The kernel adds the terms of each output in the generic
-//! loop's order, so the bits do not change — only the time.
+//! broadcast; a single loop may also sum its results again: `sum (for i.
+//! f (sum (for p. A[i, p] * x[p])))`). The sums are computed first, all at
+//! once, by the tiled kernel of `contract.h` into a dense `[n][m]` buffer;
+//! the loop nest is then emitted as usual with the sum statement replaced
+//! by an unchecked IR read of that buffer, so the epilogue (a bias, an
+//! activation, anything) keeps the generic code, and a body left with no
+//! loop is polled between chunks, not at every iteration (it vectorises).
+//! An epilogue making one f64 per sum writes over the sums in the result
+//! array itself (no second array). The kernel adds the terms of each
+//! output in the generic loop's order, so the bits do not change — only
+//! the time.
 
 use super::{Em, R};
 use crate::ir::{Atom, Expr, Lit, Prim, Scalar, Size, Stmt, Type, VarId};
@@ -41,10 +46,12 @@ struct Operand {
 
 /// The nest of statement `s` when it is a contraction the kernel computes.
 pub(super) fn contraction_in(s: &Stmt, ty: &impl Fn(VarId) -> Option<Type>) -> Option<Contraction> {
-    let Expr::For { ivar, size, body } = &s.expr else { return None };
+    let (Expr::For { ivar, size, body } | Expr::ForAcc { ivar, size, body, .. }) = &s.expr else { return None };
     let first = body.stmts.first()?;
-    // two loops: the outer body is just the inner loop, stacked
+    // two loops: the outer body is just the inner loop, stacked (a summing
+    // outer loop takes a single one: a matrix-vector product reduced again)
     if let Expr::For { ivar: jv, size: jsize, body: jbody } = &first.expr
+        && matches!(s.expr, Expr::For { .. })
         && body.stmts.len() == 1
         && first.binds.len() == 1
         && body.result == [Atom::Var(first.binds[0].var)]
@@ -97,6 +104,9 @@ fn matched(i: Option<(VarId, Size)>, j: (VarId, Size), sum: &Stmt, ty: &impl Fn(
 /// Whether the nest of `s` stacks the sums unchanged (no epilogue).
 fn is_just_the_sums(s: &Stmt, sum: VarId) -> bool {
     let Expr::For { body, .. } = &s.expr else { return false };
+    if s.binds.len() != 1 {
+        return false;
+    }
     let inner = match &body.stmts[0].expr {
         Expr::For { body: inner, .. } => inner,
         _ => body,
@@ -128,9 +138,17 @@ impl Em {
         // the sums are the result: the kernel writes them there (a fresh
         // array, or the row of an enclosing `for` that it is built into)
         let direct = is_just_the_sums(s, c.sum) && !self.sum_rows.contains_key(&out.var);
-        let buf = if direct { out.var } else { self.scratch_var() };
+        // an epilogue making one f64 of the result from each sum (a bias,
+        // an activation) replaces the sums in place: no second array
+        let in_place = !direct
+            && matches!(s.expr, Expr::For { .. })
+            && s.binds.len() == 1
+            && out.ty.elem == Scalar::F64
+            && out.ty.rank() == dims.len()
+            && !self.sum_rows.contains_key(&out.var);
+        let buf = if direct || in_place { out.var } else { self.scratch_var() };
         let name = self.v(buf);
-        if direct {
+        if direct || in_place {
             if !self.view_of_dest_row(out, &name, &dim_exprs[0]) {
                 self.new_arr(&name, Scalar::F64, &dim_exprs);
             }
@@ -150,26 +168,29 @@ impl Em {
         if direct {
             return Ok(());
         }
-        self.contracted.insert(c.sum, (buf, iv, jv));
-        let r = match &s.expr {
-            Expr::For { ivar, size, body } => self.for_(s, *ivar, size, body, &vec![false; body.result.len()]),
-            _ => Err("internal: a contraction that is not a `for`".into()),
+        // the nest, its sum replaced by a read of the buffer: the generic
+        // code then sees a body with no loop (polled between chunks, not
+        // at every iteration: the epilogue can vectorise)
+        let read = Expr::Index { arr: Atom::Var(buf), idx: iv.into_iter().chain([jv]).map(Atom::Var).collect(), checks: vec![None; dims.len()] };
+        let mut nest = s.clone();
+        let body = match &mut nest.expr {
+            Expr::For { body, .. } | Expr::ForAcc { body, .. } => body,
+            _ => return Err("internal: a contraction that is not a `for`".into()),
         };
-        self.contracted.remove(&c.sum);
-        self.line(&format!("ard_release(ctx, {name}.b);"));
-        r
-    }
-
-    /// The statement binding a contracted sum: a read of its output.
-    pub(super) fn contracted_sum(&mut self, out: VarId) -> bool {
-        let Some((buf, i, j)) = self.contracted.get(&out).copied() else { return false };
-        let (o, b, j) = (self.v(out), self.v(buf), self.v(j));
-        let at = match i {
-            Some(i) => format!("{} * {b}.d[1] + {j}", self.v(i)),
-            None => j,
+        let inner = match (&mut body.stmts[0].expr, iv) {
+            (Expr::For { body: inner, .. }, Some(_)) => inner,
+            _ => body,
         };
-        self.line(&format!("{o} = ((double *){b}.p)[{at}];"));
-        true
+        inner.stmts[0].expr = read;
+        if in_place {
+            self.made_rows.insert(out.var);
+        }
+        let r = self.stmt_here(&nest, &[]);
+        self.made_rows.remove(&out.var);
+        if !in_place {
+            self.line(&format!("ard_release(ctx, {name}.b);"));
+        }
+        r.map(|_| ())
     }
 
     /// Operand `o` as a pointer to the element where the two loop indexes

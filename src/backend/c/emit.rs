@@ -305,11 +305,11 @@ struct Em {
     /// it adds each element into the accumulator (its element pointer)
     /// instead of writing a row that is added afterwards
     sum_rows: FxHashMap<VarId, String>,
+    /// a `for` whose result array is already made (a contraction's sums,
+    /// `contract.rs`, which its epilogue replaces element by element)
+    made_rows: FxHashSet<VarId>,
     /// the function's size parameters (known everywhere in it)
     size_params: FxHashSet<VarId>,
-    /// contracted sums being emitted (`contract.rs`): the sum's binder ->
-    /// the buffer holding the sums and the loop indexes `i` (if any), `j`
-    contracted: FxHashMap<VarId, (VarId, Option<VarId>, VarId)>,
     /// the next id for a variable the emitter adds (above the function's)
     next_var: u32,
     /// the variables the emitter added, in order: each is declared where
@@ -450,8 +450,8 @@ impl Em {
             borrowed: FxHashSet::default(),
             dest_rows: FxHashMap::default(),
             sum_rows: FxHashMap::default(),
+            made_rows: FxHashSet::default(),
             size_params: f.size_params.iter().map(|(_, v)| *v).collect(),
-            contracted: FxHashMap::default(),
             next_var,
             made: vec![],
             at: cstr(&format!(" in entry `{}`", f.name)),
@@ -945,13 +945,7 @@ impl Em {
 
     fn stmt_here(&mut self, s: &Stmt, dying: &[VarId]) -> R<Vec<VarId>> {
         let mut consumed = vec![];
-        if let [b] = s.binds.as_slice()
-            && self.contracted_sum(b.var)
-        {
-            return Ok(consumed);
-        }
-        // (not again for the inner loop of a nest being emitted)
-        if let Some(c) = contract::contraction_in(s, &|v| self.ty.get(&v).cloned()).filter(|c| !self.contracted.contains_key(&c.sum)) {
+        if let Some(c) = contract::contraction_in(s, &|v| self.ty.get(&v).cloned()) {
             self.contraction(s, c)?;
             return Ok(consumed);
         }
@@ -1414,7 +1408,7 @@ impl Em {
                 rows.push(Row::Summed { ptr: format!("({ptr} + ard_i)"), len: "1".into(), ty: Type::scalar(b.ty.elem), lanes: false });
                 continue;
             }
-            if !self.view_of_dest_row(b, &o, &n) {
+            if !self.made_rows.remove(&b.var) && !self.view_of_dest_row(b, &o, &n) {
                 let mut dims = vec![n.clone()];
                 dims.extend(b.ty.shape[1..].iter().map(|d| self.size(d)));
                 self.new_arr(&o, b.ty.elem, &dims);
