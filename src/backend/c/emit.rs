@@ -189,11 +189,14 @@ fn row_summed_in_place(body: &Block, v: VarId) -> bool {
 }
 
 /// Whether a block runs a loop of its own (a `for` whose body does not is
-/// not polled for the time limit, so that it stays vectorisable).
-fn has_loop(b: &Block) -> bool {
+/// not polled for the time limit, so that it stays vectorisable), leaving
+/// out the statements `skip` says are no loop in C (a contracted sum, read
+/// from the buffer the kernel filled).
+fn has_loop_but(b: &Block, skip: &dyn Fn(&Stmt) -> bool) -> bool {
     b.stmts.iter().any(|s| match &s.expr {
+        _ if skip(s) => false,
         Expr::For { .. } | Expr::ForAcc { .. } | Expr::Loop { .. } | Expr::Reduce { .. } | Expr::Scan { .. } => true,
-        e => walk::sub_blocks(e).any(has_loop),
+        e => walk::sub_blocks(e).any(|b| has_loop_but(b, skip)),
     })
 }
 
@@ -532,6 +535,14 @@ impl Em {
         let n = self.v(v);
         self.decl_named(&n, &t);
         Ok(())
+    }
+
+    /// Whether `b` runs a loop in C ([`has_loop_but`]): a contracted sum
+    /// being emitted is a read, not a loop, so the `for` around it (the
+    /// elementwise epilogue of a product: `tanh (acc[i, j] + b[j])`) is a
+    /// plain loop the C compiler vectorises, not one polled per iteration.
+    fn has_loop(&self, b: &Block) -> bool {
+        has_loop_but(b, &|s| matches!(s.binds.as_slice(), [b] if self.contracted.contains_key(&b.var)))
     }
 
     /// Stop here (an error naming the statement being emitted, a loop)
@@ -1044,7 +1055,7 @@ impl Em {
                         }
                         self.line(&format!("(void){iv};"));
                         let counter = format!("ard_k{k}");
-                        self.poll_every((!has_loop(body)).then_some(counter.as_str()));
+                        self.poll_every((!self.has_loop(body)).then_some(counter.as_str()));
                     }
                     LoopKind::While { cond } => {
                         self.open("for (;;) {");
@@ -1426,7 +1437,7 @@ impl Em {
         }
         // a body that runs no loop is not polled: the loop is strip-mined
         // (polled between chunks) unless its trip count is a small constant
-        let chunked = !has_loop(body) && size.as_const().is_none_or(|c| c > 1 << 16);
+        let chunked = !self.has_loop(body) && size.as_const().is_none_or(|c| c > 1 << 16);
         let summed = rows.iter().any(|r| matches!(r, Row::Summed { lanes: true, .. }));
         // a row an enclosing `for` sums element by element (`sum_rows`)
         // names that loop's lane: only inline code can see it
@@ -1600,7 +1611,7 @@ impl Em {
         self.line(&format!("if (ard_ci{k} > 0 && ARD_STOPPING(ctx)) {{ ard_stopped(ctx, ard_it, {at}); goto {fail}; }}"));
         self.summed_chunk_begin(k, n, rows, &format!("ard_ci{k}"), "0");
         let inner = Self::chunk_rows(k, rows);
-        let from = if Self::registers_pay(body, rows) { self.register_lanes(k, ivar, body, rows)? } else { format!("ard_lo{k}") };
+        let from = if self.registers_pay(body, rows) { self.register_lanes(k, ivar, body, rows)? } else { format!("ard_lo{k}") };
         self.open(&format!("for (int64_t ard_i = {from}; ard_i < ard_hi{k}; ard_i++) {{"));
         self.for_body(ivar, body, &inner)?;
         self.close("}");
@@ -1613,9 +1624,9 @@ impl Em {
 
     /// Whether a summing `for` keeps its lanes in registers: every summed
     /// result a scalar, and a short body without loops (copied 8 times).
-    fn registers_pay(body: &Block, rows: &[Row]) -> bool {
+    fn registers_pay(&self, body: &Block, rows: &[Row]) -> bool {
         let scalars = rows.iter().all(|r| matches!(r, Row::Summed { len, lanes: true, .. } if len == "1"));
-        scalars && !has_loop(body) && statements(body) <= 12
+        scalars && !self.has_loop(body) && statements(body) <= 12
     }
 
     /// The whole groups of 8 iterations of a chunk with each lane a local
@@ -1806,7 +1817,7 @@ impl Em {
             })
             .collect();
         let rows = rows.as_slice();
-        if has_loop(body) {
+        if self.has_loop(body) {
             self.poll();
         }
         let k = self.fresh();
@@ -2135,7 +2146,7 @@ impl Em {
             }
         }
         self.open(&format!("for (int64_t ard_i = 0; ard_i < ard_n{k}; ard_i++) {{"));
-        self.poll_every((!has_loop(&l.body)).then_some("ard_i"));
+        self.poll_every((!self.has_loop(&l.body)).then_some("ard_i"));
         let mut owned = vec![];
         for (j, a) in arrs.iter().enumerate() {
             let p = &l.params[kk + j];
