@@ -1520,12 +1520,21 @@ impl Em {
                 self.line(&format!("{ct} *ard_lnb{k}_{j} = ({ct} *){lb}.p;"));
             }
             self.line(&format!("ard_arr {pc}; {pc}.b = NULL;"));
-            self.open(&format!("if (ard_nc{k} > 1)"));
-            self.new_arr(&pc, t, &[format!("ard_nc{k} * ({len})")]);
-            self.ind -= 1;
             if len == "1" {
+                // a scalar's chunk results: on the stack up to 64 chunks
+                // (below 262,144 terms: no allocation for a short sum)
+                let pcp = format!("ard_pcp{k}_{j}");
+                self.line(&format!("{ct} ard_pcs{k}_{j}[ARD_MAX_CHUNKS1], *{pcp} = ard_pcs{k}_{j}; (void){pcp};"));
+                self.open(&format!("if (ard_nc{k} > ARD_MAX_CHUNKS1) {{"));
+                self.new_arr(&pc, t, &[format!("ard_nc{k}")]);
+                self.line(&format!("{pcp} = ({ct} *){pc}.p;"));
+                self.close("}");
                 // a scalar's sum when there is one chunk (most inner sums)
                 self.line(&format!("{ct} ard_one{k}_{j} = 0; (void)ard_one{k}_{j};"));
+            } else {
+                self.open(&format!("if (ard_nc{k} > 1)"));
+                self.new_arr(&pc, t, &[format!("ard_nc{k} * ({len})")]);
+                self.ind -= 1;
             }
         }
     }
@@ -1533,8 +1542,13 @@ impl Em {
     /// The 8 lanes at `l` combined pairwise, inline (lanes not used hold
     /// the identity, which changes no bit of the tree).
     fn tree8(ty: Scalar, l: &str) -> R<String> {
+        Self::tree8_of(ty, &|i| format!("{l}[{i}]"))
+    }
+
+    /// [`Em::tree8`] of the lanes `lane(0..8)` (C expressions).
+    fn tree8_of(ty: Scalar, lane: &dyn Fn(usize) -> String) -> R<String> {
         let add = |a: &str, b: &str| Self::op_expr(&ReduceOp::Add, ty, a, b);
-        let pair = |i: usize| add(&format!("{l}[{i}]"), &format!("{l}[{}]", i + 1));
+        let pair = |i: usize| add(&lane(i), &lane(i + 1));
         add(&add(&pair(0)?, &pair(2)?)?, &add(&pair(4)?, &pair(6)?)?)
     }
 
@@ -1561,7 +1575,7 @@ impl Em {
             if len == "1" {
                 let t8 = Self::tree8(ty, &format!("ard_ln{k}_{j}"))?;
                 // (several chunks when threads run them: each writes its own)
-                self.line(&format!("{{ const {ct} ard_r = {t8}; if (ard_nc{k} > 1) (({ct} *)ard_pc{k}_{j}.p)[{c}] = ard_r; else ard_one{k}_{j} = ard_r; }}"));
+                self.line(&format!("{{ const {ct} ard_r = {t8}; if (ard_nc{k} > 1) ard_pcp{k}_{j}[{c}] = ard_r; else ard_one{k}_{j} = ard_r; }}"));
                 continue;
             }
             self.line(&format!("ard_tree_add_{}(ard_ln{k}_{j}, ard_u{k}, {len});", io_field(ty)));
@@ -1580,7 +1594,11 @@ impl Em {
             self.open("{");
             let first = if len == "1" { format!("&ard_one{k}_{j}") } else { format!("ard_lnb{k}_{j}") };
             self.line(&format!("const {ct} *ard_src = {first};"));
-            self.line(&format!("if (ard_nc{k} > 1) {{ ard_tree_add_{}(({ct} *){pc}.p, ard_nc{k}, {len}); ard_src = ({ct} *){pc}.p; }}", io_field(ty)));
+            if len == "1" {
+                self.line(&format!("if (ard_nc{k} > 1) ard_one{k}_{j} = ard_tree1_add_{}(ard_pcp{k}_{j}, ard_nc{k});", io_field(ty)));
+            } else {
+                self.line(&format!("if (ard_nc{k} > 1) {{ ard_tree_add_{}(({ct} *){pc}.p, ard_nc{k}, {len}); ard_src = ({ct} *){pc}.p; }}", io_field(ty)));
+            }
             self.line(&format!("if (ard_nc{k} > 0) for (int64_t ard_e = 0; ard_e < ({len}); ard_e++) {ptr}[ard_e] = {sum};"));
             self.close("}");
             self.line(&format!("if ({pc}.b) ard_release(ctx, {pc}.b);"));
@@ -1609,15 +1627,78 @@ impl Em {
         let (fail, at) = (self.fail.clone(), self.at.clone());
         self.open(&format!("for (int64_t ard_ci{k} = 0; ard_ci{k} < ard_nc{k}; ard_ci{k}++) {{"));
         self.line(&format!("if (ard_ci{k} > 0 && ARD_STOPPING(ctx)) {{ ard_stopped(ctx, ard_it, {at}); goto {fail}; }}"));
-        self.summed_chunk_begin(k, n, rows, &format!("ard_ci{k}"), "0");
-        let inner = Self::chunk_rows(k, rows);
-        let from = if self.registers_pay(body, rows) { self.register_lanes(k, ivar, body, rows)? } else { format!("ard_lo{k}") };
-        self.open(&format!("for (int64_t ard_i = {from}; ard_i < ard_hi{k}; ard_i++) {{"));
-        self.for_body(ivar, body, &inner)?;
-        self.close("}");
-        self.summed_chunk_end(k, rows, &format!("ard_ci{k}"))?;
+        if self.registers_pay(body, rows) {
+            self.register_chunk(k, n, ivar, body, rows)?;
+        } else {
+            self.summed_chunk_begin(k, n, rows, &format!("ard_ci{k}"), "0");
+            let inner = Self::chunk_rows(k, rows);
+            if self.lanes_vectorise(body, rows) {
+                self.lane_loop(&format!("ard_lo{k}"), &format!("ard_hi{k}"), &inner, |em, rows| em.for_body(ivar, body, rows))?;
+            } else {
+                self.open(&format!("for (int64_t ard_i = ard_lo{k}; ard_i < ard_hi{k}; ard_i++) {{"));
+                self.for_body(ivar, body, &inner)?;
+                self.close("}");
+            }
+            self.summed_chunk_end(k, rows, &format!("ard_ci{k}"))?;
+        }
         self.close("}");
         self.summed_finish(k, rows, "1")?;
+        self.close("}");
+        Ok(())
+    }
+
+    /// Whether the iterations of a summing `for` run in [`Em::lane_loop`]
+    /// form: every summed result a scalar, a body without loops (that the
+    /// C compiler can vectorise).
+    fn lanes_vectorise(&self, body: &Block, rows: &[Row]) -> bool {
+        let scalars = rows.iter().all(|r| !matches!(r, Row::Summed { len, .. } if len != "1"));
+        scalars && rows.iter().any(|r| matches!(r, Row::Summed { lanes: true, .. })) && !self.has_loop(body)
+    }
+
+    /// Iterations `lo..hi` (`lo` a multiple of 8, as chunks start) of a
+    /// `for` whose summed scalars add into lanes (`Row::Summed` with
+    /// `lanes`: 8 elements at `ptr`), in the form gcc vectorises: the
+    /// lanes copied into a local array, whole groups of 8 iterations as a
+    /// loop over the lane `l` (iteration `g + l` adds into lane `l`, so
+    /// each lane still adds its terms in order: the same bits), then the
+    /// last iterations, then the lanes stored back. `emit` writes an
+    /// iteration's body for the rows given (its index is `ard_i`). The
+    /// form `ptr[i % 8] += t` (a store to memory lanes per term) kept gcc
+    /// from vectorising the lane loop of `sum (for i. exp (x[i] - m))`.
+    fn lane_loop(&mut self, lo: &str, hi: &str, rows: &[Row], mut emit: impl FnMut(&mut Self, &[Row]) -> R<()>) -> R<()> {
+        let k = self.fresh();
+        self.open("{");
+        for (j, ptr, _, ty) in Self::lane_rows(rows) {
+            self.line(&format!("{} ard_L{k}_{j}[ARD_LANES]; memcpy(ard_L{k}_{j}, {ptr}, sizeof ard_L{k}_{j});", ctype(ty)));
+        }
+        let lanes = |lane: Option<&str>| -> Vec<Row> {
+            rows.iter()
+                .enumerate()
+                .map(|(j, r)| match (r, lane) {
+                    (Row::Summed { len, ty, lanes: true, .. }, Some(l)) => {
+                        Row::Summed { ptr: format!("(ard_L{k}_{j} + {l})"), len: len.clone(), ty: ty.clone(), lanes: false }
+                    }
+                    (Row::Summed { len, ty, lanes: true, .. }, None) => {
+                        Row::Summed { ptr: format!("ard_L{k}_{j}"), len: len.clone(), ty: ty.clone(), lanes: true }
+                    }
+                    (r, _) => r.clone(),
+                })
+                .collect()
+        };
+        let (g, l) = (format!("ard_g{k}"), format!("ard_l{k}"));
+        self.line(&format!("int64_t {g} = {lo};"));
+        self.open(&format!("for (; {g} + ARD_LANES <= {hi}; {g} += ARD_LANES) {{"));
+        self.open(&format!("for (int64_t {l} = 0; {l} < ARD_LANES; {l}++) {{"));
+        self.line(&format!("const int64_t ard_i = {g} + {l};"));
+        emit(self, &lanes(Some(&l)))?;
+        self.close("}");
+        self.close("}");
+        self.open(&format!("for (int64_t ard_i = {g}; ard_i < {hi}; ard_i++) {{"));
+        emit(self, &lanes(None))?;
+        self.close("}");
+        for (j, ptr, _, _) in Self::lane_rows(rows) {
+            self.line(&format!("memcpy({ptr}, ard_L{k}_{j}, sizeof ard_L{k}_{j});"));
+        }
         self.close("}");
         Ok(())
     }
@@ -1629,40 +1710,77 @@ impl Em {
         scalars && !self.has_loop(body) && statements(body) <= 12
     }
 
-    /// The whole groups of 8 iterations of a chunk with each lane a local
-    /// (a register: lanes in memory made an inner 8-term sum 3x slower),
-    /// the body copied once per lane; the lanes are stored back for the
-    /// remaining iterations. Each lane still adds its terms in order.
-    /// Returns the first iteration left.
-    fn register_lanes(&mut self, k: usize, ivar: VarId, body: &Block, rows: &[Row]) -> R<String> {
+    /// Chunk `ard_ci{k}` of a summing `for` (every result a summed scalar,
+    /// a short body without loops) with each lane a local (a register:
+    /// lanes in memory made an inner 8-term sum 3x slower) and the body
+    /// copied once per lane for the whole groups of 8 iterations; only a
+    /// last group of fewer (the end of the last chunk) goes through lanes
+    /// in memory. Each lane still adds its terms in order; the lanes' tree
+    /// is the chunk's result. A short sum (16 terms: two chunks of 8) pays
+    /// no memory lanes, no fill and no tree from memory.
+    fn register_chunk(&mut self, k: usize, n: &str, ivar: VarId, body: &Block, rows: &[Row]) -> R<()> {
+        let c = format!("ard_ci{k}");
+        self.line(&format!("const int64_t ard_lo{k} = {c} * ard_cl{k}, ard_hi{k} = {n} - ard_lo{k} > ard_cl{k} ? ard_lo{k} + ard_cl{k} : {n};"));
         let lanes = Self::lane_rows(rows);
+        let reg = |j: usize, l: usize| format!("ard_a{k}_{j}_{l}");
         for (j, _, _, ty) in &lanes {
             let id = if ty.is_float() { "-0.0" } else { "0" };
-            let decl: Vec<String> = (0..8).map(|l| format!("ard_a{k}_{j}_{l} = {id}")).collect();
+            let decl: Vec<String> = (0..8).map(|l| format!("{} = {id}", reg(*j, l))).collect();
             self.line(&format!("{} {};", ctype(*ty), decl.join(", ")));
         }
         let g = format!("ard_g{k}");
         self.line(&format!("int64_t {g} = ard_lo{k};"));
-        self.open(&format!("for (; {g} + ARD_LANES <= ard_hi{k}; {g} += ARD_LANES) {{"));
-        for l in 0..8 {
-            let lane_rows: Vec<Row> = rows
-                .iter()
-                .enumerate()
-                .map(|(j, r)| match r {
-                    Row::Summed { ty, .. } => Row::Summed { ptr: format!("(&ard_a{k}_{j}_{l})"), len: "1".into(), ty: ty.clone(), lanes: false },
-                    r => r.clone(),
-                })
-                .collect();
-            self.open(&format!("{{ const int64_t ard_i = {g} + {l};"));
-            self.for_body(ivar, body, &lane_rows)?;
-            self.close("}");
+        // chunks of 8 terms (sums of at most 512) hold at most one whole
+        // group: straight-line code there, which gcc keeps in vector
+        // registers (a loop of one trip made k-means' cost 1.5x slower)
+        for short in [true, false] {
+            if short {
+                self.open(&format!("if (ard_cl{k} == ARD_LANES) {{"));
+                self.open(&format!("if ({g} + ARD_LANES <= ard_hi{k}) {{"));
+            } else {
+                self.open(&format!("for (; {g} + ARD_LANES <= ard_hi{k}; {g} += ARD_LANES) {{"));
+            }
+            for l in 0..8 {
+                let lane_rows: Vec<Row> = rows
+                    .iter()
+                    .enumerate()
+                    .map(|(j, r)| match r {
+                        Row::Summed { ty, .. } => Row::Summed { ptr: format!("(&{})", reg(j, l)), len: "1".into(), ty: ty.clone(), lanes: false },
+                        r => r.clone(),
+                    })
+                    .collect();
+                self.open(&format!("{{ const int64_t ard_i = {g} + {l};"));
+                self.for_body(ivar, body, &lane_rows)?;
+                self.close("}");
+            }
+            if short {
+                self.line(&format!("{g} += ARD_LANES;"));
+                self.close("}");
+                self.close("} else {");
+                self.ind += 1;
+            } else {
+                self.close("}");
+                self.close("}");
+            }
         }
+        self.open(&format!("if ({g} < ard_hi{k}) {{"));
+        for (j, _, _, ty) in &lanes {
+            let regs: Vec<String> = (0..8).map(|l| reg(*j, l)).collect();
+            self.line(&format!("{} ard_ln{k}_{j}[ARD_LANES] = {{{}}};", ctype(*ty), regs.join(", ")));
+        }
+        self.open(&format!("for (int64_t ard_i = {g}; ard_i < ard_hi{k}; ard_i++) {{"));
+        self.for_body(ivar, body, &Self::chunk_rows(k, rows))?;
         self.close("}");
         for (j, _, _, _) in &lanes {
-            let stores: Vec<String> = (0..8).map(|l| format!("ard_ln{k}_{j}[{l}] = ard_a{k}_{j}_{l};")).collect();
-            self.line(&stores.join(" "));
+            let loads: Vec<String> = (0..8).map(|l| format!("{} = ard_ln{k}_{j}[{l}];", reg(*j, l))).collect();
+            self.line(&loads.join(" "));
         }
-        Ok(g)
+        self.close("}");
+        for (j, _, _, ty) in &lanes {
+            let t8 = Self::tree8_of(*ty, &|l| reg(*j, l))?;
+            self.line(&format!("{{ const {} ard_r = {t8}; if (ard_nc{k} > 1) ard_pcp{k}_{j}[{c}] = ard_r; else ard_one{k}_{j} = ard_r; }}", ctype(*ty)));
+        }
+        Ok(())
     }
 
     /// An outermost summing `for` whose body is the function `fname`: its
@@ -1741,12 +1859,18 @@ impl Em {
                 }
             }
         }
-        // each thread polls between its chunks
-        let res = self.polled_loop("ard_i", "ard_lo", "ard_hi", "(ard_par ? CHUNK : ard_it0)", chunked, |em| {
+        let iteration = |em: &mut Self, rows: &[Row]| {
             em.line("if (ard_par && ard_failed_before(ctx, ard_i)) return 0;");
             em.line("const int64_t ard_it = ard_par ? ard_i : ard_it0; (void)ard_it;");
-            em.for_body(ivar, body, &inner)
-        });
+            em.for_body(ivar, body, rows)
+        };
+        // each thread polls between its chunks; a summing body is called
+        // per chunk of the fixed order (`lo` a multiple of 8)
+        let res = if !chunked && self.lanes_vectorise(body, &inner) {
+            self.lane_loop("ard_lo", "ard_hi", &inner, iteration)
+        } else {
+            self.polled_loop("ard_i", "ard_lo", "ard_hi", "(ard_par ? CHUNK : ard_it0)", chunked, |em| iteration(em, &inner))
+        };
         self.line("return 0;");
         let text = without_failed_check_unless_failing(std::mem::replace(&mut self.out, saved_out));
         self.ind = saved_ind;
