@@ -339,6 +339,12 @@ enum Row {
     Summed { ptr: String, len: String, ty: Type, lanes: bool },
 }
 
+/// The largest body (IR statements) a summing `for` emits in the
+/// vectorisable lane form, which has two copies of it (whole groups of 8,
+/// then the rest): longer bodies (reverse mode's) are seldom vectorised
+/// by the C compiler, and would double its time.
+const LANE_LOOP_STATEMENTS: usize = 256;
+
 /// Default for `ARDEN_C_MAX_STATEMENTS`: C compilers take superlinear time
 /// (and gcc can crash) on one huge function; the largest example program
 /// has a few thousand statements.
@@ -1649,10 +1655,11 @@ impl Em {
 
     /// Whether the iterations of a summing `for` run in [`Em::lane_loop`]
     /// form: every summed result a scalar, a body without loops (that the
-    /// C compiler can vectorise).
+    /// C compiler can vectorise) and of at most [`LANE_LOOP_STATEMENTS`]
+    /// (the form emits it twice).
     fn lanes_vectorise(&self, body: &Block, rows: &[Row]) -> bool {
         let scalars = rows.iter().all(|r| !matches!(r, Row::Summed { len, .. } if len != "1"));
-        scalars && rows.iter().any(|r| matches!(r, Row::Summed { lanes: true, .. })) && !self.has_loop(body)
+        scalars && rows.iter().any(|r| matches!(r, Row::Summed { lanes: true, .. })) && !self.has_loop(body) && statements(body) <= LANE_LOOP_STATEMENTS
     }
 
     /// Iterations `lo..hi` (`lo` a multiple of 8, as chunks start) of a
