@@ -541,3 +541,70 @@ fn short_outer_loops_agree() {
         }
     }
 }
+
+/// The text from the innermost `for (` before the first `marker` in `c` to
+/// that marker: the head and body of the loop computing it.
+fn loop_around<'a>(c: &'a str, marker: &str) -> &'a str {
+    let at = c.find(marker).unwrap_or_else(|| panic!("no {marker} in\n{c}"));
+    let start = c[..at].rfind("for (").unwrap_or_else(|| panic!("no loop around {marker} in\n{c}"));
+    &c[start..at]
+}
+
+/// The elementwise epilogue of a contracted product (`tanh` of the sums
+/// plus a bias: a two-layer network's hidden layer) is a plain counted
+/// loop the C compiler vectorises: the sum inside it is a read of the
+/// kernel's buffer, not a loop, so no stop check runs per element (before,
+/// every element polled the stop flag, an early exit, and the loop ran
+/// scalar: 90% of the network's loss). The interpreter's bits at every
+/// thread count.
+#[test]
+fn contraction_epilogues_are_plain_loops() {
+    let src = "entry f [n][k][m] (a: [n][k]f64) (b: [m][k]f64) (c: [m]f64) : [n][m]f64 =\n  \
+               for i j. tanh (sum (for p. a[i, p] * b[j, p]) + c[j])\n";
+    let prog = Program::from_source("epilogue.ard", src).unwrap();
+    let c = arden::backend::c::emit::emit_function(prog.entry("f").unwrap().function(), 0).unwrap();
+    let body = loop_around(&c, "ard_vm_tanh(");
+    assert!(!body.contains("ARD_STOPPING"), "a stop check in the epilogue's loop:\n{body}");
+    let Some((compiled, interp)) = c_and_interp("epilogue.ard", src) else { return };
+    let (n, k, m) = (37usize, 19usize, 23usize);
+    let mat = |r: usize, c: usize, s: f64| Value::array(vec![r, c], ArrayData::F64((0..r * c).map(|i| ((i as f64) * s).sin()).collect()));
+    let args = [mat(n, k, 0.37), mat(m, k, 0.11), Value::array(vec![m], ArrayData::F64((0..m).map(|i| i as f64 / 7.0 - 1.0).collect()))];
+    let (want, _) = interp.entry("f").unwrap().call_with(&args, &CallOptions::default()).unwrap();
+    for opts in common::thread_options() {
+        let (got, _) = compiled.entry("f").unwrap().call_with(&args, &opts).unwrap();
+        assert!(same(&got, &want), "at {} threads: {} vs {}", opts.threads, got.to_json(), want.to_json());
+    }
+}
+
+/// Sums of every length up to 70 terms and at the edges of the chunk
+/// lengths (8 terms a chunk up to 512, 4096 from 262,144), where the C
+/// backend takes different paths: an outermost sum whose lanes are a local
+/// array the lane loop vectorises, short inner sums with lanes in
+/// registers and the chunks' results on the stack, a long inner body
+/// (not copied per lane), a sum beside a stacked result. The
+/// interpreter's bits at every thread count.
+#[test]
+fn sums_of_every_length_agree() {
+    let src = "entry outer [n] (x: [n]f64) : f64 = sum (for i. exp (x[i] - 0.5))\n\
+               entry inner [m][n] (x: [m][n]f64) : [m]f64 = for r. sum (for i. (x[r, i] - 0.25) * x[r, i])\n\
+               entry inner_long [m][n] (x: [m][n]f64) : [m]f64 =\n  \
+                 for r. sum (for i. let y = x[r, i] - 0.25 in exp y * y + log1p (y * y) - sin y * cos y + tanh y * (y - 1.0) / (y + 4.0))\n\
+               entry beside [n] (x: [n]f64) : ([n]f64, f64) = (for i. exp x[i], sum (for i. x[i] * x[i]))\n\
+               entry both [n] (x: [n]f64) : f64 = sum (for i. x[i] * 3.0) + sum (for i. 1.0 / (x[i] + 9.0))\n";
+    let Some((compiled, interp)) = c_and_interp("sum_lengths.ard", src) else { return };
+    let term = |i: usize| ((i as f64) * 0.7).sin() * [1.0, 1e3, 1e-3, 1e6][i % 4] / 1e6 + ((i * 7 % 11) as f64 - 5.0) * 0.4;
+    let vec = |n: usize| Value::array(vec![n], ArrayData::F64((0..n).map(term).collect()));
+    let lengths: Vec<usize> = (0..=70).chain([511, 512, 513, 4095, 4097, 262_143, 262_145, 300_001]).collect();
+    for n in lengths {
+        let rows = if n > 5000 { 1 } else { 3 };
+        let mat = Value::array(vec![rows, n], ArrayData::F64((0..rows * n).map(term).collect()));
+        for (e, arg) in [("outer", vec(n)), ("inner", mat.clone()), ("inner_long", mat), ("beside", vec(n)), ("both", vec(n))] {
+            let args = [arg];
+            let (want, _) = interp.entry(e).unwrap().call_with(&args, &CallOptions::default()).unwrap();
+            for opts in common::thread_options() {
+                let (got, _) = compiled.entry(e).unwrap().call_with(&args, &opts).unwrap();
+                assert!(same(&got, &want), "{e}, n = {n}, {} threads: {} vs {}", opts.threads, got.to_json(), want.to_json());
+            }
+        }
+    }
+}

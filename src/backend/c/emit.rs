@@ -189,11 +189,14 @@ fn row_summed_in_place(body: &Block, v: VarId) -> bool {
 }
 
 /// Whether a block runs a loop of its own (a `for` whose body does not is
-/// not polled for the time limit, so that it stays vectorisable).
-fn has_loop(b: &Block) -> bool {
+/// not polled for the time limit, so that it stays vectorisable), leaving
+/// out the statements `skip` says are no loop in C (a contracted sum, read
+/// from the buffer the kernel filled).
+fn has_loop_but(b: &Block, skip: &dyn Fn(&Stmt) -> bool) -> bool {
     b.stmts.iter().any(|s| match &s.expr {
+        _ if skip(s) => false,
         Expr::For { .. } | Expr::ForAcc { .. } | Expr::Loop { .. } | Expr::Reduce { .. } | Expr::Scan { .. } => true,
-        e => walk::sub_blocks(e).any(has_loop),
+        e => walk::sub_blocks(e).any(|b| has_loop_but(b, skip)),
     })
 }
 
@@ -335,6 +338,12 @@ enum Row {
     /// iteration adds into `ptr` itself (a row an enclosing sum adds up)
     Summed { ptr: String, len: String, ty: Type, lanes: bool },
 }
+
+/// The largest body (IR statements) a summing `for` emits in the
+/// vectorisable lane form, which has two copies of it (whole groups of 8,
+/// then the rest): longer bodies (reverse mode's) are seldom vectorised
+/// by the C compiler, and would double its time.
+const LANE_LOOP_STATEMENTS: usize = 256;
 
 /// Default for `ARDEN_C_MAX_STATEMENTS`: C compilers take superlinear time
 /// (and gcc can crash) on one huge function; the largest example program
@@ -532,6 +541,14 @@ impl Em {
         let n = self.v(v);
         self.decl_named(&n, &t);
         Ok(())
+    }
+
+    /// Whether `b` runs a loop in C ([`has_loop_but`]): a contracted sum
+    /// being emitted is a read, not a loop, so the `for` around it (the
+    /// elementwise epilogue of a product: `tanh (acc[i, j] + b[j])`) is a
+    /// plain loop the C compiler vectorises, not one polled per iteration.
+    fn has_loop(&self, b: &Block) -> bool {
+        has_loop_but(b, &|s| matches!(s.binds.as_slice(), [b] if self.contracted.contains_key(&b.var)))
     }
 
     /// Stop here (an error naming the statement being emitted, a loop)
@@ -1038,7 +1055,7 @@ impl Em {
                         }
                         self.line(&format!("(void){iv};"));
                         let counter = format!("ard_k{k}");
-                        self.poll_every((!has_loop(body)).then_some(counter.as_str()));
+                        self.poll_every((!self.has_loop(body)).then_some(counter.as_str()));
                     }
                     LoopKind::While { cond } => {
                         self.open("for (;;) {");
@@ -1420,7 +1437,7 @@ impl Em {
         }
         // a body that runs no loop is not polled: the loop is strip-mined
         // (polled between chunks) unless its trip count is a small constant
-        let chunked = !has_loop(body) && size.as_const().is_none_or(|c| c > 1 << 16);
+        let chunked = !self.has_loop(body) && size.as_const().is_none_or(|c| c > 1 << 16);
         let summed = rows.iter().any(|r| matches!(r, Row::Summed { lanes: true, .. }));
         // a row an enclosing `for` sums element by element (`sum_rows`)
         // names that loop's lane: only inline code can see it
@@ -1503,12 +1520,21 @@ impl Em {
                 self.line(&format!("{ct} *ard_lnb{k}_{j} = ({ct} *){lb}.p;"));
             }
             self.line(&format!("ard_arr {pc}; {pc}.b = NULL;"));
-            self.open(&format!("if (ard_nc{k} > 1)"));
-            self.new_arr(&pc, t, &[format!("ard_nc{k} * ({len})")]);
-            self.ind -= 1;
             if len == "1" {
+                // a scalar's chunk results: on the stack up to 64 chunks
+                // (below 262,144 terms: no allocation for a short sum)
+                let pcp = format!("ard_pcp{k}_{j}");
+                self.line(&format!("{ct} ard_pcs{k}_{j}[ARD_MAX_CHUNKS1], *{pcp} = ard_pcs{k}_{j}; (void){pcp};"));
+                self.open(&format!("if (ard_nc{k} > ARD_MAX_CHUNKS1) {{"));
+                self.new_arr(&pc, t, &[format!("ard_nc{k}")]);
+                self.line(&format!("{pcp} = ({ct} *){pc}.p;"));
+                self.close("}");
                 // a scalar's sum when there is one chunk (most inner sums)
                 self.line(&format!("{ct} ard_one{k}_{j} = 0; (void)ard_one{k}_{j};"));
+            } else {
+                self.open(&format!("if (ard_nc{k} > 1)"));
+                self.new_arr(&pc, t, &[format!("ard_nc{k} * ({len})")]);
+                self.ind -= 1;
             }
         }
     }
@@ -1516,8 +1542,13 @@ impl Em {
     /// The 8 lanes at `l` combined pairwise, inline (lanes not used hold
     /// the identity, which changes no bit of the tree).
     fn tree8(ty: Scalar, l: &str) -> R<String> {
+        Self::tree8_of(ty, &|i| format!("{l}[{i}]"))
+    }
+
+    /// [`Em::tree8`] of the lanes `lane(0..8)` (C expressions).
+    fn tree8_of(ty: Scalar, lane: &dyn Fn(usize) -> String) -> R<String> {
         let add = |a: &str, b: &str| Self::op_expr(&ReduceOp::Add, ty, a, b);
-        let pair = |i: usize| add(&format!("{l}[{i}]"), &format!("{l}[{}]", i + 1));
+        let pair = |i: usize| add(&lane(i), &lane(i + 1));
         add(&add(&pair(0)?, &pair(2)?)?, &add(&pair(4)?, &pair(6)?)?)
     }
 
@@ -1544,7 +1575,7 @@ impl Em {
             if len == "1" {
                 let t8 = Self::tree8(ty, &format!("ard_ln{k}_{j}"))?;
                 // (several chunks when threads run them: each writes its own)
-                self.line(&format!("{{ const {ct} ard_r = {t8}; if (ard_nc{k} > 1) (({ct} *)ard_pc{k}_{j}.p)[{c}] = ard_r; else ard_one{k}_{j} = ard_r; }}"));
+                self.line(&format!("{{ const {ct} ard_r = {t8}; if (ard_nc{k} > 1) ard_pcp{k}_{j}[{c}] = ard_r; else ard_one{k}_{j} = ard_r; }}"));
                 continue;
             }
             self.line(&format!("ard_tree_add_{}(ard_ln{k}_{j}, ard_u{k}, {len});", io_field(ty)));
@@ -1563,7 +1594,11 @@ impl Em {
             self.open("{");
             let first = if len == "1" { format!("&ard_one{k}_{j}") } else { format!("ard_lnb{k}_{j}") };
             self.line(&format!("const {ct} *ard_src = {first};"));
-            self.line(&format!("if (ard_nc{k} > 1) {{ ard_tree_add_{}(({ct} *){pc}.p, ard_nc{k}, {len}); ard_src = ({ct} *){pc}.p; }}", io_field(ty)));
+            if len == "1" {
+                self.line(&format!("if (ard_nc{k} > 1) ard_one{k}_{j} = ard_tree1_add_{}(ard_pcp{k}_{j}, ard_nc{k});", io_field(ty)));
+            } else {
+                self.line(&format!("if (ard_nc{k} > 1) {{ ard_tree_add_{}(({ct} *){pc}.p, ard_nc{k}, {len}); ard_src = ({ct} *){pc}.p; }}", io_field(ty)));
+            }
             self.line(&format!("if (ard_nc{k} > 0) for (int64_t ard_e = 0; ard_e < ({len}); ard_e++) {ptr}[ard_e] = {sum};"));
             self.close("}");
             self.line(&format!("if ({pc}.b) ard_release(ctx, {pc}.b);"));
@@ -1592,60 +1627,161 @@ impl Em {
         let (fail, at) = (self.fail.clone(), self.at.clone());
         self.open(&format!("for (int64_t ard_ci{k} = 0; ard_ci{k} < ard_nc{k}; ard_ci{k}++) {{"));
         self.line(&format!("if (ard_ci{k} > 0 && ARD_STOPPING(ctx)) {{ ard_stopped(ctx, ard_it, {at}); goto {fail}; }}"));
-        self.summed_chunk_begin(k, n, rows, &format!("ard_ci{k}"), "0");
-        let inner = Self::chunk_rows(k, rows);
-        let from = if Self::registers_pay(body, rows) { self.register_lanes(k, ivar, body, rows)? } else { format!("ard_lo{k}") };
-        self.open(&format!("for (int64_t ard_i = {from}; ard_i < ard_hi{k}; ard_i++) {{"));
-        self.for_body(ivar, body, &inner)?;
-        self.close("}");
-        self.summed_chunk_end(k, rows, &format!("ard_ci{k}"))?;
+        if self.registers_pay(body, rows) {
+            self.register_chunk(k, n, ivar, body, rows)?;
+        } else {
+            self.summed_chunk_begin(k, n, rows, &format!("ard_ci{k}"), "0");
+            let inner = Self::chunk_rows(k, rows);
+            if self.lanes_vectorise(body, rows) {
+                self.lane_loop(&format!("ard_lo{k}"), &format!("ard_hi{k}"), &inner, |em, rows| em.for_body(ivar, body, rows))?;
+            } else {
+                self.open(&format!("for (int64_t ard_i = ard_lo{k}; ard_i < ard_hi{k}; ard_i++) {{"));
+                self.for_body(ivar, body, &inner)?;
+                self.close("}");
+            }
+            self.summed_chunk_end(k, rows, &format!("ard_ci{k}"))?;
+        }
         self.close("}");
         self.summed_finish(k, rows, "1")?;
         self.close("}");
         Ok(())
     }
 
-    /// Whether a summing `for` keeps its lanes in registers: every summed
-    /// result a scalar, and a short body without loops (copied 8 times).
-    fn registers_pay(body: &Block, rows: &[Row]) -> bool {
-        let scalars = rows.iter().all(|r| matches!(r, Row::Summed { len, lanes: true, .. } if len == "1"));
-        scalars && !has_loop(body) && statements(body) <= 12
+    /// Whether the iterations of a summing `for` run in [`Em::lane_loop`]
+    /// form: every summed result a scalar, a body without loops (that the
+    /// C compiler can vectorise) and of at most [`LANE_LOOP_STATEMENTS`]
+    /// (the form emits it twice).
+    fn lanes_vectorise(&self, body: &Block, rows: &[Row]) -> bool {
+        let scalars = rows.iter().all(|r| !matches!(r, Row::Summed { len, .. } if len != "1"));
+        scalars && rows.iter().any(|r| matches!(r, Row::Summed { lanes: true, .. })) && !self.has_loop(body) && statements(body) <= LANE_LOOP_STATEMENTS
     }
 
-    /// The whole groups of 8 iterations of a chunk with each lane a local
-    /// (a register: lanes in memory made an inner 8-term sum 3x slower),
-    /// the body copied once per lane; the lanes are stored back for the
-    /// remaining iterations. Each lane still adds its terms in order.
-    /// Returns the first iteration left.
-    fn register_lanes(&mut self, k: usize, ivar: VarId, body: &Block, rows: &[Row]) -> R<String> {
+    /// Iterations `lo..hi` (`lo` a multiple of 8, as chunks start) of a
+    /// `for` whose summed scalars add into lanes (`Row::Summed` with
+    /// `lanes`: 8 elements at `ptr`), in the form gcc vectorises: the
+    /// lanes copied into a local array, whole groups of 8 iterations as a
+    /// loop over the lane `l` (iteration `g + l` adds into lane `l`, so
+    /// each lane still adds its terms in order: the same bits), then the
+    /// last iterations, then the lanes stored back. `emit` writes an
+    /// iteration's body for the rows given (its index is `ard_i`). The
+    /// form `ptr[i % 8] += t` (a store to memory lanes per term) kept gcc
+    /// from vectorising the lane loop of `sum (for i. exp (x[i] - m))`.
+    fn lane_loop(&mut self, lo: &str, hi: &str, rows: &[Row], mut emit: impl FnMut(&mut Self, &[Row]) -> R<()>) -> R<()> {
+        let k = self.fresh();
+        self.open("{");
+        for (j, ptr, _, ty) in Self::lane_rows(rows) {
+            self.line(&format!("{} ard_L{k}_{j}[ARD_LANES]; memcpy(ard_L{k}_{j}, {ptr}, sizeof ard_L{k}_{j});", ctype(ty)));
+        }
+        let lanes = |lane: Option<&str>| -> Vec<Row> {
+            rows.iter()
+                .enumerate()
+                .map(|(j, r)| match (r, lane) {
+                    (Row::Summed { len, ty, lanes: true, .. }, Some(l)) => {
+                        Row::Summed { ptr: format!("(ard_L{k}_{j} + {l})"), len: len.clone(), ty: ty.clone(), lanes: false }
+                    }
+                    (Row::Summed { len, ty, lanes: true, .. }, None) => {
+                        Row::Summed { ptr: format!("ard_L{k}_{j}"), len: len.clone(), ty: ty.clone(), lanes: true }
+                    }
+                    (r, _) => r.clone(),
+                })
+                .collect()
+        };
+        let (g, l) = (format!("ard_g{k}"), format!("ard_l{k}"));
+        self.line(&format!("int64_t {g} = {lo};"));
+        self.open(&format!("for (; {g} + ARD_LANES <= {hi}; {g} += ARD_LANES) {{"));
+        self.open(&format!("for (int64_t {l} = 0; {l} < ARD_LANES; {l}++) {{"));
+        self.line(&format!("const int64_t ard_i = {g} + {l};"));
+        emit(self, &lanes(Some(&l)))?;
+        self.close("}");
+        self.close("}");
+        self.open(&format!("for (int64_t ard_i = {g}; ard_i < {hi}; ard_i++) {{"));
+        emit(self, &lanes(None))?;
+        self.close("}");
+        for (j, ptr, _, _) in Self::lane_rows(rows) {
+            self.line(&format!("memcpy({ptr}, ard_L{k}_{j}, sizeof ard_L{k}_{j});"));
+        }
+        self.close("}");
+        Ok(())
+    }
+
+    /// Whether a summing `for` keeps its lanes in registers: every summed
+    /// result a scalar, and a short body without loops (copied 8 times).
+    fn registers_pay(&self, body: &Block, rows: &[Row]) -> bool {
+        let scalars = rows.iter().all(|r| matches!(r, Row::Summed { len, lanes: true, .. } if len == "1"));
+        scalars && !self.has_loop(body) && statements(body) <= 12
+    }
+
+    /// Chunk `ard_ci{k}` of a summing `for` (every result a summed scalar,
+    /// a short body without loops) with each lane a local (a register:
+    /// lanes in memory made an inner 8-term sum 3x slower) and the body
+    /// copied once per lane for the whole groups of 8 iterations; only a
+    /// last group of fewer (the end of the last chunk) goes through lanes
+    /// in memory. Each lane still adds its terms in order; the lanes' tree
+    /// is the chunk's result. A short sum (16 terms: two chunks of 8) pays
+    /// no memory lanes, no fill and no tree from memory.
+    fn register_chunk(&mut self, k: usize, n: &str, ivar: VarId, body: &Block, rows: &[Row]) -> R<()> {
+        let c = format!("ard_ci{k}");
+        self.line(&format!("const int64_t ard_lo{k} = {c} * ard_cl{k}, ard_hi{k} = {n} - ard_lo{k} > ard_cl{k} ? ard_lo{k} + ard_cl{k} : {n};"));
         let lanes = Self::lane_rows(rows);
+        let reg = |j: usize, l: usize| format!("ard_a{k}_{j}_{l}");
         for (j, _, _, ty) in &lanes {
             let id = if ty.is_float() { "-0.0" } else { "0" };
-            let decl: Vec<String> = (0..8).map(|l| format!("ard_a{k}_{j}_{l} = {id}")).collect();
+            let decl: Vec<String> = (0..8).map(|l| format!("{} = {id}", reg(*j, l))).collect();
             self.line(&format!("{} {};", ctype(*ty), decl.join(", ")));
         }
         let g = format!("ard_g{k}");
         self.line(&format!("int64_t {g} = ard_lo{k};"));
-        self.open(&format!("for (; {g} + ARD_LANES <= ard_hi{k}; {g} += ARD_LANES) {{"));
-        for l in 0..8 {
-            let lane_rows: Vec<Row> = rows
-                .iter()
-                .enumerate()
-                .map(|(j, r)| match r {
-                    Row::Summed { ty, .. } => Row::Summed { ptr: format!("(&ard_a{k}_{j}_{l})"), len: "1".into(), ty: ty.clone(), lanes: false },
-                    r => r.clone(),
-                })
-                .collect();
-            self.open(&format!("{{ const int64_t ard_i = {g} + {l};"));
-            self.for_body(ivar, body, &lane_rows)?;
-            self.close("}");
+        // chunks of 8 terms (sums of at most 512) hold at most one whole
+        // group: straight-line code there, which gcc keeps in vector
+        // registers (a loop of one trip made k-means' cost 1.5x slower)
+        for short in [true, false] {
+            if short {
+                self.open(&format!("if (ard_cl{k} == ARD_LANES) {{"));
+                self.open(&format!("if ({g} + ARD_LANES <= ard_hi{k}) {{"));
+            } else {
+                self.open(&format!("for (; {g} + ARD_LANES <= ard_hi{k}; {g} += ARD_LANES) {{"));
+            }
+            for l in 0..8 {
+                let lane_rows: Vec<Row> = rows
+                    .iter()
+                    .enumerate()
+                    .map(|(j, r)| match r {
+                        Row::Summed { ty, .. } => Row::Summed { ptr: format!("(&{})", reg(j, l)), len: "1".into(), ty: ty.clone(), lanes: false },
+                        r => r.clone(),
+                    })
+                    .collect();
+                self.open(&format!("{{ const int64_t ard_i = {g} + {l};"));
+                self.for_body(ivar, body, &lane_rows)?;
+                self.close("}");
+            }
+            if short {
+                self.line(&format!("{g} += ARD_LANES;"));
+                self.close("}");
+                self.close("} else {");
+                self.ind += 1;
+            } else {
+                self.close("}");
+                self.close("}");
+            }
         }
+        self.open(&format!("if ({g} < ard_hi{k}) {{"));
+        for (j, _, _, ty) in &lanes {
+            let regs: Vec<String> = (0..8).map(|l| reg(*j, l)).collect();
+            self.line(&format!("{} ard_ln{k}_{j}[ARD_LANES] = {{{}}};", ctype(*ty), regs.join(", ")));
+        }
+        self.open(&format!("for (int64_t ard_i = {g}; ard_i < ard_hi{k}; ard_i++) {{"));
+        self.for_body(ivar, body, &Self::chunk_rows(k, rows))?;
         self.close("}");
         for (j, _, _, _) in &lanes {
-            let stores: Vec<String> = (0..8).map(|l| format!("ard_ln{k}_{j}[{l}] = ard_a{k}_{j}_{l};")).collect();
-            self.line(&stores.join(" "));
+            let loads: Vec<String> = (0..8).map(|l| format!("{} = ard_ln{k}_{j}[{l}];", reg(*j, l))).collect();
+            self.line(&loads.join(" "));
         }
-        Ok(g)
+        self.close("}");
+        for (j, _, _, ty) in &lanes {
+            let t8 = Self::tree8_of(*ty, &|l| reg(*j, l))?;
+            self.line(&format!("{{ const {} ard_r = {t8}; if (ard_nc{k} > 1) ard_pcp{k}_{j}[{c}] = ard_r; else ard_one{k}_{j} = ard_r; }}", ctype(*ty)));
+        }
+        Ok(())
     }
 
     /// An outermost summing `for` whose body is the function `fname`: its
@@ -1724,12 +1860,18 @@ impl Em {
                 }
             }
         }
-        // each thread polls between its chunks
-        let res = self.polled_loop("ard_i", "ard_lo", "ard_hi", "(ard_par ? CHUNK : ard_it0)", chunked, |em| {
+        let iteration = |em: &mut Self, rows: &[Row]| {
             em.line("if (ard_par && ard_failed_before(ctx, ard_i)) return 0;");
             em.line("const int64_t ard_it = ard_par ? ard_i : ard_it0; (void)ard_it;");
-            em.for_body(ivar, body, &inner)
-        });
+            em.for_body(ivar, body, rows)
+        };
+        // each thread polls between its chunks; a summing body is called
+        // per chunk of the fixed order (`lo` a multiple of 8)
+        let res = if !chunked && self.lanes_vectorise(body, &inner) {
+            self.lane_loop("ard_lo", "ard_hi", &inner, iteration)
+        } else {
+            self.polled_loop("ard_i", "ard_lo", "ard_hi", "(ard_par ? CHUNK : ard_it0)", chunked, |em| iteration(em, &inner))
+        };
         self.line("return 0;");
         let text = without_failed_check_unless_failing(std::mem::replace(&mut self.out, saved_out));
         self.ind = saved_ind;
@@ -1800,7 +1942,7 @@ impl Em {
             })
             .collect();
         let rows = rows.as_slice();
-        if has_loop(body) {
+        if self.has_loop(body) {
             self.poll();
         }
         let k = self.fresh();
@@ -2129,7 +2271,7 @@ impl Em {
             }
         }
         self.open(&format!("for (int64_t ard_i = 0; ard_i < ard_n{k}; ard_i++) {{"));
-        self.poll_every((!has_loop(&l.body)).then_some("ard_i"));
+        self.poll_every((!self.has_loop(&l.body)).then_some("ard_i"));
         let mut owned = vec![];
         for (j, a) in arrs.iter().enumerate() {
             let p = &l.params[kk + j];

@@ -545,6 +545,8 @@ static inline int32_t ard_rem32(int32_t a, int32_t b) { return b == -1 ? 0 : a %
  * sum: -0.0 + x is x for every x); lanes, then chunks, combine pairwise
  * (ard_tree_*); the start value comes first, once: ne + T. */
 #define ARD_LANES 8
+/* the most chunks whose results a scalar sum keeps on the stack */
+#define ARD_MAX_CHUNKS1 64
 /* (shifts, not divisions: an inner sum of 8 terms paid two divisions) */
 static inline int64_t ard_rchunk(int64_t n) {
     int64_t q = (n >> 6) + ((n & 63) != 0), c = 8;
@@ -560,6 +562,16 @@ static inline int64_t ard_nchunks(int64_t n, int64_t c) { return (n >> __builtin
         for (int64_t s = 1; s < k; s *= 2) \
             for (int64_t i = 0; i + s < k; i += 2 * s) \
                 for (int64_t e = 0; e < m; e++) p[i * m + e] = OP(p[i * m + e], p[(i + s) * m + e]); \
+    }
+/* the same for k scalars, inline, returning the result (p[0] is left
+ * undefined): the chunks' results of a short sum (two chunks of 8 terms
+ * for 16) cost a call to the general tree each */
+#define ARD_TREE1(name, T, OP) \
+    __attribute__((unused)) static inline T name(T *p, int64_t k) { \
+        if (k == 2) return OP(p[0], p[1]); \
+        for (int64_t s = 1; s < k; s *= 2) \
+            for (int64_t i = 0; i + s < k; i += 2 * s) p[i] = OP(p[i], p[i + s]); \
+        return p[0]; \
     }
 /* one chunk x[0..n) of a 1-d reduction in 8 lanes (gcc vectorises the
  * lane loop: no reassociation), then the lanes' tree */
@@ -583,6 +595,10 @@ ARD_TREE(ard_tree_add_i64, int64_t, ard_add64)
 ARD_TREE(ard_tree_mul_i64, int64_t, ard_mul64)
 ARD_TREE(ard_tree_add_i32, int32_t, ard_add32)
 ARD_TREE(ard_tree_mul_i32, int32_t, ard_mul32)
+ARD_TREE1(ard_tree1_add_f64, double, ARD_FADD)
+ARD_TREE1(ard_tree1_add_f32, float, ARD_FADD)
+ARD_TREE1(ard_tree1_add_i64, int64_t, ard_add64)
+ARD_TREE1(ard_tree1_add_i32, int32_t, ard_add32)
 ARD_CHUNK_FOLD(ard_chunk_add_f64, double, -0.0, ARD_FADD)
 ARD_CHUNK_FOLD(ard_chunk_mul_f64, double, 1.0, ARD_FMUL)
 ARD_CHUNK_FOLD(ard_chunk_add_f32, float, -0.0f, ARD_FADD)
