@@ -189,14 +189,13 @@ fn row_summed_in_place(body: &Block, v: VarId) -> bool {
 }
 
 /// Whether a block runs a loop of its own (a `for` whose body does not is
-/// not polled for the time limit, so that it stays vectorisable), leaving
-/// out the statements `skip` says are no loop in C (a contracted sum, read
-/// from the buffer the kernel filled).
-fn has_loop_but(b: &Block, skip: &dyn Fn(&Stmt) -> bool) -> bool {
+/// not polled for the time limit, so that it stays vectorisable). A
+/// contracted sum is no loop here: the nest after the kernel reads it
+/// through an index (`contract.rs`).
+fn has_loop(b: &Block) -> bool {
     b.stmts.iter().any(|s| match &s.expr {
-        _ if skip(s) => false,
         Expr::For { .. } | Expr::ForAcc { .. } | Expr::Loop { .. } | Expr::Reduce { .. } | Expr::Scan { .. } => true,
-        e => walk::sub_blocks(e).any(|b| has_loop_but(b, skip)),
+        e => walk::sub_blocks(e).any(has_loop),
     })
 }
 
@@ -541,14 +540,6 @@ impl Em {
         let n = self.v(v);
         self.decl_named(&n, &t);
         Ok(())
-    }
-
-    /// Whether `b` runs a loop in C ([`has_loop_but`]): a contracted sum
-    /// being emitted is a read, not a loop, so the `for` around it (the
-    /// elementwise epilogue of a product: `tanh (acc[i, j] + b[j])`) is a
-    /// plain loop the C compiler vectorises, not one polled per iteration.
-    fn has_loop(&self, b: &Block) -> bool {
-        has_loop_but(b, &|s| matches!(s.binds.as_slice(), [b] if self.contracted.contains_key(&b.var)))
     }
 
     /// Stop here (an error naming the statement being emitted, a loop)
@@ -1055,7 +1046,7 @@ impl Em {
                         }
                         self.line(&format!("(void){iv};"));
                         let counter = format!("ard_k{k}");
-                        self.poll_every((!self.has_loop(body)).then_some(counter.as_str()));
+                        self.poll_every((!has_loop(body)).then_some(counter.as_str()));
                     }
                     LoopKind::While { cond } => {
                         self.open("for (;;) {");
@@ -1437,7 +1428,7 @@ impl Em {
         }
         // a body that runs no loop is not polled: the loop is strip-mined
         // (polled between chunks) unless its trip count is a small constant
-        let chunked = !self.has_loop(body) && size.as_const().is_none_or(|c| c > 1 << 16);
+        let chunked = !has_loop(body) && size.as_const().is_none_or(|c| c > 1 << 16);
         let summed = rows.iter().any(|r| matches!(r, Row::Summed { lanes: true, .. }));
         // a row an enclosing `for` sums element by element (`sum_rows`)
         // names that loop's lane: only inline code can see it
@@ -1653,7 +1644,7 @@ impl Em {
     /// (the form emits it twice).
     fn lanes_vectorise(&self, body: &Block, rows: &[Row]) -> bool {
         let scalars = rows.iter().all(|r| !matches!(r, Row::Summed { len, .. } if len != "1"));
-        scalars && rows.iter().any(|r| matches!(r, Row::Summed { lanes: true, .. })) && !self.has_loop(body) && statements(body) <= LANE_LOOP_STATEMENTS
+        scalars && rows.iter().any(|r| matches!(r, Row::Summed { lanes: true, .. })) && !has_loop(body) && statements(body) <= LANE_LOOP_STATEMENTS
     }
 
     /// Iterations `lo..hi` (`lo` a multiple of 8, as chunks start) of a
@@ -1708,7 +1699,7 @@ impl Em {
     /// result a scalar, and a short body without loops (copied 8 times).
     fn registers_pay(&self, body: &Block, rows: &[Row]) -> bool {
         let scalars = rows.iter().all(|r| matches!(r, Row::Summed { len, lanes: true, .. } if len == "1"));
-        scalars && !self.has_loop(body) && statements(body) <= 12
+        scalars && !has_loop(body) && statements(body) <= 12
     }
 
     /// Chunk `ard_ci{k}` of a summing `for` (every result a summed scalar,
@@ -1942,7 +1933,7 @@ impl Em {
             })
             .collect();
         let rows = rows.as_slice();
-        if self.has_loop(body) {
+        if has_loop(body) {
             self.poll();
         }
         let k = self.fresh();
@@ -2271,7 +2262,7 @@ impl Em {
             }
         }
         self.open(&format!("for (int64_t ard_i = 0; ard_i < ard_n{k}; ard_i++) {{"));
-        self.poll_every((!self.has_loop(&l.body)).then_some("ard_i"));
+        self.poll_every((!has_loop(&l.body)).then_some("ard_i"));
         let mut owned = vec![];
         for (j, a) in arrs.iter().enumerate() {
             let p = &l.params[kk + j];
