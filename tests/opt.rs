@@ -1186,7 +1186,7 @@ fn fuse_consumer_for_builds_rows_where_they_are_read() {
     // `a` and `b` share `exp`: the whole loop moves into `t`'s, then into
     // the sum: `exp` is computed once, never twice
     let (fired, ir, _, _) = run_both(src, "shared", xy);
-    assert!(fired.get("fuse_consumer_for").is_some(), "{fired:?}\n{ir}");
+    assert!(fired.contains_key("fuse_consumer_for"), "{fired:?}\n{ir}");
     assert_eq!(ir.matches("exp").count(), 1, "{ir}");
     // both loops can fail: the part that cannot moves, the first loop
     // still fails first (run_both compares the errors)
@@ -1228,10 +1228,10 @@ fn reverse_programs_keep_no_row_cotangents() {
                \x20 in sum (for i. let mx = maximum logits[i] in mx + log (sum (for k. exp (logits[i, k] - mx))) - logits[i, label[i]])\n\
                entry ce_grad [n][d][c] (w: [c][d]f64) (x: [n][d]f64) (label: [n]i64) : [c][d]f64 = grad (\\v -> ce v x label) w\n";
     let (fired, ir, _, _) = run_both(src, "mlp_grad", "[[[0.5, -1.0], [0.25, 2.0], [1.5, 0.0]], [1.0, -0.5, 2.0], [[1.0, 2.0], [-1.0, 0.5]], [0.5, -2.0]]");
-    assert!(fired.get("fuse_consumer_for").is_some(), "{fired:?}\n{ir}");
+    assert!(fired.contains_key("fuse_consumer_for"), "{fired:?}\n{ir}");
     assert_eq!(ir.matches(": [b][h]f64").count(), 1, "{ir}");
     let (fired, ir, _, _) = run_both(src, "ce_grad", "[[[0.5, -1.0], [0.25, 2.0], [1.5, 0.0]], [[1.0, 2.0], [-1.0, 0.5]], [2, 0]]");
-    assert!(fired.get("fuse_consumer_for").is_some(), "{fired:?}\n{ir}");
+    assert!(fired.contains_key("fuse_consumer_for"), "{fired:?}\n{ir}");
     // the logits and the label's scatter (its buffer and reshapes) only
     assert!(ir.matches(": [n][c]f64").count() <= 3, "{ir}");
     // a label out of range fails as before

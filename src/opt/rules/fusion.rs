@@ -615,7 +615,9 @@ fn read_rows(b: &mut Block, i: VarId, rows: &FxHashMap<VarId, Atom>) {
 /// `for` that ran before it (`Ctx::can_fail` in a block rule also counts
 /// the loops after it).
 fn cannot_fail_at(b: &Block, p: usize, ctx: &Ctx) -> bool {
-    let Some((_, size, _, _)) = loop_parts(&b.stmts[p]) else { return !ctx.can_fail(&b.stmts[p]) };
+    // a `while` loop might not stop: a failure moved after it would become a hang
+    let may_hang = matches!(&b.stmts[p].expr, Expr::Loop { kind: crate::ir::LoopKind::While { .. }, .. });
+    let Some((_, size, _, _)) = loop_parts(&b.stmts[p]) else { return !ctx.can_fail(&b.stmts[p]) && !may_hang };
     let ran_before = b.stmts[..p].iter().any(|s| loop_parts(s).is_some_and(|(_, n, _, _)| n == size)) || {
         let key = crate::opt::engine::ran_key(size);
         let mut sc = ctx.scope.parent;
