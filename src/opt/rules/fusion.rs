@@ -641,6 +641,14 @@ fn fuse_consumer_for(b: &Block, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     if ctx.scope_repeats() {
         return None;
     }
+    // the statements reading each variable bound in the block (one pass:
+    // the block may be a whole function of many statements)
+    let mut readers: FxHashMap<VarId, Vec<usize>> = FxHashMap::default();
+    for (k, s) in b.stmts.iter().enumerate() {
+        for v in walk::free_vars_stmt(s) {
+            readers.entry(v).or_default().push(k);
+        }
+    }
     for p in 0..b.stmts.len() {
         let sp = &b.stmts[p];
         let Some((ip, np, bp, ap)) = loop_parts(sp) else { continue };
@@ -648,12 +656,13 @@ fn fuse_consumer_for(b: &Block, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
             continue;
         }
         let pvars: Vec<VarId> = sp.binds.iter().map(|x| x.var).collect();
-        // what the statements after P up to C read
-        let mut readers: FxHashSet<VarId> = FxHashSet::default();
-        for c in p + 1..b.stmts.len() {
+        let mut later: Vec<usize> = pvars.iter().filter_map(|v| readers.get(v)).flatten().copied().collect();
+        later.sort_unstable();
+        later.dedup();
+        for (nth, &c) in later.iter().enumerate() {
             let sc = &b.stmts[c];
-            let between_reads = pvars.iter().any(|v| readers.contains(v));
-            readers.extend(walk::free_vars_stmt(sc));
+            // whether a statement between P and C reads P
+            let between_reads = nth > 0;
             let Some((ic, nc, bc, ac)) = loop_parts(sc) else { continue };
             if nc != np || contraction_shaped(sc) {
                 continue;
