@@ -608,3 +608,58 @@ fn sums_of_every_length_agree() {
         }
     }
 }
+
+/// Loops fused by `fuse_consumer_for` (a row computed in the loop that
+/// reads it, in the reverse programs of a two-layer network and of softmax
+/// cross-entropy too): the interpreter's bits at every thread count, and
+/// its errors where both fused loops can fail.
+#[test]
+fn vertically_fused_loops_give_the_interpreters_bits() {
+    let src = "def mlp [b][d][h] ((w1, w2): ([h][d]f64, [h]f64)) (x: [b][d]f64) (y: [b]f64) : f64 =\n\
+               \x20 let hidden = for i j. tanh (sum (for p. x[i, p] * w1[j, p]))\n\
+               \x20 let out = for i. sum (for j. hidden[i, j] * w2[j])\n\
+               \x20 in sum (for i. (out[i] - y[i]) * (out[i] - y[i]))\n\
+               entry mlp_grad [b][d][h] (w1: [h][d]f64) (w2: [h]f64) (x: [b][d]f64) (y: [b]f64) : ([h][d]f64, [h]f64) = grad (\\p -> mlp p x y) (w1, w2)\n\
+               def ce [n][d][c] (w: [c][d]f64) (x: [n][d]f64) (label: [n]i64) : f64 =\n\
+               \x20 let logits = for i k. sum (for p. x[i, p] * w[k, p])\n\
+               \x20 in sum (for i. let mx = maximum logits[i] in mx + log (sum (for k. exp (logits[i, k] - mx))) - logits[i, label[i]])\n\
+               entry ce_grad [n][d][c] (w: [c][d]f64) (x: [n][d]f64) (label: [n]i64) : [c][d]f64 = grad (\\v -> ce v x label) w\n\
+               entry part [n] (x: [n]f64) (y: [n]f64) : ([n]f64, f64) =\n\
+               \x20 let (a, b) = unzip (for i. (x[i] * 2.0, exp y[i]))\n\
+               \x20 let t = for i. a[i] + 1.0\n\
+               \x20 in (t, sum (for i. b[i] * t[i] + b[i]))\n\
+               entry failing [n] (x: [n]f64) (j: [n]i64) : (f64, f64) =\n\
+               \x20 let (a, b) = unzip (for i. (x[j[i]], exp x[i]))\n\
+               \x20 in (sum a, sum (for i. b[i] * x[j[n - 1 - i]] + b[i]))\n";
+    let prog = Program::from_source("vfuse.ard", src).unwrap();
+    for e in ["mlp_grad", "ce_grad", "part", "failing"] {
+        assert!(prog.opt_report().fired.iter().any(|(f, m)| f == e && m.contains_key("fuse_consumer_for")), "{e}");
+    }
+    let Some((compiled, interp)) = c_and_interp("vfuse.ard", src) else { return };
+    let arr = |shape: Vec<usize>, f: &dyn Fn(usize) -> f64| {
+        let n = shape.iter().product();
+        Value::array(shape, ArrayData::F64((0..n).map(f).collect::<Vec<_>>().into()))
+    };
+    let ints = |v: Vec<i64>| Value::array(vec![v.len()], ArrayData::I64(v.into()));
+    let wave = |i: usize| ((i * 7919) % 101) as f64 / 37.0 - 1.3;
+    let (b, d, h, n, c) = (70, 5, 9, 67, 4);
+    let cases: Vec<(&str, Vec<Value>)> = vec![
+        ("mlp_grad", vec![arr(vec![h, d], &|i| wave(i) * 0.3), arr(vec![h], &wave), arr(vec![b, d], &|i| wave(i + 3)), arr(vec![b], &|i| wave(i + 11))]),
+        ("ce_grad", vec![arr(vec![c, d], &|i| wave(i) * 0.5), arr(vec![n, d], &|i| wave(i + 5)), ints((0..n as i64).map(|i| (i * 3) % c as i64).collect())]),
+        ("ce_grad", vec![arr(vec![c, d], &wave), arr(vec![n, d], &wave), ints((0..n as i64).map(|i| if i == 40 { 9 } else { i % 4 }).collect())]),
+        ("part", vec![arr(vec![n], &wave), arr(vec![n], &|i| wave(i + 1))]),
+        ("failing", vec![arr(vec![n], &wave), ints((0..n as i64).collect())]),
+        ("failing", vec![arr(vec![n], &wave), ints((0..n as i64).map(|i| if i == 50 { -1 } else { i }).collect())]),
+    ];
+    for (e, args) in cases {
+        let want = interp.entry(e).unwrap().call_with(&args, &CallOptions::default()).map(|r| r.0);
+        for opts in common::thread_options() {
+            let got = compiled.entry(e).unwrap().call_with(&args, &opts).map(|r| r.0);
+            match (&got, &want) {
+                (Ok(g), Ok(w)) => assert!(same(g, w), "{e}: {} vs {}", g.to_json(), w.to_json()),
+                (Err(g), Err(w)) => assert_eq!(g.to_string(), w.to_string(), "{e}"),
+                _ => panic!("{e}: C {:?} but the interpreter {:?}", got.as_ref().map(|v| v.to_json()), want.as_ref().map(|v| v.to_json())),
+            }
+        }
+    }
+}

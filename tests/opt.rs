@@ -1147,3 +1147,93 @@ entry no4 [n] (c: [n]f64) (w: [n]f64) : [n]f64 = let v = w[1:n] in scatter_add c
         assert!(!fired.contains_key("scatter_shift"), "no4: {fired:?}\n{ir}");
     }
 }
+
+/// Vertical fusion (`fuse_consumer_for`): a `for` whose stacked results a
+/// later `for` over the same size reads only at its index is computed in
+/// that loop, one row per iteration: whole where nothing between reads it
+/// and the failures keep their order, else only the part read where that
+/// shares no more than a few scalar operations with what stays.
+#[test]
+fn fuse_consumer_for_builds_rows_where_they_are_read() {
+    let src = "entry whole [n] (x: [n]f64) (y: [n]f64) : (f64, f64) =\n\
+               \x20 let (a, b) = unzip (for i. (x[i] * y[i], exp x[i]))\n\
+               \x20 in (sum a, sum (for i. b[i] * y[i] + b[i]))\n\
+               entry part [n] (x: [n]f64) (y: [n]f64) : ([n]f64, f64) =\n\
+               \x20 let (a, b) = unzip (for i. (x[i] * 2.0, exp y[i]))\n\
+               \x20 let t = for i. a[i] + 1.0\n\
+               \x20 in (t, sum (for i. b[i] * t[i] + b[i]))\n\
+               entry shared [n] (x: [n]f64) (y: [n]f64) : ([n]f64, f64) =\n\
+               \x20 let (a, b) = unzip (for i. let e = exp x[i] in (e * 2.0, e * y[i]))\n\
+               \x20 let t = for i. a[i] + 1.0\n\
+               \x20 in (t, sum (for i. b[i] * t[i] + b[i]))\n\
+               entry failing [n] (x: [n]f64) (j: [n]i64) : (f64, f64) =\n\
+               \x20 let (a, b) = unzip (for i. (x[j[i]], exp x[i]))\n\
+               \x20 in (sum a, sum (for i. b[i] * x[j[n - 1 - i]] + b[i]))\n\
+               entry both_fail [n] (x: [n]f64) (j: [n]i64) : (f64, f64) =\n\
+               \x20 let (a, b) = unzip (for i. let e = exp x[j[i]] in (e, e * 2.0))\n\
+               \x20 in (sum a,\n\
+               \x20     sum (for i. b[i] * x[j[n - 1 - i]]))\n";
+    let xy = "[[1.0, -2.0, 3.5], [4.0, 0.5, -6.0]]";
+    // all of the first loop moves: one loop, no array
+    let (fired, ir, _, _) = run_both(src, "whole", xy);
+    assert_eq!(fired.get("fuse_consumer_for"), Some(&1), "{fired:?}\n{ir}");
+    assert_eq!(ir.matches(" < ").count(), 1, "{ir}");
+    // `t` reads `a` between the loops: only `b`'s part moves, `exp` once
+    let (fired, ir, _, _) = run_both(src, "part", xy);
+    assert_eq!(fired.get("fuse_consumer_for"), Some(&1), "{fired:?}\n{ir}");
+    assert_eq!(ir.matches("exp").count(), 1, "{ir}");
+    assert!(!ir.contains("(stack, stack)") && ir.matches("[n]f64 = for").count() == 1, "{ir}");
+    // `a` and `b` share `exp`: the whole loop moves into `t`'s, then into
+    // the sum: `exp` is computed once, never twice
+    let (fired, ir, _, _) = run_both(src, "shared", xy);
+    assert!(fired.contains_key("fuse_consumer_for"), "{fired:?}\n{ir}");
+    assert_eq!(ir.matches("exp").count(), 1, "{ir}");
+    // both loops can fail: the part that cannot moves, the first loop
+    // still fails first (run_both compares the errors)
+    for j in ["[0, 1, 2]", "[0, 1, 99]", "[7, 1, 2]"] {
+        let (fired, ir, _, _) = run_both(src, "failing", &format!("[[1.0, -2.0, 3.5], {j}]"));
+        assert_eq!(fired.get("fuse_consumer_for"), Some(&1), "{fired:?}\n{ir}");
+    }
+    // the part read fails too: nothing moves, and with j[2] out of range
+    // the first loop's error (line 16) comes before the second's (line 18)
+    for j in ["[0, 1, 2]", "[0, 1, 99]"] {
+        let (fired, ir, _, _) = run_both(src, "both_fail", &format!("[[1.0, -2.0, 3.5], {j}]"));
+        assert_eq!(fired.get("fuse_consumer_for"), None, "{ir}");
+    }
+    let p = Program::from_source("rules.ard", src).unwrap();
+    let e = p.entry("both_fail").unwrap();
+    let args: Vec<Value> = e
+        .params()
+        .iter()
+        .zip([serde_json::json!([1.0, -2.0, 3.5]), serde_json::json!([0, 1, 99])])
+        .map(|((_, s), j)| value_from_json(&j, s).unwrap())
+        .collect();
+    let err = e.call(&args).unwrap_err().to_string();
+    assert!(err.contains("rules.ard:16:"), "{err}");
+}
+
+/// The reverse programs of a two-layer network and of softmax
+/// cross-entropy store no `[b][h]` / `[n][c]` cotangent between their
+/// loops: the backward loop that makes it is fused into the one that
+/// reads it (the hidden layer's forward pass, a contraction, stays).
+#[test]
+fn reverse_programs_keep_no_row_cotangents() {
+    let src = "def mlp [b][d][h] ((w1, w2): ([h][d]f64, [h]f64)) (x: [b][d]f64) (y: [b]f64) : f64 =\n\
+               \x20 let hidden = for i j. tanh (sum (for p. x[i, p] * w1[j, p]))\n\
+               \x20 let out = for i. sum (for j. hidden[i, j] * w2[j])\n\
+               \x20 in sum (for i. (out[i] - y[i]) * (out[i] - y[i]))\n\
+               entry mlp_grad [b][d][h] (w1: [h][d]f64) (w2: [h]f64) (x: [b][d]f64) (y: [b]f64) : ([h][d]f64, [h]f64) = grad (\\p -> mlp p x y) (w1, w2)\n\
+               def ce [n][d][c] (w: [c][d]f64) (x: [n][d]f64) (label: [n]i64) : f64 =\n\
+               \x20 let logits = for i k. sum (for p. x[i, p] * w[k, p])\n\
+               \x20 in sum (for i. let mx = maximum logits[i] in mx + log (sum (for k. exp (logits[i, k] - mx))) - logits[i, label[i]])\n\
+               entry ce_grad [n][d][c] (w: [c][d]f64) (x: [n][d]f64) (label: [n]i64) : [c][d]f64 = grad (\\v -> ce v x label) w\n";
+    let (fired, ir, _, _) = run_both(src, "mlp_grad", "[[[0.5, -1.0], [0.25, 2.0], [1.5, 0.0]], [1.0, -0.5, 2.0], [[1.0, 2.0], [-1.0, 0.5]], [0.5, -2.0]]");
+    assert!(fired.contains_key("fuse_consumer_for"), "{fired:?}\n{ir}");
+    assert_eq!(ir.matches(": [b][h]f64").count(), 1, "{ir}");
+    let (fired, ir, _, _) = run_both(src, "ce_grad", "[[[0.5, -1.0], [0.25, 2.0], [1.5, 0.0]], [[1.0, 2.0], [-1.0, 0.5]], [2, 0]]");
+    assert!(fired.contains_key("fuse_consumer_for"), "{fired:?}\n{ir}");
+    // the logits and the label's scatter (its buffer and reshapes) only
+    assert!(ir.matches(": [n][c]f64").count() <= 3, "{ir}");
+    // a label out of range fails as before
+    let (_, _, _, _) = run_both(src, "ce_grad", "[[[0.5, -1.0], [0.25, 2.0], [1.5, 0.0]], [[1.0, 2.0], [-1.0, 0.5]], [2, 3]]");
+}

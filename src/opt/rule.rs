@@ -284,6 +284,13 @@ impl Ctx<'_, '_> {
         self.available(&super::engine::ran_key(size)).is_some()
     }
 
+    /// Whether `size` is provably `>= 0` from what is known of its
+    /// variables (size parameters, loop indices, axes of parameters), not
+    /// from a `for` of that size having run.
+    pub fn size_nonneg(&self, size: &crate::ir::Size) -> bool {
+        size.provably_nonneg(&|v| self.nonneg(v, &[])) || self.st.nonneg_sizes.contains(size)
+    }
+
     /// The earlier statement in scope computing the same as `key`.
     pub fn available(&self, key: &str) -> Option<&Stmt> {
         let mut s = Some(self.scope);
@@ -305,7 +312,86 @@ impl Ctx<'_, '_> {
             return !self.unflatten_exact(s, arr, n, m);
         }
         let mut inner = vec![];
-        crate::ir::walk::can_fail_with(s, &|v| self.nonneg(v, &[])) || self.negative_size_possible(s, &mut inner)
+        let walk_fails = crate::ir::walk::can_fail_with(s, &|v| self.nonneg(v, &[]));
+        (walk_fails && self.fails_unguarded(s, &mut FxHashMap::default(), &mut vec![])) || self.negative_size_possible(s, &mut inner)
+    }
+
+    /// Whether any of `stmts` (a block's statements, in order) can fail,
+    /// as [`Ctx::can_fail`] says, with the definitions of the earlier ones
+    /// in view (a guard `n > 0` bound in the block).
+    pub fn stmts_can_fail(&self, stmts: &[Stmt]) -> bool {
+        self.failing_stmts(stmts).iter().any(|f| *f)
+    }
+
+    /// For each of `stmts` (a block's statements, in order), whether it
+    /// can fail, as for [`Ctx::stmts_can_fail`].
+    pub fn failing_stmts(&self, stmts: &[Stmt]) -> Vec<bool> {
+        let mut local = FxHashMap::default();
+        stmts
+            .iter()
+            .map(|s| {
+                let mut inner = vec![];
+                let walk_fails = crate::ir::walk::can_fail_with(s, &|v| self.nonneg(v, &[]));
+                let bad = (walk_fails && self.fails_unguarded(s, &mut local, &mut vec![])) || self.negative_size_possible(s, &mut inner);
+                let expr = (s.binds.len() == 1 && matches!(s.expr, Expr::Prim(..))).then(|| s.expr.clone());
+                for x in &s.binds {
+                    local.insert(x.var, (x.ty.clone(), expr.clone()));
+                }
+                bad
+            })
+            .collect()
+    }
+
+    /// `walk::can_fail` of `s`, except that `argmax a`/`argmin a` cannot
+    /// fail inside the `then` branch of `if n > 0` (or `0 < n`) where `a`'s
+    /// length is `n` (how reverse mode guards the derivative of `maximum`).
+    /// `local` holds the definitions and types met in the enclosing
+    /// blocks walked so far, `positive` the lengths known to be `> 0`.
+    fn fails_unguarded(&self, s: &Stmt, local: &mut FxHashMap<VarId, (Type, Option<Expr>)>, positive: &mut Vec<Size>) -> bool {
+        use crate::ir::{Prim, walk};
+        let block = |b: &Block, local: &mut FxHashMap<VarId, (Type, Option<Expr>)>, positive: &mut Vec<Size>| {
+            b.stmts.iter().any(|st| {
+                let bad = self.fails_unguarded(st, local, positive);
+                let expr = (st.binds.len() == 1 && matches!(st.expr, Expr::Prim(..))).then(|| st.expr.clone());
+                for x in &st.binds {
+                    local.insert(x.var, (x.ty.clone(), expr.clone()));
+                }
+                bad
+            })
+        };
+        match &s.expr {
+            Expr::ArgExt { arr, .. } => {
+                let ty = match arr {
+                    Atom::Var(v) => local.get(v).map(|(t, _)| t.clone()).or_else(|| self.type_of(arr)),
+                    Atom::Lit(_) => None,
+                };
+                !ty.is_some_and(|t| t.shape.first().is_some_and(|n| positive.contains(n)))
+            }
+            Expr::If { cond: Atom::Var(c), then_b, else_b } => {
+                let def = local.get(c).and_then(|(_, e)| e.clone()).or_else(|| self.def(*c).map(|st| st.expr.clone()));
+                let zero = |a: &Atom| matches!(a, Atom::Lit(Lit::I64(0)));
+                let n = match def {
+                    Some(Expr::Prim(Prim::Gt, xs)) if zero(&xs[1]) => Size::of_atom(&xs[0]),
+                    Some(Expr::Prim(Prim::Lt, xs)) if zero(&xs[0]) => Size::of_atom(&xs[1]),
+                    _ => None,
+                };
+                let pushed = n.map(|n| positive.push(n)).is_some();
+                let then_fails = block(then_b, local, positive);
+                if pushed {
+                    positive.pop();
+                }
+                then_fails || block(else_b, local, positive)
+            }
+            Expr::Coerce { .. } | Expr::Fail { .. } | Expr::ScatterAdd { .. } | Expr::Update { .. } | Expr::Unflatten { .. } => true,
+            e if walk::sub_blocks(e).next().is_some() => {
+                let mut any = false;
+                for b in walk::sub_blocks(e) {
+                    any |= block(b, local, positive);
+                }
+                any
+            }
+            _ => walk::can_fail_with(s, &|v| self.nonneg(v, &[])),
+        }
     }
 
     /// Whether `unflatten n m arr` (bound by `s`) cannot fail: `n` and `m`

@@ -50,6 +50,11 @@ pub const RULES: &[Rule] = &[
         fuse_reduce_for,
     ),
     Rule::on_block_stmts(
+        "fuse_consumer_for",
+        "vertical fusion: `let a = for i < n. A; …; for i' < n. (… a[i', r…] …)` → the row of `a` computed in the second loop, where it reads `a` (and any other stacked result of the first) only at its index and is its only reader, and neither loop is a contraction: either all of the first loop moves in (nothing between reads it, neither can fail), or only the part the second reads (it cannot fail and shares with what stays at most a few scalar operations)",
+        fuse_consumer_for,
+    ),
+    Rule::on_block_stmts(
         "fuse_sibling_for",
         "horizontal fusion: two `for`s over the same size in one block that read a common array at their index (`x[i, …]`), the later one not depending on the earlier, neither able to fail → one `for` binding both results (placed at the later one); `cse` then reads `x[i]` once",
         fuse_sibling_for,
@@ -549,4 +554,193 @@ fn fuse_sibling_for(b: &Block, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
         }
     }
     None
+}
+
+/// A `for` the C backend computes with a contraction kernel (the shape of
+/// `backend/c/contract.rs`: its body, or the body of the one loop in it,
+/// starts with `for p (add) { x = A[..]; y = B[..]; x * y }`). Fusing such
+/// a loop with another would turn the kernel back into scalar loops.
+fn contraction_shaped(s: &Stmt) -> bool {
+    let dot = |s: Option<&Stmt>| {
+        matches!(s.map(|s| &s.expr), Some(Expr::ForAcc { body, acc, .. })
+            if acc == &[true] && body.stmts.len() == 3 && matches!(body.stmts[2].expr, Expr::Prim(crate::ir::Prim::Mul, _))
+                && body.stmts[..2].iter().all(|st| matches!(st.expr, Expr::Index { .. })))
+    };
+    let Expr::For { body, .. } = &s.expr else { return false };
+    dot(body.stmts.first()) || matches!(body.stmts.as_slice(), [inner] if matches!(&inner.expr, Expr::For { body: b, .. } if dot(b.stmts.first())))
+}
+
+/// How `body` (of a loop over `i`) reads each of `arrs`: the reads
+/// `a[i, r…]` (at any depth) and all reads.
+fn row_read_counts(body: &Block, i: VarId, arrs: &[VarId]) -> (Vec<u32>, Vec<u32>) {
+    let (mut rows, mut all) = (vec![0; arrs.len()], vec![0; arrs.len()]);
+    walk::for_each_stmt(body, &mut |s| {
+        if let Expr::Index { arr: Atom::Var(a), idx, .. } = &s.expr
+            && idx[0] == Atom::Var(i)
+            && let Some(k) = arrs.iter().position(|x| x == a)
+        {
+            rows[k] += 1;
+        }
+    });
+    walk::visit_block(
+        body,
+        &mut |v| {
+            if let Some(k) = arrs.iter().position(|x| *x == v) {
+                all[k] += 1;
+            }
+        },
+        &mut |_| {},
+    );
+    (rows, all)
+}
+
+/// Replace the reads `a[i, r…]` in `b` (at any depth) of each array `a`
+/// of `rows` by reads `row[r…]` of its row (or the row itself).
+fn read_rows(b: &mut Block, i: VarId, rows: &FxHashMap<VarId, Atom>) {
+    for s in &mut b.stmts {
+        if let Expr::Index { arr: Atom::Var(a), idx, checks } = &s.expr
+            && idx[0] == Atom::Var(i)
+            && let Some(row) = rows.get(a)
+        {
+            s.expr = if idx.len() == 1 { Expr::Atom(*row) } else { Expr::Index { arr: *row, idx: idx[1..].to_vec(), checks: checks[1..].to_vec() } };
+        }
+        for sub in walk::sub_blocks_mut(&mut s.expr) {
+            read_rows(sub, i, rows);
+        }
+    }
+}
+
+/// Whether statement `p` of `b` cannot fail; for a `for`, its size
+/// included: a size not known to be `>= 0` must have been the size of a
+/// `for` that ran before it (`Ctx::can_fail` in a block rule also counts
+/// the loops after it).
+fn cannot_fail_at(b: &Block, p: usize, ctx: &Ctx) -> bool {
+    // a `while` loop might not stop: a failure moved after it would become a hang
+    let may_hang = matches!(&b.stmts[p].expr, Expr::Loop { kind: crate::ir::LoopKind::While { .. }, .. });
+    let Some((_, size, _, _)) = loop_parts(&b.stmts[p]) else { return !ctx.can_fail(&b.stmts[p]) && !may_hang };
+    let ran_before = b.stmts[..p].iter().any(|s| loop_parts(s).is_some_and(|(_, n, _, _)| n == size)) || {
+        let key = crate::opt::engine::ran_key(size);
+        let mut sc = ctx.scope.parent;
+        let mut found = false;
+        while let Some(s) = sc {
+            found |= s.avail.contains_key(&key);
+            sc = s.parent;
+        }
+        found
+    };
+    !ctx.can_fail(&b.stmts[p]) && (ran_before || ctx.size_nonneg(size))
+}
+
+/// Vertical fusion: a `for` `P` whose stacked results a later `for` `C`
+/// over the same size reads only at its own index (`a[i, r…]`) is computed
+/// inside `C`, one row per iteration, so those results are never stored.
+fn fuse_consumer_for(b: &Block, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    // only where the block runs once: arrays built inside a loop are
+    // rows, small and in cache, and fusing their loops there would keep
+    // `interchange_sum` from reordering the reverse program's nests
+    if ctx.scope_repeats() {
+        return None;
+    }
+    // the statements reading each variable bound in the block (one pass:
+    // the block may be a whole function of many statements)
+    let mut readers: FxHashMap<VarId, Vec<usize>> = FxHashMap::default();
+    for (k, s) in b.stmts.iter().enumerate() {
+        for v in walk::free_vars_stmt(s) {
+            readers.entry(v).or_default().push(k);
+        }
+    }
+    for p in 0..b.stmts.len() {
+        let sp = &b.stmts[p];
+        let Some((ip, np, bp, ap)) = loop_parts(sp) else { continue };
+        if contraction_shaped(sp) {
+            continue;
+        }
+        let pvars: Vec<VarId> = sp.binds.iter().map(|x| x.var).collect();
+        let mut later: Vec<usize> = pvars.iter().filter_map(|v| readers.get(v)).flatten().copied().collect();
+        later.sort_unstable();
+        later.dedup();
+        for (nth, &c) in later.iter().enumerate() {
+            let sc = &b.stmts[c];
+            // whether a statement between P and C reads P
+            let between_reads = nth > 0;
+            let Some((ic, nc, bc, ac)) = loop_parts(sc) else { continue };
+            if nc != np || contraction_shaped(sc) {
+                continue;
+            }
+            let (rows, all) = row_read_counts(bc, ic, &pvars);
+            let read: Vec<usize> = (0..pvars.len()).filter(|j| all[*j] > 0).collect();
+            // C reads some stacked results of P, each only at its index,
+            // and is the only reader of at least one of them
+            let stacked = |j: usize| ap.is_none_or(|a| !a[j]);
+            if read.is_empty() || read.iter().any(|j| rows[*j] != all[*j] || !stacked(*j)) || !read.iter().any(|j| ctx.uses(pvars[*j]) == all[*j]) {
+                continue;
+            }
+            let only_c = read.iter().all(|j| ctx.uses(pvars[*j]) == all[*j]);
+            // (a) all of P moves into C: nothing between reads P, and P
+            // cannot fail, or neither C nor what lies between can (P now
+            // runs after what lies between, and its iterations interleave
+            // with C's: a failure of C would come first)
+            let whole = !between_reads && (cannot_fail_at(b, p, ctx) || (p + 1..=c).all(|k| cannot_fail_at(b, k, ctx)));
+            // (b) only what C reads moves: P keeps the rest, which must
+            // share with it no more than a few scalar operations; the part
+            // that moves cannot fail
+            let part = !whole && only_c && {
+                let slice = slice_block(bp, &read);
+                let rest: Vec<usize> = (0..pvars.len()).filter(|j| !read.contains(j) && ctx.uses(pvars[*j]) > 0).collect();
+                // a loop that can fail keeps all its results while none is
+                // read (`dead_results` leaves it whole): it then shrinks not at all
+                let rest = if rest.is_empty() && ctx.can_fail(sp) { (0..pvars.len()).collect() } else { rest };
+                let shared = kept_by(bp, &rest, ctx);
+                let both = Block { stmts: slice.stmts.iter().filter(|s| s.binds.iter().any(|x| shared.contains(&x.var))).cloned().collect(), result: vec![] };
+                !ctx.stmts_can_fail(&slice.stmts) && cheap_to_recompute(&both, &mut RECOMPUTE_BUDGET.clone())
+            };
+            if !whole && !part {
+                continue;
+            }
+            let i = ctx.fresh_like(ic);
+            let moved = if whole { bp.clone() } else { slice_block(bp, &read) };
+            let pcopy = copy_block(&moved, FxHashMap::from_iter([(ip, Atom::Var(i))]), ctx);
+            let mut ccopy = copy_block(bc, FxHashMap::from_iter([(ic, Atom::Var(i))]), ctx);
+            let slot = |j: usize| if whole { j } else { read.iter().position(|k| *k == j).unwrap_or(0) };
+            let rows: FxHashMap<VarId, Atom> = read.iter().map(|j| (pvars[*j], pcopy.result[slot(*j)])).collect();
+            read_rows(&mut ccopy, i, &rows);
+            let mut out = b.stmts.clone();
+            let flags = |a: Option<&Vec<bool>>, n: usize| a.cloned().unwrap_or_else(|| vec![false; n]);
+            let (binds, stmts, result, acc) = if whole {
+                let binds: Vec<Binder> = sp.binds.iter().chain(&sc.binds).cloned().collect();
+                (
+                    binds,
+                    [pcopy.stmts, ccopy.stmts].concat(),
+                    [pcopy.result, ccopy.result].concat(),
+                    [flags(ap, sp.binds.len()), flags(ac, sc.binds.len())].concat(),
+                )
+            } else {
+                (sc.binds.clone(), [pcopy.stmts, ccopy.stmts].concat(), ccopy.result, flags(ac, sc.binds.len()))
+            };
+            let body = Block { stmts, result };
+            let expr =
+                if acc.iter().any(|a| *a) { Expr::ForAcc { ivar: i, size: nc.clone(), body, acc } } else { Expr::For { ivar: i, size: nc.clone(), body } };
+            out[c] = Stmt { binds, expr, loc: if whole { sp.loc.clone() } else { sc.loc.clone() } };
+            if whole {
+                out.remove(p);
+            }
+            return Some(out);
+        }
+    }
+    None
+}
+
+/// The binders of the statements of `b` that its results `js` need or that
+/// stay because they can fail (`dce` keeps those).
+fn kept_by(b: &Block, js: &[usize], ctx: &Ctx) -> FxHashSet<VarId> {
+    let mut live: FxHashSet<VarId> = js.iter().filter_map(|j| super::var(&b.result[*j])).collect();
+    let mut kept = FxHashSet::default();
+    let fails = ctx.failing_stmts(&b.stmts);
+    for (s, fails) in b.stmts.iter().zip(fails).rev() {
+        if s.binds.iter().any(|x| live.contains(&x.var)) || fails {
+            kept.extend(s.binds.iter().map(|x| x.var));
+            live.extend(walk::free_vars_stmt(s));
+        }
+    }
+    kept
 }

@@ -91,6 +91,12 @@ fn dead_results(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
         _ => return None,
     }
     out.binds = s.binds.iter().zip(&keep).filter(|(_, k)| **k).map(|(b, _)| b.clone()).collect();
+    // an accumulating `for` left with only stacked results is a `for`
+    if let Expr::ForAcc { ivar, size, body, acc } = &mut out.expr
+        && !acc.iter().any(|a| *a)
+    {
+        out.expr = Expr::For { ivar: *ivar, size: size.clone(), body: std::mem::take(body) };
+    }
     Some(vec![out])
 }
 
