@@ -23,13 +23,17 @@
 //! fails, the statement computing `s` is never reached, so wherever `s` is
 //! used it has its original value.
 //!
-//! Guarded reads: a checked slice (`0 <= lo <= hi <= n`) and a checked
-//! index (`0 <= i < n` on each checked axis). Everything else the scalar
-//! needs from the loop body must be unable to fail.
+//! Guarded statements: a checked slice (`0 <= lo <= hi <= n`) and a
+//! checked index (`0 <= i < n` on each checked axis), whose copies run
+//! unchecked; an integer division or remainder (`d != 0`), a `scatter_add`
+//! (every position in range: one pass over the positions, once) and an
+//! `argmax`/`argmin` (a non-empty array), whose copies the caller counts as
+//! unable to fail. Everything else the scalar needs from the loop body
+//! must be unable to fail.
 
 use super::build::{Builder, lit};
 use crate::ir::walk::{self, Copier};
-use crate::ir::{Atom, Binder, Block, Expr, Prim, Scalar, Size, Stmt, Type, VarId};
+use crate::ir::{Atom, Binder, Block, Expr, Prim, ReduceOp, Scalar, Size, Stmt, Type, VarId};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Rewrite the scalars of `body` computed from guardable checked reads
@@ -37,14 +41,15 @@ use rustc_hash::{FxHashMap, FxHashSet};
 /// iterations; `safe` says whether a statement may run where it did not
 /// (it cannot fail and holds no `while`). The originals the rewritten
 /// statements read are added to `guarded` (candidates for removal once
-/// nothing reads them).
+/// nothing reads them); returned: the results of the copies that cannot
+/// fail under their guard although their kind can.
 pub(super) fn guard_checked_scalars(
     b: &mut Builder,
     body: &mut Block,
     variant: &FxHashSet<VarId>,
     safe: &dyn Fn(&Stmt) -> bool,
     guarded: &mut FxHashSet<VarId>,
-) {
+) -> Vec<VarId> {
     let stmts = &body.stmts;
     // which statements are the same at every iteration, and where each variable is bound
     let mut variant = variant.clone();
@@ -63,7 +68,7 @@ pub(super) fn guard_checked_scalars(
     }
     let mut plans: Vec<(usize, Vec<usize>)> = vec![];
     for (k, st) in stmts.iter().enumerate() {
-        if !invariant[k] || !scalar_result(st) || !safe(st) {
+        if !invariant[k] || !scalar_result(st) || !(safe(st) || guardable(st, safe)) {
             continue;
         }
         // the statements of this block it needs, transitively
@@ -79,19 +84,22 @@ pub(super) fn guard_checked_scalars(
                 }
             });
         }
-        let ok = deps.iter().all(|&d| invariant[d] && (safe(&stmts[d]) || guardable(&stmts[d])));
-        if ok && deps.iter().any(|&d| !safe(&stmts[d])) {
+        let ok = deps.iter().all(|&d| invariant[d] && (safe(&stmts[d]) || guardable(&stmts[d], safe)));
+        let costly =
+            std::iter::once(&k).chain(&deps).any(|&d| !matches!(stmts[d].expr, Expr::Prim(..) | Expr::Atom(_) | Expr::Index { .. } | Expr::Slice { .. }));
+        if ok && costly && std::iter::once(&k).chain(&deps).any(|&d| !safe(&stmts[d])) {
             let mut deps: Vec<usize> = deps.into_iter().collect();
             deps.sort_unstable();
             plans.push((k, deps));
         }
     }
+    let mut proven = vec![];
     if plans.is_empty() {
-        return;
+        return proven;
     }
     let mut replaced: FxHashMap<usize, Vec<Stmt>> = FxHashMap::default();
     for (k, deps) in plans {
-        let new = guarded_copy(b, &body.stmts, k, &deps, safe);
+        let new = guarded_copy(b, &body.stmts, k, &deps, safe, &mut proven, guarded);
         for &d in &deps {
             guarded.extend(body.stmts[d].binds.iter().map(|x| x.var));
         }
@@ -104,76 +112,179 @@ pub(super) fn guard_checked_scalars(
             None => body.stmts.push(st),
         }
     }
+    proven
 }
 
-/// Whether every result of `s` is a scalar made by a reduction, scan, loop,
-/// `for` or `if` (what is worth running once instead of at every iteration).
+/// Whether every result of `s` is a scalar.
 fn scalar_result(s: &Stmt) -> bool {
-    !s.binds.is_empty()
-        && s.binds.iter().all(|x| x.ty.rank() == 0)
-        && matches!(s.expr, Expr::Reduce { .. } | Expr::Scan { .. } | Expr::Loop { .. } | Expr::For { .. } | Expr::If { .. })
+    !s.binds.is_empty() && s.binds.iter().all(|x| x.ty.rank() == 0)
 }
 
-/// A read whose only way to fail is its own check, which [`conditions`] can state.
-fn guardable(s: &Stmt) -> bool {
+/// A statement whose only way to fail is its own check, which
+/// [`conditions`] can state; or a `for` whose body fails only by such
+/// checks on operands from outside the body (`for j. (j + p) % n`).
+fn guardable(s: &Stmt, safe: &dyn Fn(&Stmt) -> bool) -> bool {
+    if let Expr::For { ivar, body, .. } = &s.expr {
+        let mut inner: FxHashSet<VarId> = body.stmts.iter().flat_map(|t| t.binds.iter().map(|x| x.var)).collect();
+        inner.insert(*ivar);
+        let outer = |a: &Atom| !matches!(a, Atom::Var(v) if inner.contains(v));
+        return body.stmts.iter().all(|t| safe(t) || (leaf_guardable(t) && condition_operands(t).iter().all(outer))) && !body.stmts.iter().all(safe);
+    }
+    leaf_guardable(s)
+}
+
+/// What the condition of the guardable statement `s` reads.
+fn condition_operands(s: &Stmt) -> Vec<Atom> {
+    match &s.expr {
+        Expr::Slice { arr, lo, hi, .. } => vec![*arr, *lo, *hi],
+        Expr::Index { arr, idx, checks } => std::iter::once(*arr).chain(idx.iter().zip(checks).filter(|(_, c)| c.is_some()).map(|(i, _)| *i)).collect(),
+        Expr::Prim(_, xs) => vec![xs[1]],
+        Expr::ScatterAdd { dest, idxs, .. } => vec![*dest, *idxs],
+        Expr::ArgExt { arr, .. } => vec![*arr],
+        _ => vec![],
+    }
+}
+
+/// [`guardable`] for a statement holding no block.
+fn leaf_guardable(s: &Stmt) -> bool {
     match &s.expr {
         Expr::Slice { check: Some(_), .. } => true,
         Expr::Index { checks, .. } => checks.iter().any(Option::is_some),
+        Expr::Prim(Prim::Div | Prim::Rem, xs) => s.binds.len() == 1 && s.binds[0].ty.elem.is_int() && xs.len() == 2,
+        Expr::ScatterAdd { .. } | Expr::ArgExt { .. } => s.binds.len() == 1,
         _ => false,
     }
 }
 
-/// The statements replacing statement `k` of `stmts`: the conditions of
-/// the checked reads among `deps`, then `k`'s results as an `if` on them
-/// whose first branch computes `deps` and `k` with those reads unchecked.
-fn guarded_copy(b: &mut Builder, stmts: &[Stmt], k: usize, deps: &[usize], safe: &dyn Fn(&Stmt) -> bool) -> Vec<Stmt> {
+/// The statements replacing statement `k` of `stmts`: `k` itself when it
+/// may fail (its results renamed: it stays for its check), the conditions
+/// of the guarded statements among `deps` and `k`, then `k`'s results as an
+/// `if` on them whose first branch computes `deps` and `k`, guarded.
+fn guarded_copy(
+    b: &mut Builder,
+    stmts: &[Stmt],
+    k: usize,
+    deps: &[usize],
+    safe: &dyn Fn(&Stmt) -> bool,
+    proven: &mut Vec<VarId>,
+    guarded: &mut FxHashSet<VarId>,
+) -> Vec<Stmt> {
     let mut pre = vec![];
-    let mut ok: Option<Atom> = None;
-    for &d in deps {
-        if safe(&stmts[d]) {
-            continue;
-        }
-        for c in conditions(b, &mut pre, &stmts[d]) {
-            ok = Some(match ok {
-                None => c,
-                Some(o) => boolean(b, &mut pre, Prim::And, vec![o, c]),
-            });
-        }
-    }
-    let ok = ok.unwrap_or(lit(Scalar::Bool, 1.0));
     let h = &stmts[k];
-    let block = Block {
-        stmts: deps.iter().chain(std::iter::once(&k)).map(|&j| stmts[j].clone()).collect(),
-        result: h.binds.iter().map(|x| Atom::Var(x.var)).collect(),
-    };
+    if !safe(h) {
+        let mut check = h.clone();
+        for x in &mut check.binds {
+            let n = b.name(x.var);
+            x.var = b.fresh(&n);
+            guarded.insert(x.var);
+        }
+        b.declare(&check);
+        pre.push(check);
+    }
+    let members: Vec<usize> = deps.iter().copied().chain(std::iter::once(k)).collect();
+    let block = Block { stmts: members.iter().map(|&j| stmts[j].clone()).collect(), result: h.binds.iter().map(|x| Atom::Var(x.var)).collect() };
     let mut fresh = |v: VarId| {
         let n = b.name(v);
         b.fresh(&n)
     };
-    let mut then_b = Copier { map: FxHashMap::default(), fresh: Some(&mut fresh) }.block(&block);
-    for st in &mut then_b.stmts {
-        match &mut st.expr {
-            Expr::Slice { check, .. } => *check = None,
-            Expr::Index { checks, .. } => checks.iter_mut().for_each(|c| *c = None),
-            _ => {}
-        }
+    let copy = Copier { map: FxHashMap::default(), fresh: Some(&mut fresh) }.block(&block);
+    let guard: Vec<bool> = members.iter().map(|&j| !safe(&stmts[j])).collect();
+    let tys: Vec<Type> = h.binds.iter().map(|x| x.ty.clone()).collect();
+    let (body, result) = nest(b, copy.stmts, &guard, copy.result, &tys, safe, proven);
+    pre.extend(body);
+    for (x, r) in h.binds.iter().zip(result) {
+        let st = Stmt { binds: vec![x.clone()], expr: Expr::Atom(r), loc: h.loc.clone() };
+        b.declare(&st);
+        pre.push(st);
     }
-    for st in &then_b.stmts {
-        b.declare(st);
-    }
-    let else_b = Block { stmts: vec![], result: h.binds.iter().map(|x| lit(x.ty.elem, 0.0)).collect() };
-    let st = Stmt { binds: h.binds.clone(), expr: Expr::If { cond: ok, then_b, else_b }, loc: h.loc.clone() };
-    b.declare(&st);
-    pre.push(st);
     pre
 }
 
-/// The conditions (`bool` atoms, emitted into `pre`) under which the read
-/// `s` does not fail.
-fn conditions(b: &mut Builder, pre: &mut Vec<Stmt>, s: &Stmt) -> Vec<Atom> {
+/// `copies` (with `guard[i]` for each one that may fail) returning
+/// `result`: each that may fail runs, with what follows it, in an `if` on
+/// its conditions (stated over the copies before it), zeros otherwise.
+fn nest(
+    b: &mut Builder,
+    copies: Vec<Stmt>,
+    guard: &[bool],
+    result: Vec<Atom>,
+    tys: &[Type],
+    safe: &dyn Fn(&Stmt) -> bool,
+    proven: &mut Vec<VarId>,
+) -> (Vec<Stmt>, Vec<Atom>) {
+    let mut out = vec![];
+    let mut rest = copies.into_iter().enumerate();
+    while let Some((i, mut st)) = rest.next() {
+        if !guard[i] {
+            b.declare(&st);
+            out.push(st);
+            continue;
+        }
+        let mut ok = lit(Scalar::Bool, 1.0);
+        for c in conditions(b, &mut out, &st, safe) {
+            ok = boolean(b, &mut out, Prim::And, vec![ok, c]);
+        }
+        unguard(&mut st, safe, proven);
+        let mut inner = vec![st];
+        let mut inner_guard = vec![false];
+        for (j, t) in rest {
+            inner.push(t);
+            inner_guard.push(guard[j]);
+        }
+        let (stmts, res) = nest(b, inner, &inner_guard, result, tys, safe, proven);
+        let binds: Vec<Binder> = tys.iter().map(|t| Binder { var: b.fresh("guarded"), ty: t.clone() }).collect();
+        let else_b = Block { stmts: vec![], result: tys.iter().map(|t| lit(t.elem, 0.0)).collect() };
+        let atoms = binds.iter().map(|x| Atom::Var(x.var)).collect();
+        let st = Stmt { binds, expr: Expr::If { cond: ok, then_b: Block { stmts, result: res }, else_b }, loc: None };
+        b.declare(&st);
+        out.push(st);
+        return (out, atoms);
+    }
+    (out, result)
+}
+
+/// The guardable statement `st` (a copy that runs where its conditions
+/// hold) without its checks, or with its results in `proven`.
+fn unguard(st: &mut Stmt, safe: &dyn Fn(&Stmt) -> bool, proven: &mut Vec<VarId>) {
+    match &mut st.expr {
+        Expr::Slice { check, .. } => *check = None,
+        Expr::Index { checks, .. } => checks.iter_mut().for_each(|c| *c = None),
+        Expr::For { body, .. } => {
+            for t in &mut body.stmts {
+                if !safe(t) {
+                    unguard(t, safe, proven);
+                }
+            }
+        }
+        _ => proven.extend(st.binds.iter().map(|x| x.var)),
+    }
+}
+
+/// The conditions (`bool` atoms, emitted into `pre`) under which the
+/// guardable statement `s` does not fail.
+fn conditions(b: &mut Builder, pre: &mut Vec<Stmt>, s: &Stmt, safe: &dyn Fn(&Stmt) -> bool) -> Vec<Atom> {
     let zero = lit(Scalar::I64, 0.0);
     let mut out = vec![];
     match &s.expr {
+        Expr::For { size, body, .. } => {
+            // no iteration, or every check of the body holds
+            let n = {
+                b.begin();
+                let n = b.size(size);
+                pre.extend(b.end());
+                n
+            };
+            let none = boolean(b, pre, Prim::Le, vec![n, zero]);
+            let mut all = lit(Scalar::Bool, 1.0);
+            for t in &body.stmts {
+                if !safe(t) {
+                    for c in conditions(b, pre, t, safe) {
+                        all = boolean(b, pre, Prim::And, vec![all, c]);
+                    }
+                }
+            }
+            out.push(boolean(b, pre, Prim::Or, vec![none, all]));
+        }
         Expr::Slice { arr, lo, hi, .. } => {
             let n = axis(b, pre, arr, 0);
             out.push(boolean(b, pre, Prim::Le, vec![zero, *lo]));
@@ -189,7 +300,55 @@ fn conditions(b: &mut Builder, pre: &mut Vec<Stmt>, s: &Stmt) -> Vec<Atom> {
                 }
             }
         }
-        _ => unreachable!("guardable reads only"),
+        Expr::Prim(_, xs) => {
+            let t = b.type_of(&xs[1]).elem;
+            out.push(boolean(b, pre, Prim::Ne, vec![xs[1], lit(t, 0.0)]));
+        }
+        Expr::ArgExt { arr, .. } => {
+            let n = axis(b, pre, arr, 0);
+            out.push(boolean(b, pre, Prim::Gt, vec![n, zero]));
+        }
+        Expr::ScatterAdd { dest, idxs, .. } => {
+            // no position out of range: count those that are
+            let n = axis(b, pre, dest, 0);
+            let k = b.type_of(idxs).shape[0].clone();
+            let j = b.fresh("j");
+            let i64t = Type::scalar(Scalar::I64);
+            let mut body = vec![];
+            let x = b.fresh("at");
+            body.push(Stmt {
+                binds: vec![Binder { var: x, ty: i64t.clone() }],
+                expr: Expr::Index { arr: *idxs, idx: vec![Atom::Var(j)], checks: vec![None] },
+                loc: None,
+            });
+            let below = boolean(b, &mut body, Prim::Lt, vec![Atom::Var(x), zero]);
+            let above = boolean(b, &mut body, Prim::Ge, vec![Atom::Var(x), n]);
+            let out_of_range = boolean(b, &mut body, Prim::Or, vec![below, above]);
+            let c = b.fresh("bad");
+            body.push(Stmt {
+                binds: vec![Binder { var: c, ty: i64t.clone() }],
+                expr: Expr::Prim(Prim::Select, vec![out_of_range, lit(Scalar::I64, 1.0), zero]),
+                loc: None,
+            });
+            let bad = b.fresh("bad");
+            let each = Stmt {
+                binds: vec![Binder { var: bad, ty: Type::array(Scalar::I64, vec![k.clone()]) }],
+                expr: Expr::For { ivar: j, size: k, body: Block { stmts: body, result: vec![Atom::Var(c)] } },
+                loc: None,
+            };
+            b.declare(&each);
+            pre.push(each);
+            let count = b.fresh("bad");
+            let total = Stmt {
+                binds: vec![Binder { var: count, ty: i64t }],
+                expr: Expr::Reduce { op: ReduceOp::Add, ne: vec![zero], arrs: vec![Atom::Var(bad)] },
+                loc: None,
+            };
+            b.declare(&total);
+            pre.push(total);
+            out.push(boolean(b, pre, Prim::Eq, vec![Atom::Var(count), zero]));
+        }
+        _ => unreachable!("guardable statements only"),
     }
     out
 }

@@ -88,11 +88,39 @@ pub(super) fn normalize(b: &mut Builder, body: Block, hoist: bool) -> Block {
 /// A checked slice that nothing reads any more stays for its check, which
 /// may fail; it is made a slice of an `[n][0]` array with the same outer
 /// axis (the same check and message, and nothing copied: the interpreter
-/// copies a slice).
+/// copies a slice). So is a checked read of a row (`ad/guard.rs` keeps
+/// one for its check), which reads an `[n][0]` array.
 fn thin_checked_slices(b: &mut Builder, body: &mut Block, candidates: &FxHashSet<VarId>, uses: &FxHashMap<VarId, usize>) {
     let mut stmts = Vec::with_capacity(body.stmts.len());
     for mut s in std::mem::take(&mut body.stmts) {
         match &mut s.expr {
+            Expr::Index { arr, idx, checks }
+                if idx.len() == 1
+                    && checks[0].is_some()
+                    && s.binds.len() == 1
+                    && candidates.contains(&s.binds[0].var)
+                    && uses.get(&s.binds[0].var).copied().unwrap_or(0) == 0 =>
+            {
+                let t = b.type_of(arr);
+                b.begin();
+                let n = b.size(&t.shape[0]);
+                stmts.extend(b.end());
+                let zero = Size::constant(0);
+                let e = Binder { var: b.fresh("empty"), ty: Type::array(Scalar::F64, vec![zero.clone()]) };
+                let z = Binder { var: b.fresh("empty"), ty: Type::array(Scalar::F64, vec![t.shape[0].clone(), zero.clone()]) };
+                let r = Binder { var: s.binds[0].var, ty: Type::array(Scalar::F64, vec![zero]) };
+                let zero_i = lit(Scalar::I64, 0.0);
+                let new = [
+                    Stmt { binds: vec![e.clone()], expr: Expr::Replicate { n: zero_i, val: lit(Scalar::F64, 0.0) }, loc: None },
+                    Stmt { binds: vec![z.clone()], expr: Expr::Unflatten { arr: Atom::Var(e.var), n, m: zero_i }, loc: None },
+                    Stmt { binds: vec![r], expr: Expr::Index { arr: Atom::Var(z.var), idx: idx.clone(), checks: checks.clone() }, loc: s.loc.clone() },
+                ];
+                for st in new {
+                    b.declare(&st);
+                    stmts.push(st);
+                }
+                continue;
+            }
             Expr::Slice { arr, lo, hi, check: Some(loc) }
                 if s.binds.len() == 1 && candidates.contains(&s.binds[0].var) && uses.get(&s.binds[0].var).copied().unwrap_or(0) == 0 =>
             {
@@ -148,14 +176,17 @@ pub(super) struct Known {
     positive: FxHashSet<VarId>,
     /// results of statements of a kind that can fail but that cannot: an
     /// integer division by a positive divisor, an `unflatten` whose sizes
-    /// the types prove
+    /// the types prove, a statement guarded by the condition of its
+    /// success (`ad/guard.rs`)
     safe: FxHashSet<VarId>,
 }
 
 impl Known {
     /// Whether the statement `s`, which `walk::can_fail` says can fail, cannot.
     fn proven_safe(&self, s: &Stmt) -> bool {
-        matches!(s.expr, Expr::Prim(..) | Expr::Unflatten { .. }) && !s.binds.is_empty() && s.binds.iter().all(|x| self.safe.contains(&x.var))
+        matches!(s.expr, Expr::Prim(..) | Expr::Unflatten { .. } | Expr::ScatterAdd { .. } | Expr::ArgExt { .. })
+            && !s.binds.is_empty()
+            && s.binds.iter().all(|x| self.safe.contains(&x.var))
     }
 
     /// Learn from the statement `s` (`ty`: the types of its operands).
@@ -244,7 +275,7 @@ impl Reads<'_, '_> {
             }
             // what the loop body computes the same at every iteration runs
             // once, before the loop
-            let hoisted = if self.hoist { hoist_invariant(self.b, &mut s, &self.known, &mut self.redirected) } else { vec![] };
+            let hoisted = if self.hoist { hoist_invariant(self.b, &mut s, &mut self.known, &mut self.redirected) } else { vec![] };
             for h in hoisted {
                 out.push(h);
             }
@@ -612,26 +643,30 @@ fn sweep(b: &mut Block, dead: &mut dyn FnMut(&Stmt) -> bool) {
 /// zeros in the other branch. A scalar computed from checked reads the loop
 /// makes the same at every iteration moves too, guarded by the checks'
 /// conditions (`ad/guard.rs`); the originals it read go into `guarded`.
-fn hoist_invariant(b: &mut Builder, s: &mut Stmt, known: &Known, guarded: &mut FxHashSet<VarId>) -> Vec<Stmt> {
-    let (body, variant): (&mut Block, FxHashSet<VarId>) = match &mut s.expr {
-        Expr::For { ivar, body, .. } => (body, std::iter::once(*ivar).collect()),
-        Expr::Loop { params, kind: LoopKind::Count { ivar, .. }, body, .. } => (body, params.iter().map(|p| p.var).chain(std::iter::once(*ivar)).collect()),
-        Expr::Loop { params, kind: LoopKind::While { .. }, body, .. } => (body, params.iter().map(|p| p.var).collect()),
+fn hoist_invariant(b: &mut Builder, s: &mut Stmt, known: &mut Known, guarded: &mut FxHashSet<VarId>) -> Vec<Stmt> {
+    let (body, variant, trips): (&mut Block, FxHashSet<VarId>, Option<Size>) = match &mut s.expr {
+        Expr::For { ivar, body, size } => (body, std::iter::once(*ivar).collect(), Some(size.clone())),
+        Expr::Loop { params, kind: LoopKind::Count { ivar, n, .. }, body, .. } => {
+            (body, params.iter().map(|p| p.var).chain(std::iter::once(*ivar)).collect(), Size::of_atom(n))
+        }
+        Expr::Loop { params, kind: LoopKind::While { .. }, body, .. } => (body, params.iter().map(|p| p.var).collect(), None),
         _ => return vec![],
     };
     let mut indexed: FxHashSet<VarId> = FxHashSet::default();
     index_reads(body, &mut indexed);
     let mut needed: FxHashSet<VarId> = FxHashSet::default();
-    Hoist { b, known, indexed: &indexed, guarded }.movable(body, variant, &mut needed, false)
+    Hoist { b, known, indexed: &indexed, guarded, trips }.movable(body, variant, &mut needed, false)
 }
 
 struct Hoist<'h, 'a> {
     b: &'h mut Builder<'a>,
-    known: &'h Known,
+    known: &'h mut Known,
     /// the arrays the loop body reads with `index`
     indexed: &'h FxHashSet<VarId>,
     /// statements whose results guarded copies replaced (`ad/guard.rs`)
     guarded: &'h mut FxHashSet<VarId>,
+    /// the loop's trip count (`None` for a `while` loop)
+    trips: Option<Size>,
 }
 
 impl Hoist<'_, '_> {
@@ -639,19 +674,34 @@ impl Hoist<'_, '_> {
     /// branches) that move before the loop, in order; `variant` holds what
     /// changes between iterations, `needed` what later hoisted statements read.
     fn movable(&mut self, body: &mut Block, mut variant: FxHashSet<VarId>, needed: &mut FxHashSet<VarId>, in_branch: bool) -> Vec<Stmt> {
-        let known = self.known;
-        super::guard::guard_checked_scalars(self.b, body, &variant, &|st| safe_to_hoist(st, known), self.guarded);
+        let known = &*self.known;
+        let proven = super::guard::guard_checked_scalars(self.b, body, &variant, &|st| safe_to_hoist(st, known), self.guarded);
+        self.known.safe.extend(proven);
         // invariant and safe statements, assuming every one of them leaves;
         // an `if` that stays keeps the variant set its branches start with
         let mut cand = vec![false; body.stmts.len()];
+        // candidates holding a `while` loop, which leave guarded by the trip count
+        let mut on_trips = vec![false; body.stmts.len()];
+        // whether the statements so far cannot fail: then the first
+        // iteration runs the next one
+        let mut first_runs = true;
         let mut branch_variant: Vec<Option<FxHashSet<VarId>>> = vec![None; body.stmts.len()];
         for (k, st) in body.stmts.iter().enumerate() {
             let mut reads_variant = false;
             crate::ir::walk::stmt_uses(st, &mut |v| reads_variant |= variant.contains(&v));
+            let terminates_or_fails = !cannot_fail(st, self.known, true);
             if !reads_variant && safe_to_hoist(st, self.known) && (!in_branch || finite_partials(st)) {
                 cand[k] = true;
                 continue;
             }
+            if !reads_variant && !in_branch && self.trips.is_some() && first_runs && !terminates_or_fails && self.zeros_exist(st) {
+                // a `while` loop (which may not end) runs before the loop
+                // exactly when the loop's first iteration would have run it
+                cand[k] = true;
+                on_trips[k] = true;
+                continue;
+            }
+            first_runs &= !terminates_or_fails;
             if matches!(st.expr, Expr::If { .. }) {
                 branch_variant[k] = Some(variant.clone());
             }
@@ -678,12 +728,56 @@ impl Hoist<'_, '_> {
         }
         let mut out = vec![];
         let mut keep = vec![];
-        for ((st, h), moved) in std::mem::take(&mut body.stmts).into_iter().zip(hoist).zip(from_branches) {
+        let mut ran: Option<Atom> = None;
+        for (((st, h), moved), trip) in std::mem::take(&mut body.stmts).into_iter().zip(hoist).zip(from_branches).zip(on_trips) {
             out.extend(moved);
-            if h { out.push(st) } else { keep.push(st) }
+            if h && trip {
+                let ran = *ran.get_or_insert_with(|| self.any_trip(&mut out));
+                out.extend(self.only_if(ran, st));
+            } else if h {
+                out.push(st)
+            } else {
+                keep.push(st)
+            }
         }
         body.stmts = keep;
         out
+    }
+
+    /// Whether zeros of the types of `st`'s results can be made (their sizes cannot be negative).
+    fn zeros_exist(&self, st: &Stmt) -> bool {
+        st.binds.iter().all(|x| x.ty.shape.iter().all(|d| d.provably_nonneg(&|v| self.known.nonneg.contains(&v))))
+    }
+
+    /// `trips > 0`, emitted into `out`.
+    fn any_trip(&mut self, out: &mut Vec<Stmt>) -> Atom {
+        let trips = self.trips.clone().expect("a counted loop");
+        self.b.begin();
+        let n = self.b.size(&trips);
+        out.extend(self.b.end());
+        let v = self.b.fresh("ran");
+        let s = Stmt { binds: vec![Binder { var: v, ty: Type::scalar(Scalar::Bool) }], expr: Expr::Prim(Prim::Gt, vec![n, lit(Scalar::I64, 0.0)]), loc: None };
+        self.b.declare(&s);
+        out.push(s);
+        Atom::Var(v)
+    }
+
+    /// `st` as `if ran then st else zeros`, binding the same variables.
+    fn only_if(&mut self, ran: Atom, mut st: Stmt) -> Vec<Stmt> {
+        let binds = st.binds.clone();
+        for x in &mut st.binds {
+            let n = self.b.name(x.var);
+            x.var = self.b.fresh(&n);
+        }
+        self.b.declare(&st);
+        let then_b = Block { result: st.binds.iter().map(|x| Atom::Var(x.var)).collect(), stmts: vec![st] };
+        self.b.begin();
+        let zeros: Vec<Atom> = binds.iter().map(|x| self.b.zeros(&x.ty)).collect();
+        let else_b = Block { stmts: self.b.end(), result: zeros };
+        let loc = then_b.stmts[0].loc.clone();
+        let s = Stmt { binds, expr: Expr::If { cond: ran, then_b, else_b }, loc };
+        self.b.declare(&s);
+        vec![s]
     }
 
     /// An array read element by element (its cotangent would be a one-hot
@@ -703,7 +797,9 @@ impl Hoist<'_, '_> {
 fn finite_partials(s: &Stmt) -> bool {
     // an allow-list: a primitive added later counts as unbounded until
     // someone says otherwise
-    let bounded = |e: &Expr| match e {
+    let bounded = |t: &Stmt| match &t.expr {
+        // no cotangent flows through an integer or a truth value
+        Expr::Prim(..) if t.binds.iter().all(|x| x.ty.elem.is_int() || x.ty.elem == Scalar::Bool) => true,
         Expr::Prim(p, _) => matches!(
             p,
             Prim::Add
@@ -730,9 +826,9 @@ fn finite_partials(s: &Stmt) -> bool {
         // statements the walk below checks like any other
         _ => true,
     };
-    let mut ok = bounded(&s.expr);
+    let mut ok = bounded(s);
     for b in walk::sub_blocks(&s.expr) {
-        walk::for_each_stmt(b, &mut |t| ok &= bounded(&t.expr));
+        walk::for_each_stmt(b, &mut |t| ok &= bounded(t));
     }
     ok
 }
