@@ -33,7 +33,7 @@
 
 use super::build::{Builder, lit};
 use crate::ir::walk::{self, Copier};
-use crate::ir::{Atom, Binder, Block, Expr, Prim, ReduceOp, Scalar, Size, Stmt, Type, VarId};
+use crate::ir::{Atom, Binder, Block, Expr, LoopKind, Prim, ReduceOp, Scalar, Size, Stmt, Type, VarId};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Rewrite the scalars of `body` computed from guardable checked reads
@@ -124,9 +124,16 @@ fn scalar_result(s: &Stmt) -> bool {
 /// [`conditions`] can state; or a `for` whose body fails only by such
 /// checks on operands from outside the body (`for j. (j + p) % n`).
 fn guardable(s: &Stmt, safe: &dyn Fn(&Stmt) -> bool) -> bool {
-    if let Expr::For { ivar, body, .. } = &s.expr {
+    let nested = match &s.expr {
+        Expr::For { ivar, body, .. } => Some((vec![*ivar], body)),
+        Expr::Loop { params, kind: LoopKind::Count { ivar, .. }, body, .. } => {
+            Some((params.iter().map(|p| p.var).chain(std::iter::once(*ivar)).collect(), body))
+        }
+        _ => None,
+    };
+    if let Some((bound, body)) = nested {
         let mut inner: FxHashSet<VarId> = body.stmts.iter().flat_map(|t| t.binds.iter().map(|x| x.var)).collect();
-        inner.insert(*ivar);
+        inner.extend(bound);
         let outer = |a: &Atom| !matches!(a, Atom::Var(v) if inner.contains(v));
         return body.stmts.iter().all(|t| safe(t) || (leaf_guardable(t) && condition_operands(t).iter().all(outer))) && !body.stmts.iter().all(safe);
     }
@@ -249,7 +256,7 @@ fn unguard(st: &mut Stmt, safe: &dyn Fn(&Stmt) -> bool, proven: &mut Vec<VarId>)
     match &mut st.expr {
         Expr::Slice { check, .. } => *check = None,
         Expr::Index { checks, .. } => checks.iter_mut().for_each(|c| *c = None),
-        Expr::For { body, .. } => {
+        Expr::For { body, .. } | Expr::Loop { body, .. } => {
             for t in &mut body.stmts {
                 if !safe(t) {
                     unguard(t, safe, proven);
@@ -266,13 +273,17 @@ fn conditions(b: &mut Builder, pre: &mut Vec<Stmt>, s: &Stmt, safe: &dyn Fn(&Stm
     let zero = lit(Scalar::I64, 0.0);
     let mut out = vec![];
     match &s.expr {
-        Expr::For { size, body, .. } => {
+        Expr::For { .. } | Expr::Loop { .. } => {
             // no iteration, or every check of the body holds
-            let n = {
-                b.begin();
-                let n = b.size(size);
-                pre.extend(b.end());
-                n
+            let (n, body) = match &s.expr {
+                Expr::For { size, body, .. } => {
+                    b.begin();
+                    let n = b.size(size);
+                    pre.extend(b.end());
+                    (n, body)
+                }
+                Expr::Loop { kind: LoopKind::Count { n, .. }, body, .. } => (*n, body),
+                _ => unreachable!("a counted loop"),
             };
             let none = boolean(b, pre, Prim::Le, vec![n, zero]);
             let mut all = lit(Scalar::Bool, 1.0);

@@ -680,28 +680,33 @@ impl Hoist<'_, '_> {
         // invariant and safe statements, assuming every one of them leaves;
         // an `if` that stays keeps the variant set its branches start with
         let mut cand = vec![false; body.stmts.len()];
-        // candidates holding a `while` loop, which leave guarded by the trip count
+        // candidates that may fail or hold a `while` loop, which leave
+        // guarded by the trip count
         let mut on_trips = vec![false; body.stmts.len()];
-        // whether the statements so far cannot fail: then the first
-        // iteration runs the next one
-        let mut first_runs = true;
+        // whether the statements so far cannot fail (and, `first_ends`,
+        // hold no `while` loop): then the first iteration runs the next one
+        let (mut first_runs, mut first_ends) = (true, true);
         let mut branch_variant: Vec<Option<FxHashSet<VarId>>> = vec![None; body.stmts.len()];
         for (k, st) in body.stmts.iter().enumerate() {
             let mut reads_variant = false;
             crate::ir::walk::stmt_uses(st, &mut |v| reads_variant |= variant.contains(&v));
-            let terminates_or_fails = !cannot_fail(st, self.known, true);
+            let (fails, has_while) = (!cannot_fail(st, self.known, true), !cannot_fail(st, self.known, false));
             if !reads_variant && safe_to_hoist(st, self.known) && (!in_branch || finite_partials(st)) {
                 cand[k] = true;
                 continue;
             }
-            if !reads_variant && !in_branch && self.trips.is_some() && first_runs && !terminates_or_fails && self.zeros_exist(st) {
-                // a `while` loop (which may not end) runs before the loop
-                // exactly when the loop's first iteration would have run it
+            if !reads_variant && !in_branch && self.trips.is_some() && (if fails { first_ends } else { first_runs }) && self.zeros_exist(st) {
+                // a `while` loop (which may not end) or a statement that may
+                // fail (its failure then does not depend on the iteration)
+                // runs before the loop exactly when the loop's first
+                // iteration would have run it: it fails or does not end in
+                // the same cases, with the same message
                 cand[k] = true;
                 on_trips[k] = true;
                 continue;
             }
-            first_runs &= !terminates_or_fails;
+            first_runs &= !fails;
+            first_ends &= !has_while;
             if matches!(st.expr, Expr::If { .. }) {
                 branch_variant[k] = Some(variant.clone());
             }
