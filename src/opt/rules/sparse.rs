@@ -30,6 +30,16 @@ pub const RULES: &[Rule] = &[
         "`scatter_add d (flatten* is) (flatten* vs)` where `is`, `vs` are stacked results of one nest `for i_1 … i_r` whose body gives `if guard then (Σ (i_k + s_k)·stride_k, v) else (0, ±0.0)` (reverse mode of a stencil's guarded shifted reads, any rank), the guard a conjunction of `lo_k <= i_k < n_k - hi_k` (comparisons, `&&`, stored conditions) keeping every i_k + s_k in range → `for e_1 … e_r. d[p] + vs[p - q]` where the source is in its band, plus ±0.0 on element 0 when a miss exists: bitwise the same, no index array, no pass over pairs",
         scatter_stencil,
     ),
+    Rule::on_stmt(
+        "guarded_index",
+        "`if c then { … a[i + k!] … } else …` where c bounds the index i of an enclosing loop over the axis's size (`i > 0`, `i < n - 1`, `&&`, stored conditions) so that i + k is in range → the read unchecked (a dead read can then go)",
+        guarded_index,
+    ),
+    Rule::on_stmt(
+        "nonempty_if",
+        "`if cells > 0 then A else B` where cells is the element count of the first axes of every result and A cannot fail (reverse mode's guard around a scatter into a flattened cotangent, once the scatter is a gather) → A: with no elements both branches give the same empty arrays",
+        nonempty_if,
+    ),
 ];
 
 /// Where a rule's guarded update would report an error (never: the index
@@ -732,19 +742,21 @@ fn scatter_stencil(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     // a miss adds ±0.0 to element 0; it happens when a band is narrower
     // than its axis (and the nest is not empty, as element 0 exists)
     let miss = miss.filter(|_| bands.iter().any(|b| b.lo > 0 || b.hi > 0));
-    Some(emit_gather(y, *dest, *vals, &sizes, &strides, &q, &bands, &shifts, miss, ctx))
+    // the destination unflattened, when it is a flattened array of the nest's shape
+    let dest_root = unflattened(dest, ctx).and_then(|(d, k)| (k == flat && ctx.type_of(&Atom::Var(d))?.shape == sizes).then_some(d));
+    Some(emit_gather(y, (*dest, dest_root), vroot, &sizes, &strides, &bands, &shifts, miss, ctx))
 }
 
-/// `for e_1 … e_r. d[p] (+ v[p - q] where every e_d - s_d lies in its
-/// band) (+ miss at p = 0)`, p the flat position of e, flattened into `y`.
+/// `for e_1 … e_r. d[p] (+ vs[e - s] where every e_d - s_d lies in its
+/// band) (+ miss at p = 0)`, p the flat position of e, flattened into `y`
+/// (`vs` the unflattened values, `d` read unflattened when it can be).
 #[allow(clippy::too_many_arguments)]
 fn emit_gather(
     y: &crate::ir::Binder,
-    dest: Atom,
-    vals: Atom,
+    (dest, dest_root): (Atom, Option<VarId>),
+    vals: VarId,
     sizes: &[Size],
     strides: &[Size],
-    q: &Size,
     bands: &[Band],
     shifts: &[i64],
     miss: Option<Atom>,
@@ -762,7 +774,6 @@ fn emit_gather(
         s.materialize(&mut emit)
     };
     let stride_atoms: Vec<Atom> = strides.iter().map(|s| materialize(s, &mut out, ctx)).collect();
-    let q_atom = materialize(q, &mut out, ctx);
     // the upper end of each axis's hits: n_d - (hi_d - s_d), when below n_d
     let upper: Vec<Option<Atom>> =
         (0..rank).map(|d| (bands[d].hi > shifts[d]).then(|| materialize(&sizes[d].sub(&Size::constant(bands[d].hi - shifts[d])), &mut out, ctx))).collect();
@@ -803,27 +814,34 @@ fn emit_gather(
     let p = pos.expect("rank >= 1");
     let inner = levels.last_mut().expect("rank >= 1");
     let mut fresh = |hint: &str| ctx.fresh(hint);
+    // the destination's element, by the indices of its unflattened form
+    // when it has one
     let d0 = fresh("at");
-    inner.push(bind(d0, elem.clone(), Expr::Index { arr: dest, idx: vec![p], checks: vec![None] }));
+    let (darr, didx) = match dest_root {
+        Some(d) => (Atom::Var(d), es.iter().map(|e| Atom::Var(*e)).collect::<Vec<_>>()),
+        None => (dest, vec![p]),
+    };
+    inner.push(bind(d0, elem.clone(), Expr::Index { arr: darr, checks: vec![None; didx.len()], idx: didx }));
     let mut cur = Atom::Var(d0);
-    let src = if q.as_const() == Some(0) {
-        p
-    } else {
-        let t = fresh("src");
-        inner.push(bind(t, int.clone(), Expr::Prim(Prim::Sub, vec![p, q_atom])));
-        Atom::Var(t)
-    };
-    // branch-free: where there is no hit, read element 0 and keep d[p]
-    let src = match ok {
-        Some(c) => {
+    // the source e_d - s_d on each axis; branch-free: where there is no
+    // hit, read element 0 and keep d[p]
+    let mut src = vec![];
+    for d in 0..rank {
+        let mut a = Atom::Var(es[d]);
+        if shifts[d] != 0 {
             let t = fresh("src");
-            inner.push(bind(t, int.clone(), Expr::Prim(Prim::Select, vec![c, src, Atom::Lit(Lit::I64(0))])));
-            Atom::Var(t)
+            inner.push(bind(t, int.clone(), Expr::Prim(Prim::Sub, vec![a, Atom::Lit(Lit::I64(shifts[d]))])));
+            a = Atom::Var(t);
+            if let Some(c) = ok {
+                let t = fresh("src");
+                inner.push(bind(t, int.clone(), Expr::Prim(Prim::Select, vec![c, a, Atom::Lit(Lit::I64(0))])));
+                a = Atom::Var(t);
+            }
         }
-        None => src,
-    };
+        src.push(a);
+    }
     let (x, sum) = (fresh("at"), fresh("at"));
-    inner.push(bind(x, elem.clone(), Expr::Index { arr: vals, idx: vec![src], checks: vec![None] }));
+    inner.push(bind(x, elem.clone(), Expr::Index { arr: Atom::Var(vals), checks: vec![None; rank], idx: src }));
     inner.push(bind(sum, elem.clone(), Expr::Prim(Prim::Add, vec![cur, Atom::Var(x)])));
     cur = match ok {
         Some(c) => {
@@ -866,4 +884,76 @@ fn emit_gather(
         result = Atom::Var(v);
     }
     out
+}
+
+/// `if c then { … a[i + k!] … } else …` where `c` bounds the loop index
+/// `i` (as `scatter_stencil`'s guards do) so that `i + k` lies in the
+/// axis, the axis as long as `i`'s loop → the read unchecked. (`lower`
+/// proves indices without looking at conditions: `if i > 0 then x[i - 1]`
+/// keeps its check, and a dead checked read stays because it could fail.)
+fn guarded_index(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let Expr::If { cond, then_b, else_b } = &s.expr else { return None };
+    let loops: Vec<(VarId, Size)> = ctx.loops_around(8).into_iter().map(|(i, n)| (i, n.clone())).collect();
+    if loops.is_empty() || !then_b.stmts.iter().any(|st| matches!(&st.expr, Expr::Index { checks, .. } if checks.iter().any(|c| c.is_some()))) {
+        return None;
+    }
+    let sizes: Vec<Size> = loops.iter().map(|(_, n)| n.clone()).collect();
+    let frame = Frame { blocks: vec![], axes: loops.iter().enumerate().map(|(d, (i, _))| (*i, d)).collect() };
+    let mut bands = vec![Band::default(); loops.len()];
+    guard_bands(cond, &frame, &sizes, &mut bands, ctx, 12)?;
+    let inner = Frame { blocks: vec![then_b], axes: frame.axes.clone() };
+    let mut changed = false;
+    let mut stmts = then_b.stmts.clone();
+    for st in &mut stmts {
+        let Expr::Index { arr, idx, checks } = &mut st.expr else { continue };
+        let Some(ty) = ctx.type_of(arr) else { continue };
+        for (k, (i, c)) in idx.iter().zip(checks.iter_mut()).enumerate() {
+            let Some(Lin::Idx(d, off)) = c.as_ref().and_then(|_| lin(i, &inner, ctx)) else { continue };
+            let b = bands[d];
+            if ty.shape.get(k) == Some(&sizes[d]) && b.lo.checked_add(off).is_some_and(|x| x >= 0) && off <= b.hi {
+                *c = None;
+                changed = true;
+            }
+        }
+    }
+    changed.then(|| {
+        let then_b = Block { stmts, result: then_b.result.clone() };
+        vec![Stmt { binds: s.binds.clone(), expr: Expr::If { cond: *cond, then_b, else_b: else_b.clone() }, loc: s.loc.clone() }]
+    })
+}
+
+/// `if cells > 0 then A else B` where `cells` is the number of elements of
+/// the first axes of the results (reverse mode's guard around a scatter
+/// into the flattened cotangent) and `A` cannot fail → `A`: with no
+/// elements both branches give the same empty arrays.
+fn nonempty_if(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let Expr::If { cond, then_b, .. } = &s.expr else { return None };
+    let Expr::Prim(Prim::Gt, xs) = ctx.def_expr(cond)? else { return None };
+    if xs[1] != Atom::Lit(Lit::I64(0)) || !then_b.stmts.iter().all(|st| cannot_fail_in(st, then_b, ctx)) {
+        return None;
+    }
+    let empty = Frame { blocks: vec![], axes: vec![] };
+    let cells = poly(&xs[0], &empty, ctx, 16)?;
+    let prefix_of = |ty: &Type| (1..=ty.rank()).any(|l| ty.shape[..l].iter().fold(Size::constant(1), |a, d| a.mul(d)) == cells);
+    if !s.binds.iter().all(|b| prefix_of(&b.ty)) {
+        return None;
+    }
+    let mut out = then_b.stmts.clone();
+    out.extend(super::copies(&s.binds, &then_b.result));
+    Some(out)
+}
+
+/// Whether statement `st` of `block` cannot fail: `Ctx::can_fail`, except
+/// that an `unflatten n m` of an operand of size `n * m` (bound in `block`
+/// too), `n` and `m` size parameters or literals, is exact.
+fn cannot_fail_in(st: &Stmt, block: &Block, ctx: &Ctx) -> bool {
+    let Expr::Unflatten { arr: Atom::Var(a), n, m } = &st.expr else { return !ctx.can_fail(st) };
+    let nonneg = |x: &Atom| match x {
+        Atom::Lit(Lit::I64(c)) => *c >= 0,
+        Atom::Var(v) => ctx.st.nonneg.contains(v),
+        _ => false,
+    };
+    let operand = local_def(block, *a).and_then(|d| d.binds.iter().find(|b| b.var == *a)).map(|b| b.ty.clone()).or_else(|| ctx.type_of(&Atom::Var(*a)));
+    let (Some(b), Some(t), Some(ns), Some(ms)) = (super::single(st), operand, Size::of_atom(n), Size::of_atom(m)) else { return false };
+    nonneg(n) && nonneg(m) && b.ty.shape.len() >= 2 && b.ty.shape[0] == ns && b.ty.shape[1] == ms && t.shape.first() == Some(&ns.mul(&ms))
 }
