@@ -40,6 +40,13 @@ pub const RULES: &[Rule] = &[
         "`if cells > 0 then A else B` where cells is the element count of the first axes of every result and A cannot fail (reverse mode's guard around a scatter into a flattened cotangent, once the scatter is a gather) → A: with no elements both branches give the same empty arrays",
         nonempty_if,
     ),
+    Rule::on_stmt("unflatten_flatten", "`unflatten n m (flatten x)` where x has the result's type, n and m its first two axes → x", unflatten_flatten),
+    Rule::on_stmt(
+        "if_select",
+        "`if c then a else b` whose branches are atoms with no statements, scalar results → `select c a b` (reverse mode's guarded cotangents; cheap to recompute, branch-free in C)",
+        if_select,
+    ),
+    Rule::on_stmt("index_unflatten_replicate", "`(unflatten n m (replicate k v))[i, j]` with unchecked indices → v", index_unflatten_replicate),
 ];
 
 /// Where a rule's guarded update would report an error (never: the index
@@ -956,4 +963,43 @@ fn cannot_fail_in(st: &Stmt, block: &Block, ctx: &Ctx) -> bool {
     let operand = local_def(block, *a).and_then(|d| d.binds.iter().find(|b| b.var == *a)).map(|b| b.ty.clone()).or_else(|| ctx.type_of(&Atom::Var(*a)));
     let (Some(b), Some(t), Some(ns), Some(ms)) = (super::single(st), operand, Size::of_atom(n), Size::of_atom(m)) else { return false };
     nonneg(n) && nonneg(m) && b.ty.shape.len() >= 2 && b.ty.shape[0] == ns && b.ty.shape[1] == ms && t.shape.first() == Some(&ns.mul(&ms))
+}
+
+/// `unflatten n m (flatten x)` where `x` already has the result's type
+/// and `n`, `m` are its first two axes → `x` (cannot fail: the operand
+/// has exactly `n * m` rows).
+fn unflatten_flatten(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let y = super::single(s)?;
+    let Expr::Unflatten { arr, n, m } = &s.expr else { return None };
+    let Some(Expr::Flatten(x)) = ctx.def_expr(arr) else { return None };
+    let x = *x;
+    if ctx.type_of(&x)? != y.ty || Size::of_atom(n)? != y.ty.shape[0] || Size::of_atom(m)? != y.ty.shape[1] {
+        return None;
+    }
+    Some(vec![bind(y.var, y.ty.clone(), Expr::Atom(x))])
+}
+
+/// `if c then a else b` with no statements in either branch (atoms
+/// computed before it; reverse mode's guarded cotangent `if c then x else
+/// 0.0`) → `select c a b`, which fusion may recompute and C vectorises.
+fn if_select(s: &Stmt, _ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let Expr::If { cond, then_b, else_b } = &s.expr else { return None };
+    if !then_b.stmts.is_empty() || !else_b.stmts.is_empty() || s.binds.iter().any(|b| b.ty.rank() != 0) {
+        return None;
+    }
+    Some(
+        s.binds.iter().enumerate().map(|(k, b)| bind(b.var, b.ty.clone(), Expr::Prim(Prim::Select, vec![*cond, then_b.result[k], else_b.result[k]]))).collect(),
+    )
+}
+
+/// `(unflatten n m (replicate k v))[i, j]` → `v` (unchecked reads).
+fn index_unflatten_replicate(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let y = super::single(s)?;
+    let Expr::Index { arr, idx, checks } = &s.expr else { return None };
+    let Some(Expr::Unflatten { arr: flat, .. }) = ctx.def_expr(arr) else { return None };
+    let Some(Expr::Replicate { val, .. }) = ctx.def_expr(flat) else { return None };
+    if idx.len() != 2 || checks.iter().any(|c| c.is_some()) || y.ty.rank() != 0 {
+        return None;
+    }
+    Some(vec![bind(y.var, y.ty.clone(), Expr::Atom(*val))])
 }
