@@ -43,7 +43,7 @@ pub const RULES: &[Rule] = &[
     Rule::on_stmt("unflatten_flatten", "`unflatten n m (flatten x)` where x has the result's type, n and m its first two axes → x", unflatten_flatten),
     Rule::on_stmt(
         "if_select",
-        "`if c then a else b` whose branches are atoms with no statements, scalar results → `select c a b` (reverse mode's guarded cotangents; cheap to recompute, branch-free in C)",
+        "`if c then x else 0.0` (either branch a float ±0.0 literal) whose branches are atoms with no statements → `select c x 0.0` (reverse mode's guarded cotangents; cheap to recompute, branch-free in C)",
         if_select,
     ),
     Rule::on_stmt("index_unflatten_replicate", "`(unflatten n m (replicate k v))[i, j]` with unchecked indices → v", index_unflatten_replicate),
@@ -785,9 +785,11 @@ fn emit_gather(
     let upper: Vec<Option<Atom>> =
         (0..rank).map(|d| (bands[d].hi > shifts[d]).then(|| materialize(&sizes[d].sub(&Size::constant(bands[d].hi - shifts[d])), &mut out, ctx))).collect();
     let es: Vec<VarId> = (0..rank).map(|_| ctx.fresh("e")).collect();
-    // per level: the position so far and whether the hit exists so far
+    // per level: the flat position so far (read when `d` has no
+    // unflattened form), whether the hit exists so far, and whether e is
+    // element 0 so far (when a miss adds to it)
     let mut levels: Vec<Vec<Stmt>> = vec![];
-    let (mut pos, mut ok): (Option<Atom>, Option<Atom>) = (None, None);
+    let (mut pos, mut ok, mut first): (Option<Atom>, Option<Atom>, Option<Atom>) = (None, None, None);
     for d in 0..rank {
         let mut stmts = vec![];
         let mut prim = |p: Prim, ty: &Type, xs: Vec<Atom>, stmts: &mut Vec<Stmt>, hint: &str| {
@@ -796,11 +798,13 @@ fn emit_gather(
             Atom::Var(t)
         };
         let e = Atom::Var(es[d]);
-        let part = if d + 1 == rank { e } else { prim(Prim::Mul, &int, vec![e, stride_atoms[d]], &mut stmts, "pos") };
-        pos = Some(match pos {
-            None => part,
-            Some(p) => prim(Prim::Add, &int, vec![p, part], &mut stmts, "pos"),
-        });
+        if dest_root.is_none() {
+            let part = if d + 1 == rank { e } else { prim(Prim::Mul, &int, vec![e, stride_atoms[d]], &mut stmts, "pos") };
+            pos = Some(match pos {
+                None => part,
+                Some(p) => prim(Prim::Add, &int, vec![p, part], &mut stmts, "pos"),
+            });
+        }
         let lo = bands[d].lo + shifts[d];
         let mut conds = vec![];
         if lo > 0 {
@@ -815,23 +819,29 @@ fn emit_gather(
                 Some(o) => prim(Prim::And, &boolt, vec![o, c], &mut stmts, "hit"),
             });
         }
+        if miss.is_some() {
+            let at0 = prim(Prim::Eq, &boolt, vec![e, Atom::Lit(Lit::I64(0))], &mut stmts, "first");
+            first = Some(match first {
+                None => at0,
+                Some(f) => prim(Prim::And, &boolt, vec![f, at0], &mut stmts, "first"),
+            });
+        }
         levels.push(stmts);
     }
     // the innermost body: the destination's element plus the hit
-    let p = pos.expect("rank >= 1");
     let inner = levels.last_mut().expect("rank >= 1");
     let mut fresh = |hint: &str| ctx.fresh(hint);
     // the destination's element, by the indices of its unflattened form
     // when it has one
     let d0 = fresh("at");
-    let (darr, didx) = match dest_root {
-        Some(d) => (Atom::Var(d), es.iter().map(|e| Atom::Var(*e)).collect::<Vec<_>>()),
-        None => (dest, vec![p]),
+    let (darr, didx) = match (dest_root, pos) {
+        (Some(d), _) => (Atom::Var(d), es.iter().map(|e| Atom::Var(*e)).collect::<Vec<_>>()),
+        (None, p) => (dest, vec![p.expect("rank >= 1")]),
     };
     inner.push(bind(d0, elem.clone(), Expr::Index { arr: darr, checks: vec![None; didx.len()], idx: didx }));
-    let mut cur = Atom::Var(d0);
-    // the source e_d - s_d on each axis; branch-free: where there is no
-    // hit, read element 0 and keep d[p]
+    // the hit: the value at the source e_d - s_d, branch-free (where
+    // there is no hit, read element 0 and keep d[p]: selects vectorise,
+    // and C ran the gathers of the diffusion gradient twice as fast so)
     let mut src = vec![];
     for d in 0..rank {
         let mut a = Atom::Var(es[d]);
@@ -849,22 +859,22 @@ fn emit_gather(
     }
     let (x, sum) = (fresh("at"), fresh("at"));
     inner.push(bind(x, elem.clone(), Expr::Index { arr: Atom::Var(vals), checks: vec![None; rank], idx: src }));
-    inner.push(bind(sum, elem.clone(), Expr::Prim(Prim::Add, vec![cur, Atom::Var(x)])));
-    cur = match ok {
+    inner.push(bind(sum, elem.clone(), Expr::Prim(Prim::Add, vec![Atom::Var(d0), Atom::Var(x)])));
+    let mut cur = match ok {
         Some(c) => {
             let t = fresh("at");
-            inner.push(bind(t, elem.clone(), Expr::Prim(Prim::Select, vec![c, Atom::Var(sum), cur])));
+            inner.push(bind(t, elem.clone(), Expr::Prim(Prim::Select, vec![c, Atom::Var(sum), Atom::Var(d0)])));
             Atom::Var(t)
         }
         None => Atom::Var(sum),
     };
-    // the misses' ±0.0 on element 0, after its hits (the same bits as
+    // the misses' ±0.0 on element 0, after its hit (the same bits as
     // interleaved: adding ±0.0 changes only the sign of a zero)
+    // (branch-free too: an `if` there made C twice as slow again)
     if let Some(z) = miss {
-        let (first, t, r) = (fresh("first"), fresh("at"), fresh("at"));
-        inner.push(bind(first, boolt.clone(), Expr::Prim(Prim::Eq, vec![p, Atom::Lit(Lit::I64(0))])));
+        let (t, r) = (fresh("at"), fresh("at"));
         inner.push(bind(t, elem.clone(), Expr::Prim(Prim::Add, vec![cur, z])));
-        inner.push(bind(r, elem.clone(), Expr::Prim(Prim::Select, vec![Atom::Var(first), Atom::Var(t), cur])));
+        inner.push(bind(r, elem.clone(), Expr::Prim(Prim::Select, vec![first.expect("a miss sets `first`"), Atom::Var(t), cur])));
         cur = Atom::Var(r);
     }
     // the nest, innermost out
@@ -979,12 +989,20 @@ fn unflatten_flatten(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     Some(vec![bind(y.var, y.ty.clone(), Expr::Atom(x))])
 }
 
-/// `if c then a else b` with no statements in either branch (atoms
-/// computed before it; reverse mode's guarded cotangent `if c then x else
-/// 0.0`) → `select c a b`, which fusion may recompute and C vectorises.
+/// `if c then x else 0.0` (or `if c then 0.0 else x`, either zero) with no
+/// statements in either branch (reverse mode's guarded cotangent) →
+/// `select c x 0.0`, which fusion may recompute and C vectorises. (Other
+/// `if`s stay: rules read their branches, `push_into_if` moves work in.)
 fn if_select(s: &Stmt, _ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let Expr::If { cond, then_b, else_b } = &s.expr else { return None };
-    if !then_b.stmts.is_empty() || !else_b.stmts.is_empty() || s.binds.iter().any(|b| b.ty.rank() != 0) {
+    let [b] = s.binds.as_slice() else { return None };
+    let zero = |a: &Atom| super::is_lit(a, 0.0) || super::is_lit(a, -0.0);
+    if !then_b.stmts.is_empty()
+        || !else_b.stmts.is_empty()
+        || b.ty.rank() != 0
+        || !b.ty.elem.is_float()
+        || !(zero(&then_b.result[0]) || zero(&else_b.result[0]))
+    {
         return None;
     }
     Some(
