@@ -1042,6 +1042,100 @@ fn adding_zero_to_what_is_never_minus_zero_goes() {
     }
 }
 
+/// `scatter_stencil`: reverse mode of guarded shifted reads (`if i > 0
+/// then u[i - 1] else 0.0`, any rank, shifts of 1 and 2, both ends, `&&`
+/// guards and the conditions reverse mode stores) and scatters of such
+/// pairs written by hand become gathers, bit for bit: where two values
+/// land on one element their order shows (1e16 + 1 - 1e16), and the misses'
+/// +0.0 on element 0 turns a -0.0 start into +0.0 (a -0.0 miss keeps it).
+/// A guard that lets a shifted index leave its row or the array keeps the
+/// scatter (and its error).
+#[test]
+fn guarded_stencil_scatters_become_gathers() {
+    // the corpus's reverse-mode stencils, and scatters of such pairs written
+    // by hand (not in the corpus: for these the gather costs the
+    // interpreter more operations per element than the scatter per pair)
+    let hand = "
+entry h1 [n] (d: [n]f64) (w: [n]f64) : [n]f64 =
+  let (is, vs) = unzip (for i. if i < n - 1 then (i + 1, w[i]) else (0, 0.0))
+  in scatter_add d is vs
+entry h2 [n][m] (d: [n][m]f64) (w: [n][m]f64) : [n*m]f64 =
+  let (is, vs) = unzip (flatten (for i j. if i > 0 && j > 0 then ((i - 1) * m + j - 1, w[i, j]) else (0, -0.0)))
+  in scatter_add (flatten d) is vs
+";
+    let src = std::fs::read_to_string("tests/ad_programs/r19_stencils.ard").unwrap() + hand;
+    let cases: &[(&str, &[&str])] = &[
+        ("g1", &["[[1.0, 2.0, -1.0, 0.5, 3.0], [1e16, 1.0, -1e16, -0.0, 1.0]]", "[[2.0], [-0.0]]", "[[1.5, -2.0], [1.0, 3.0]]", "[[], []]"]),
+        (
+            "g2",
+            &[
+                "[[[1.0, 2.0, -1.0], [3.0, -2.0, 0.25], [0.5, 1.5, -3.0]], [[1e16, -1.0, 2.0], [1.0, -1e16, -1.0], [-0.0, 1.0, 1.0]]]",
+                "[[[2.0]], [[-1.0]]]",
+                "[[[1.0], [2.0]], [[3.0], [-1.0]]]",
+                "[[[1.0, -1.0, 2.0]], [[1.0, 2.0, 3.0]]]",
+            ],
+        ),
+        (
+            "g3",
+            &[
+                "[[[[1.0, 2.0], [-1.0, 0.5]], [[3.0, -2.0], [0.25, 1.0]], [[0.5, 1.5], [-3.0, 2.0]]], [[[1.0, -1.0], [2.0, 0.5]], [[0.5, 2.0], [-1.0, 1.0]], [[-2.0, 1.0], [1.0, 3.0]]]]",
+                "[[[[2.0]]], [[[-1.0]]]]",
+            ],
+        ),
+        ("h1", &["[[-0.0, 1.0, 2.0], [1e16, 1.0, -1e16]]", "[[-0.0], [5.0]]", "[[-0.0, -0.0], [-0.0, 7.0]]", "[[], []]"]),
+        (
+            "h2",
+            &[
+                "[[[-0.0, 1.0], [2.0, 3.0]], [[1.0, 2.0], [3.0, -0.0]]]",
+                "[[[-0.0, 1.0, 1e16], [2.0, -1e16, 3.0]], [[1.0, 2.0, 5.0], [3.0, 1.0, -0.0]]]",
+                "[[[-0.0]], [[1.0]]]",
+            ],
+        ),
+    ];
+    for (entry, args) in cases {
+        for a in *args {
+            let (fired, ir, _, _) = run_both(&src, entry, a);
+            assert!(fired.contains_key("scatter_stencil") && !ir.contains("scatter_add"), "{entry}: {fired:?}\n{ir}");
+        }
+    }
+    // the sign of zero at element 0: +0.0 after a +0.0 miss, -0.0 kept by -0.0 misses and hits
+    let p = Program::from_source("r19.ard", &src).unwrap();
+    let call = |e: &str, a: &str| {
+        let entry = p.entry(e).unwrap();
+        let json: serde_json::Value = serde_json::from_str(a).unwrap();
+        let vals: Vec<Value> = entry.params().iter().zip(json.as_array().unwrap()).map(|((_, s), j)| value_from_json(j, s).unwrap()).collect();
+        entry.call(&vals).unwrap().to_json().to_string()
+    };
+    assert_eq!(call("h1", "[[-0.0, -0.0], [-0.0, 7.0]]"), "[0.0, -0.0]");
+    assert_eq!(call("h2", "[[[-0.0, 1.0], [2.0, 3.0]], [[1.0, 2.0], [3.0, -0.0]]]"), "[-0.0, 1.0, 2.0, 3.0]");
+    // guards that do not keep the shifted position in its row or in the array
+    let bad = "\
+entry wrap [n][m] (d: [n][m]f64) (w: [n][m]f64) : [n*m]f64 =
+  let (is, vs) = unzip (flatten (for i j. if j < m then (i * m + j + 1, w[i, j]) else (0, 0.0)))
+  in scatter_add (flatten d) is vs
+entry over [n] (d: [n]f64) (w: [n]f64) : [n]f64 =
+  let (is, vs) = unzip (for i. if i > 0 then (i + 1, w[i]) else (0, 0.0))
+  in scatter_add d is vs
+entry miss1 [n] (d: [n]f64) (w: [n]f64) : [n]f64 =
+  let (is, vs) = unzip (for i. if i < n - 1 then (i + 1, w[i]) else (1, 0.0))
+  in scatter_add d is vs
+entry data [n] (d: [n]f64) (w: [n]f64) : [n]f64 =
+  let (is, vs) = unzip (for i. if w[i] > 0.0 then (i, w[i]) else (0, 0.0))
+  in scatter_add d is vs
+";
+    for (entry, a) in [
+        ("wrap", "[[[1.0, 2.0], [3.0, 4.0]], [[1.0, 2.0], [3.0, 4.0]]]"),
+        ("wrap", "[[[1.0, 2.0]], [[1.0, 2.0]]]"),
+        ("over", "[[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]"),
+        ("over", "[[1.0], [2.0]]"),
+        ("miss1", "[[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]"),
+        ("data", "[[-0.0, 2.0, 3.0], [-1.0, 2.0, 3.0]]"),
+    ] {
+        let (fired, ir, _, _) = run_both(bad, entry, a);
+        assert!(!fired.contains_key("scatter_stencil") && ir.contains("scatter_add"), "{entry}: {fired:?}\n{ir}");
+    }
+}
+
 /// Reverse mode of a stencil (`u[i - 1]`, `u[i + 1]` in a `for`, another
 /// value at the boundary) scatters its cotangents to shifted indices;
 /// `scatter_shift` reads them from shifted positions instead: bitwise the

@@ -85,7 +85,17 @@ pub(crate) const RECOMPUTE_BUDGET: usize = 6;
 /// element: recomputing it where it is read is about as cheap as storing
 /// and reading it back, and stores nothing (reverse mode's residuals).
 pub(crate) fn cheap_to_recompute(b: &Block, budget: &mut usize) -> bool {
+    // integer arithmetic on values from outside this block (`m - 1`) is
+    // free: `licm` moves it out of the loop it is copied into
+    let local: rustc_hash::FxHashSet<VarId> = b.stmts.iter().flat_map(|s| s.binds.iter().map(|x| x.var)).collect();
+    let invariant_int = |s: &Stmt| {
+        matches!(&s.expr, Expr::Prim(_, xs) if xs.iter().all(|x| !matches!(x, Atom::Var(v) if local.contains(v))))
+            && s.binds.iter().all(|x| x.ty == Type::scalar(crate::ir::Scalar::I64))
+    };
     b.stmts.iter().all(|s| {
+        if invariant_int(s) {
+            return true;
+        }
         if *budget == 0 {
             return false;
         }
@@ -185,6 +195,8 @@ fn fuse_index_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let slice = slice_block(body, &[j]);
     let depth = ctx.loop_depth_to(*a);
     let per_element = depth == Some(0) || depth == Some(1) && ctx.innermost_loop().is_some_and(|(i, n)| idx[0] == Atom::Var(i) && n == size);
+    // or in a nest `for i_1 … i_k` reading `a[i_1, …, i_k]`, each loop over its axis
+    let per_element = per_element || depth.is_some_and(|k| k >= 2 && over_own_axes(k, *a, idx, ctx));
     if !worth_fusing(def, &slice, (ctx.uses(*a), depth, per_element), ctx) {
         return None;
     }
@@ -201,6 +213,14 @@ fn fuse_index_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let mut out = copy.stmts;
     out.push(rest_index(y, r, &idx[1..], &checks[1..]));
     Some(out)
+}
+
+/// Whether the `k` loops around the position (outermost first) are over
+/// the first `k` axes of `a`, and `idx` reads `a` at their indices.
+fn over_own_axes(k: usize, a: VarId, idx: &[Atom], ctx: &Ctx) -> bool {
+    let loops = ctx.loops_around(k);
+    let Some(ty) = ctx.type_of(&Atom::Var(a)) else { return false };
+    loops.len() == k && idx.len() >= k && (0..k).all(|l| idx[l] == Atom::Var(loops[k - 1 - l].0) && ty.shape.get(l) == Some(loops[k - 1 - l].1))
 }
 
 /// The `for` binding `a` as result `j` (a stacked result, of a `for` or of
