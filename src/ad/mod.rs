@@ -12,7 +12,6 @@
 //! itself.
 
 mod build;
-mod guard;
 mod jvp;
 mod loops;
 mod reads;
