@@ -196,7 +196,9 @@ fn fuse_index_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let depth = ctx.loop_depth_to(*a);
     let per_element = depth == Some(0) || depth == Some(1) && ctx.innermost_loop().is_some_and(|(i, n)| idx[0] == Atom::Var(i) && n == size);
     // or in a nest `for i_1 … i_k` reading `a[i_1, …, i_k]`, each loop over its axis
-    let per_element = per_element || depth.is_some_and(|k| k >= 2 && over_own_axes(k, *a, idx, ctx));
+    // (not a contraction's nest: fused into its reader, the kernel's product
+    // would become scalar loops again)
+    let per_element = per_element || depth.is_some_and(|k| k >= 2 && over_own_axes(k, *a, idx, ctx)) && !contraction_shaped(def);
     if !worth_fusing(def, &slice, (ctx.uses(*a), depth, per_element), ctx) {
         return None;
     }
