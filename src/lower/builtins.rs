@@ -234,6 +234,7 @@ pub(super) fn call(l: &mut Lowerer, name: &str, args: Vec<(Val, Span)>, span: &S
             let r = l.emit1(IExpr::ArgExt { max: name == "argmax", arr }, ir::Type::scalar(Scalar::I64), name, Some(l.loc(span)));
             Val::data(Ty::Idx(n), r)
         }
+        "scan" if l.scan_has_outputs(&args[0].0, &args[0].1, &args[1].0, &args[2].0) => l.scan_outputs(args, span),
         "reduce" | "scan" => l.reduce_or_scan(name == "scan", args, span),
         "transpose" | "flatten" | "reverse" => {
             let (v, s) = a(0);
@@ -589,7 +590,12 @@ impl Lowerer<'_> {
                     let (p, q) = (self.show(&rty), self.show(&ety));
                     return self.error(
                         Diagnostic::new(format!("the operator of `{name}` returns {p}, but it must return the element type {q}"), ops)
-                            .label("wrong result type"),
+                            .label("wrong result type")
+                            .hint(if is_scan && matches!(rty, Ty::Tuple(ref ts) if ts.len() == 2) {
+                                "a scan with outputs takes a step `\\s x -> (next_state, output)` whose next state has the initial state's type"
+                            } else {
+                                "the operator combines two elements into one"
+                            }),
                     );
                 }
                 ReduceOp::Lambda(ir::Lambda { params, body: ir::Block { stmts, result: rl } })

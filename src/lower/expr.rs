@@ -883,7 +883,7 @@ impl Lowerer<'_> {
     }
 }
 
-fn has_int_literal(v: &Val) -> bool {
+pub(super) fn has_int_literal(v: &Val) -> bool {
     match v {
         Val::Data { ty: Ty::Scalar(Scalar::I64), leaves } => matches!(leaves[0], Atom::Lit(Lit::I64(_))),
         Val::Tuple(vs) => vs.iter().any(has_int_literal),
@@ -892,7 +892,7 @@ fn has_int_literal(v: &Val) -> bool {
 }
 
 /// Integer literals of a state become `f64` literals.
-fn widen_int_literals(v: Val) -> Val {
+pub(super) fn widen_int_literals(v: Val) -> Val {
     match v {
         Val::Data { ty: Ty::Scalar(Scalar::I64), leaves } if matches!(leaves[0], Atom::Lit(Lit::I64(_))) => {
             Val::data(Ty::Scalar(Scalar::F64), convert_literal(leaves[0], Scalar::F64).expect("int literal"))

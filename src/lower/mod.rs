@@ -20,6 +20,7 @@ mod diff;
 mod emit;
 mod expr;
 mod lift;
+mod scan;
 #[cfg(test)]
 mod tests;
 mod value;
