@@ -1331,3 +1331,26 @@ fn reverse_programs_keep_no_row_cotangents() {
     // a label out of range fails as before
     let (_, _, _, _) = run_both(src, "ce_grad", "[[[0.5, -1.0], [0.25, 2.0], [1.5, 0.0]], [[1.0, 2.0], [-1.0, 0.5]], [2, 3]]");
 }
+
+/// Reverse mode of a read `v[i]` in a sequential loop adds one cotangent
+/// per iteration with `scatter_add ct [i] [d]`: `scatter_one` makes it an
+/// in-place `update` (no index and value arrays per iteration), bitwise the
+/// same (-0.0 cotangents included), and `max n 0` (the trip count) is `n`
+/// so the counter is known to be in range. A scatter whose position is not
+/// provably in range keeps its check and its message.
+#[test]
+fn one_element_scatters_in_loops_become_updates() {
+    let src = "\
+entry g [n] (x: [n]f64) : [n]f64 =
+  grad (\\(v: [n]f64) -> let (s, ys) = scan (\\s x -> (s * x + 1.0, sin s)) 0.5 v in s + sum ys) x
+entry h [n] (x: [n]f64) (k: i64) : [n]f64 = scatter_add x [k] [2.0]
+";
+    for a in ["[[]]", "[[-0.0]]", "[[1.0, -2.0, 0.5, 1e16, -0.0]]"] {
+        let (fired, ir, _, _) = run_both(src, "g", a);
+        assert!(fired.contains_key("scatter_one") && !ir.contains("scatter_add") && !ir.contains("max n 0"), "{fired:?}\n{ir}");
+    }
+    for a in ["[[1.0, 2.0], 1]", "[[1.0, 2.0], 2]", "[[1.0, 2.0], -1]"] {
+        let (fired, ir, _, _) = run_both(src, "h", a);
+        assert!(!fired.contains_key("scatter_one") && ir.contains("scatter_add"), "{fired:?}\n{ir}");
+    }
+}

@@ -14,7 +14,7 @@ pub const RULES: &[Rule] = &[
     ),
     Rule::on_stmt(
         "simplify_arith",
-        "exact identities: x*1, 1*x, x/1, x-0.0, x+(-0.0), -(-x) → x, and 0.0+x, x+0.0 → x where x is never -0.0 (a square a*a, abs, exp, or a sum with +0.0); on integers also x+0, x*0 → 0, x-x → 0, and for the index i of a loop over n, min i n → i and max i 0 → i; on booleans the and/or/not laws; select c x x → x",
+        "exact identities: x*1, 1*x, x/1, x-0.0, x+(-0.0), -(-x) → x, and 0.0+x, x+0.0 → x where x is never -0.0 (a square a*a, abs, exp, or a sum with +0.0); on integers also x+0, x*0 → 0, x-x → 0, and for the index i of a loop over n, min i n → i and max i 0 → i, and max n 0 → n for a size n; on booleans the and/or/not laws; select c x x → x",
         simplify_arith,
     ),
     Rule::on_stmt("if_constant", "`if true/false` becomes the statements of the branch taken", if_constant),
@@ -92,13 +92,21 @@ fn int_scalar(a: &Atom, b: Option<&Atom>) -> Option<crate::ir::Scalar> {
 }
 
 /// `min i n` → i and `max i 0` → i for the index i of a loop over n
-/// (`sum_cond_range`'s clamps of a loop index).
+/// (`sum_cond_range`'s clamps of a loop index); `max n 0` → n for an
+/// integer n known not to be negative (a size: reverse mode's trip count
+/// `max n 0` of a loop over n).
 fn index_bound(p: Prim, xs: &[Atom], ctx: &Ctx) -> Option<Atom> {
     let (a, b) = (xs.first()?, xs.get(1)?);
     let pairs = [(a, b), (b, a)];
     match p {
         Prim::Min => pairs.into_iter().find(|(i, n)| Size::of_atom(n).is_some_and(|n| ctx.provably_below(i, &n))).map(|(i, _)| *i),
-        Prim::Max => pairs.into_iter().find(|(i, z)| matches!(i, Atom::Var(v) if ctx.index_range(*v).is_some()) && is_lit(z, 0.0)).map(|(i, _)| *i),
+        Prim::Max => pairs
+            .into_iter()
+            .find(|(i, z)| {
+                let int = ctx.type_of(i).is_some_and(|t| t.elem == crate::ir::Scalar::I64);
+                is_lit(z, 0.0) && matches!(i, Atom::Var(v) if ctx.index_range(*v).is_some() || (int && ctx.size_nonneg(&Size::var(*v))))
+            })
+            .map(|(i, _)| *i),
         _ => None,
     }
 }

@@ -46,6 +46,11 @@ pub const RULES: &[Rule] = &[
         "`if c then x else 0.0` (either branch a float ±0.0 literal) whose branches are atoms with no statements → `select c x 0.0` (reverse mode's guarded cotangents; cheap to recompute, branch-free in C)",
         if_select,
     ),
+    Rule::on_stmt(
+        "scatter_one",
+        "`scatter_add d [e] [x]` (one scalar, reverse mode of a read `v[e]` in a sequential loop) where e is provably in range → `update d[e] = d[e] + x`: bitwise the same sum, in place, with no index and value arrays allocated per iteration",
+        scatter_one,
+    ),
     Rule::on_stmt("index_unflatten_replicate", "`(unflatten n m (replicate k v))[i, j]` with unchecked indices → v", index_unflatten_replicate),
 ];
 
@@ -1020,4 +1025,25 @@ fn index_unflatten_replicate(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
         return None;
     }
     Some(vec![bind(y.var, y.ty.clone(), Expr::Atom(*val))])
+}
+
+fn scatter_one(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let y = super::single(s)?;
+    let Expr::ScatterAdd { dest, idxs, vals, .. } = &s.expr else { return None };
+    if y.ty.rank() != 1 {
+        return None;
+    }
+    let (Some(Expr::ArrayLit(is)), Some(Expr::ArrayLit(xs))) = (ctx.def_expr(idxs), ctx.def_expr(vals)) else { return None };
+    let ([e], [x]) = (is.as_slice(), xs.as_slice()) else { return None };
+    let (e, x) = (*e, *x);
+    if !ctx.provably_below(&e, &y.ty.shape[0]) {
+        return None;
+    }
+    let elem = Type::scalar(y.ty.elem);
+    let (old, new) = (ctx.fresh("at"), ctx.fresh("at"));
+    Some(vec![
+        bind(old, elem.clone(), Expr::Index { arr: *dest, idx: vec![e], checks: vec![None] }),
+        bind(new, elem, Expr::Prim(Prim::Add, vec![Atom::Var(old), x])),
+        bind(y.var, y.ty.clone(), Expr::Update { arr: *dest, idx: e, val: Atom::Var(new), loc: guarded_loc() }),
+    ])
 }
