@@ -195,9 +195,10 @@ fn guarded_copy(
         b.fresh(&n)
     };
     let copy = Copier { map: FxHashMap::default(), fresh: Some(&mut fresh) }.block(&block);
-    let guard: Vec<bool> = members.iter().map(|&j| !safe(&stmts[j])).collect();
+    let originals: Vec<&Stmt> = members.iter().map(|&j| &stmts[j]).collect();
+    let guard: Vec<bool> = originals.iter().map(|o| !safe(o)).collect();
     let tys: Vec<Type> = h.binds.iter().map(|x| x.ty.clone()).collect();
-    let (body, result) = nest(b, copy.stmts, &guard, copy.result, &tys, safe, proven);
+    let (body, result) = nest(b, copy.stmts, &originals, &guard, copy.result, &tys, safe, proven);
     pre.extend(body);
     for (x, r) in h.binds.iter().zip(result) {
         let st = Stmt { binds: vec![x.clone()], expr: Expr::Atom(r), loc: h.loc.clone() };
@@ -207,12 +208,17 @@ fn guarded_copy(
     pre
 }
 
-/// `copies` (with `guard[i]` for each one that may fail) returning
-/// `result`: each that may fail runs, with what follows it, in an `if` on
-/// its conditions (stated over the copies before it), zeros otherwise.
+/// `copies` of `originals` (with `guard[i]` for each one that may fail)
+/// returning `result`: each that may fail runs, with what follows it, in an
+/// `if` on its conditions (stated over the copies before it), zeros
+/// otherwise. Whether a statement may fail is decided on its original: what
+/// the caller knows (a divisor `max n 1` is positive) is about the
+/// originals' variables, not the copies' fresh ones.
+#[allow(clippy::too_many_arguments)]
 fn nest(
     b: &mut Builder,
     copies: Vec<Stmt>,
+    originals: &[&Stmt],
     guard: &[bool],
     result: Vec<Atom>,
     tys: &[Type],
@@ -223,22 +229,25 @@ fn nest(
     let mut rest = copies.into_iter().enumerate();
     while let Some((i, mut st)) = rest.next() {
         if !guard[i] {
+            carry_safety(&st, proven);
             b.declare(&st);
             out.push(st);
             continue;
         }
         let mut ok = lit(Scalar::Bool, 1.0);
-        for c in conditions(b, &mut out, &st, safe) {
+        for c in conditions(b, &mut out, &st, originals[i], safe) {
             ok = boolean(b, &mut out, Prim::And, vec![ok, c]);
         }
-        unguard(&mut st, safe, proven);
+        unguard(&mut st, originals[i], safe, proven);
         let mut inner = vec![st];
+        let mut inner_originals = vec![originals[i]];
         let mut inner_guard = vec![false];
         for (j, t) in rest {
             inner.push(t);
+            inner_originals.push(originals[j]);
             inner_guard.push(guard[j]);
         }
-        let (stmts, res) = nest(b, inner, &inner_guard, result, tys, safe, proven);
+        let (stmts, res) = nest(b, inner, &inner_originals, &inner_guard, result, tys, safe, proven);
         let binds: Vec<Binder> = tys.iter().map(|t| Binder { var: b.fresh("guarded"), ty: t.clone() }).collect();
         let else_b = Block { stmts: vec![], result: tys.iter().map(|t| lit(t.elem, 0.0)).collect() };
         let atoms = binds.iter().map(|x| Atom::Var(x.var)).collect();
@@ -250,16 +259,18 @@ fn nest(
     (out, result)
 }
 
-/// The guardable statement `st` (a copy that runs where its conditions
-/// hold) without its checks, or with its results in `proven`.
-fn unguard(st: &mut Stmt, safe: &dyn Fn(&Stmt) -> bool, proven: &mut Vec<VarId>) {
-    match &mut st.expr {
-        Expr::Slice { check, .. } => *check = None,
-        Expr::Index { checks, .. } => checks.iter_mut().for_each(|c| *c = None),
-        Expr::For { body, .. } | Expr::Loop { body, .. } => {
-            for t in &mut body.stmts {
-                if !safe(t) {
-                    unguard(t, safe, proven);
+/// The guardable statement `st` (a copy of `orig` that runs where its
+/// conditions hold) without its checks, or with its results in `proven`.
+fn unguard(st: &mut Stmt, orig: &Stmt, safe: &dyn Fn(&Stmt) -> bool, proven: &mut Vec<VarId>) {
+    match (&mut st.expr, &orig.expr) {
+        (Expr::Slice { check, .. }, _) => *check = None,
+        (Expr::Index { checks, .. }, _) => checks.iter_mut().for_each(|c| *c = None),
+        (Expr::For { body, .. } | Expr::Loop { body, .. }, Expr::For { body: ob, .. } | Expr::Loop { body: ob, .. }) => {
+            for (t, o) in body.stmts.iter_mut().zip(&ob.stmts) {
+                if safe(o) {
+                    carry_safety(t, proven);
+                } else {
+                    unguard(t, o, safe, proven);
                 }
             }
         }
@@ -267,9 +278,21 @@ fn unguard(st: &mut Stmt, safe: &dyn Fn(&Stmt) -> bool, proven: &mut Vec<VarId>)
     }
 }
 
+/// The copy `st` of a statement that cannot fail cannot either: its
+/// results, and those of every statement nested in it, go into `proven`
+/// (a copied `rem q d` by a positive `d` is as safe as the original).
+fn carry_safety(st: &Stmt, proven: &mut Vec<VarId>) {
+    proven.extend(st.binds.iter().map(|x| x.var));
+    for blk in walk::sub_blocks(&st.expr) {
+        for t in &blk.stmts {
+            carry_safety(t, proven);
+        }
+    }
+}
+
 /// The conditions (`bool` atoms, emitted into `pre`) under which the
-/// guardable statement `s` does not fail.
-fn conditions(b: &mut Builder, pre: &mut Vec<Stmt>, s: &Stmt, safe: &dyn Fn(&Stmt) -> bool) -> Vec<Atom> {
+/// guardable statement `s` (a copy of `orig`) does not fail.
+fn conditions(b: &mut Builder, pre: &mut Vec<Stmt>, s: &Stmt, orig: &Stmt, safe: &dyn Fn(&Stmt) -> bool) -> Vec<Atom> {
     let zero = lit(Scalar::I64, 0.0);
     let mut out = vec![];
     match &s.expr {
@@ -287,9 +310,10 @@ fn conditions(b: &mut Builder, pre: &mut Vec<Stmt>, s: &Stmt, safe: &dyn Fn(&Stm
             };
             let none = boolean(b, pre, Prim::Le, vec![n, zero]);
             let mut all = lit(Scalar::Bool, 1.0);
-            for t in &body.stmts {
-                if !safe(t) {
-                    for c in conditions(b, pre, t, safe) {
+            let (Expr::For { body: ob, .. } | Expr::Loop { body: ob, .. }) = &orig.expr else { unreachable!("a copy of a loop") };
+            for (t, o) in body.stmts.iter().zip(&ob.stmts) {
+                if !safe(o) {
+                    for c in conditions(b, pre, t, o, safe) {
                         all = boolean(b, pre, Prim::And, vec![all, c]);
                     }
                 }
