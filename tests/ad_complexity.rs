@@ -166,7 +166,9 @@ fn gradients_grow_like_their_functions() {
 /// `q / max n 1` then `unflatten`ed (260, 419); a `while` loop or a checked
 /// slice at the top of a loop body (357, 633: guarded by the trip count).
 /// 575, 594, 614, 648, 669, 779, 810, 816 and 885 (seeds 351-1000, found
-/// before these fixes) went linear with them.
+/// before these fixes) went linear with them. 707: a branch of a loop body
+/// passing the state's cotangent on (`if c then u else v`) added it to zeros
+/// (`ad/vjp`'s transposed `if`).
 const ONCE_QUADRATIC: &[u64] = &[60, 105, 112, 132, 172, 229, 230, 260, 337, 357, 419, 440, 575, 594, 614, 633, 648, 669, 779, 810, 816, 885, 927, 707];
 
 #[test]
