@@ -12,6 +12,7 @@
 //! itself.
 
 mod build;
+mod guard;
 mod jvp;
 mod loops;
 mod reads;

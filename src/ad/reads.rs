@@ -60,11 +60,11 @@ const INLINE_READS: usize = 4;
 pub(super) fn normalize(b: &mut Builder, body: Block, hoist: bool) -> Block {
     let mut uses = FxHashMap::default();
     count_uses(&body, &mut uses);
-    let nonneg = b.nonneg.clone();
+    let known = Known { nonneg: b.nonneg.clone(), ..Known::default() };
     let mut r = Reads {
         b,
         defs: FxHashMap::default(),
-        nonneg,
+        known,
         depth: 0,
         redirected: FxHashSet::default(),
         uses,
@@ -74,11 +74,13 @@ pub(super) fn normalize(b: &mut Builder, body: Block, hoist: bool) -> Block {
     };
     let mut out = r.block(body);
     if !r.redirected.is_empty() {
-        let (nonneg, redirected) = (r.nonneg, r.redirected);
+        let (nonneg, redirected) = (r.known.nonneg, r.redirected);
         remove_unread(&mut out, &redirected, &nonneg);
         let mut uses = FxHashMap::default();
         count_uses(&out, &mut uses);
         thin_checked_slices(b, &mut out, &redirected, &uses);
+        // what only a thinned slice read
+        remove_unread(&mut out, &redirected, &nonneg);
     }
     out
 }
@@ -86,11 +88,39 @@ pub(super) fn normalize(b: &mut Builder, body: Block, hoist: bool) -> Block {
 /// A checked slice that nothing reads any more stays for its check, which
 /// may fail; it is made a slice of an `[n][0]` array with the same outer
 /// axis (the same check and message, and nothing copied: the interpreter
-/// copies a slice).
+/// copies a slice). So is a checked read of a row (`ad/guard.rs` keeps
+/// one for its check), which reads an `[n][0]` array.
 fn thin_checked_slices(b: &mut Builder, body: &mut Block, candidates: &FxHashSet<VarId>, uses: &FxHashMap<VarId, usize>) {
     let mut stmts = Vec::with_capacity(body.stmts.len());
     for mut s in std::mem::take(&mut body.stmts) {
         match &mut s.expr {
+            Expr::Index { arr, idx, checks }
+                if idx.len() == 1
+                    && checks[0].is_some()
+                    && s.binds.len() == 1
+                    && candidates.contains(&s.binds[0].var)
+                    && uses.get(&s.binds[0].var).copied().unwrap_or(0) == 0 =>
+            {
+                let t = b.type_of(arr);
+                b.begin();
+                let n = b.size(&t.shape[0]);
+                stmts.extend(b.end());
+                let zero = Size::constant(0);
+                let e = Binder { var: b.fresh("empty"), ty: Type::array(Scalar::F64, vec![zero.clone()]) };
+                let z = Binder { var: b.fresh("empty"), ty: Type::array(Scalar::F64, vec![t.shape[0].clone(), zero.clone()]) };
+                let r = Binder { var: s.binds[0].var, ty: Type::array(Scalar::F64, vec![zero]) };
+                let zero_i = lit(Scalar::I64, 0.0);
+                let new = [
+                    Stmt { binds: vec![e.clone()], expr: Expr::Replicate { n: zero_i, val: lit(Scalar::F64, 0.0) }, loc: None },
+                    Stmt { binds: vec![z.clone()], expr: Expr::Unflatten { arr: Atom::Var(e.var), n, m: zero_i }, loc: None },
+                    Stmt { binds: vec![r], expr: Expr::Index { arr: Atom::Var(z.var), idx: idx.clone(), checks: checks.clone() }, loc: s.loc.clone() },
+                ];
+                for st in new {
+                    b.declare(&st);
+                    stmts.push(st);
+                }
+                continue;
+            }
             Expr::Slice { arr, lo, hi, check: Some(loc) }
                 if s.binds.len() == 1 && candidates.contains(&s.binds[0].var) && uses.get(&s.binds[0].var).copied().unwrap_or(0) == 0 =>
             {
@@ -135,11 +165,61 @@ struct Def {
     depth: usize,
 }
 
+/// What is known about a body's integers, beyond what `walk::can_fail`
+/// sees in one statement: which statements cannot fail.
+#[derive(Default)]
+pub(super) struct Known {
+    /// `i64` variables known to be `>= 0` (size parameters, loop counters)
+    pub nonneg: FxHashSet<VarId>,
+    /// `i64` variables known to be `>= 1` (`max x 1`, which the rewritten
+    /// reads of a `flatten` divide by)
+    positive: FxHashSet<VarId>,
+    /// results of statements of a kind that can fail but that cannot: an
+    /// integer division by a positive divisor, an `unflatten` whose sizes
+    /// the types prove, a statement guarded by the condition of its
+    /// success (`ad/guard.rs`)
+    safe: FxHashSet<VarId>,
+}
+
+impl Known {
+    /// Whether the statement `s`, which `walk::can_fail` says can fail, cannot.
+    fn proven_safe(&self, s: &Stmt) -> bool {
+        matches!(s.expr, Expr::Prim(..) | Expr::Unflatten { .. } | Expr::ScatterAdd { .. } | Expr::ArgExt { .. })
+            && !s.binds.is_empty()
+            && s.binds.iter().all(|x| self.safe.contains(&x.var))
+    }
+
+    /// Learn from the statement `s` (`ty`: the types of its operands).
+    fn learn(&mut self, s: &Stmt, ty: &dyn Fn(&Atom) -> Type) {
+        let [x] = s.binds.as_slice() else { return };
+        let i64_lit = |a: &Atom, at_least: i64| matches!(a, Atom::Lit(crate::ir::Lit::I64(c)) if *c >= at_least);
+        match &s.expr {
+            Expr::Prim(Prim::Max, xs) if x.ty == Type::scalar(Scalar::I64) && xs.iter().any(|a| i64_lit(a, 1)) => {
+                self.positive.insert(x.var);
+            }
+            Expr::Prim(Prim::Div | Prim::Rem, xs) if matches!(xs.get(1), Some(Atom::Var(d)) if self.positive.contains(d)) => {
+                self.safe.insert(x.var);
+            }
+            Expr::Unflatten { arr, n, m } => {
+                let nonneg = |a: &Atom| i64_lit(a, 0) || matches!(a, Atom::Var(v) if self.nonneg.contains(v));
+                let len = ty(arr).shape.first().cloned();
+                if let (Some(len), Some(sn), Some(sm)) = (len, Size::of_atom(n), Size::of_atom(m))
+                    && nonneg(n)
+                    && nonneg(m)
+                    && sn.try_mul(&sm).ok() == Some(len)
+                {
+                    self.safe.insert(x.var);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 struct Reads<'x, 'a> {
     b: &'x mut Builder<'a>,
     defs: FxHashMap<VarId, Def>,
-    /// `i64` variables known to be `>= 0` (size parameters, loop counters)
-    nonneg: FxHashSet<VarId>,
+    known: Known,
     depth: usize,
     /// derived arrays some read no longer goes through
     redirected: FxHashSet<VarId>,
@@ -185,7 +265,7 @@ impl Reads<'_, '_> {
             self.nested(&mut s);
             // a loop whose body ignores its state runs its last iteration alone
             if self.hoist
-                && let Some(new) = super::loops::last_iteration_only(self.b, &s, |st| cannot_fail(st, &self.nonneg, true))
+                && let Some(new) = super::loops::last_iteration_only(self.b, &s, |st| cannot_fail(st, &self.known, true))
             {
                 for n in new {
                     self.record(&n);
@@ -195,7 +275,7 @@ impl Reads<'_, '_> {
             }
             // what the loop body computes the same at every iteration runs
             // once, before the loop
-            let hoisted = if self.hoist { hoist_invariant(&mut s, &self.nonneg) } else { vec![] };
+            let hoisted = if self.hoist { hoist_invariant(self.b, &mut s, &mut self.known, &mut self.redirected) } else { vec![] };
             for h in hoisted {
                 out.push(h);
             }
@@ -209,13 +289,13 @@ impl Reads<'_, '_> {
         for scope in walk::scopes_mut(&mut s.expr) {
             let repeats = match scope.binds {
                 Binds::ForBody { ivar, size } => {
-                    self.nonneg.insert(ivar);
+                    self.known.nonneg.insert(ivar);
                     self.bounds.insert(ivar, size.clone());
                     true
                 }
                 Binds::LoopBody { counter, .. } => {
                     if let Some((ivar, n)) = counter {
-                        self.nonneg.insert(ivar);
+                        self.known.nonneg.insert(ivar);
                         if let Some(n) = Size::of_atom(n) {
                             self.bounds.insert(ivar, n);
                         }
@@ -241,6 +321,8 @@ impl Reads<'_, '_> {
     }
 
     fn record(&mut self, s: &Stmt) {
+        let b = &*self.b;
+        self.known.learn(s, &|a| b.type_of(a));
         if let (Expr::Prim(Prim::Add | Prim::Sub | Prim::Mul, _), [x]) = (&s.expr, s.binds.as_slice())
             && x.ty == Type::scalar(Scalar::I64)
         {
@@ -373,7 +455,7 @@ impl Reads<'_, '_> {
                 let nx_size = self.ty(&x).shape[0].clone();
                 // which part the index falls in, when its value says so
                 let at = self.value(&i);
-                if at.sub(&nx_size).provably_nonneg(&|v| self.nonneg.contains(&v)) {
+                if at.sub(&nx_size).provably_nonneg(&|v| self.known.nonneg.contains(&v)) {
                     let j = self.size(&mut pre, &at.sub(&nx_size));
                     let last = self.read(s, y, [vec![j], idx[1..].to_vec()].concat(), checks.clone());
                     return done(self, pre, last);
@@ -489,7 +571,7 @@ impl Reads<'_, '_> {
     /// Whether `at < n` is known: `at` is the counter of a loop of at most
     /// `n` iterations.
     fn below(&self, at: &Size, n: &Size) -> bool {
-        at.as_var().and_then(|v| self.bounds.get(&v)).is_some_and(|m| n.sub(m).provably_nonneg(&|v| self.nonneg.contains(&v)))
+        at.as_var().and_then(|v| self.bounds.get(&v)).is_some_and(|m| n.sub(m).provably_nonneg(&|v| self.known.nonneg.contains(&v)))
     }
 
     fn bool_prim(&mut self, pre: &mut Vec<Stmt>, op: Prim, args: Vec<Atom>) -> Atom {
@@ -558,42 +640,73 @@ fn sweep(b: &mut Block, dead: &mut dyn FnMut(&Stmt) -> bool) {
 /// `(loop u = v for i < 2 do v)[i]` or `(scan (+) 0.0 v)[q]` in a `for`).
 /// Statements inside the body's `if` branches move too: `for i. if i == 0
 /// then prod v else ..` gave every iteration a whole cotangent of `v`,
-/// zeros in the other branch.
-fn hoist_invariant(s: &mut Stmt, nonneg: &FxHashSet<VarId>) -> Vec<Stmt> {
-    let (body, variant): (&mut Block, FxHashSet<VarId>) = match &mut s.expr {
-        Expr::For { ivar, body, .. } => (body, std::iter::once(*ivar).collect()),
-        Expr::Loop { params, kind: LoopKind::Count { ivar, .. }, body, .. } => (body, params.iter().map(|p| p.var).chain(std::iter::once(*ivar)).collect()),
-        Expr::Loop { params, kind: LoopKind::While { .. }, body, .. } => (body, params.iter().map(|p| p.var).collect()),
+/// zeros in the other branch. A scalar computed from checked reads the loop
+/// makes the same at every iteration moves too, guarded by the checks'
+/// conditions (`ad/guard.rs`); the originals it read go into `guarded`.
+fn hoist_invariant(b: &mut Builder, s: &mut Stmt, known: &mut Known, guarded: &mut FxHashSet<VarId>) -> Vec<Stmt> {
+    let (body, variant, trips): (&mut Block, FxHashSet<VarId>, Option<Size>) = match &mut s.expr {
+        Expr::For { ivar, body, size } => (body, std::iter::once(*ivar).collect(), Some(size.clone())),
+        Expr::Loop { params, kind: LoopKind::Count { ivar, n, .. }, body, .. } => {
+            (body, params.iter().map(|p| p.var).chain(std::iter::once(*ivar)).collect(), Size::of_atom(n))
+        }
+        Expr::Loop { params, kind: LoopKind::While { .. }, body, .. } => (body, params.iter().map(|p| p.var).collect(), None),
         _ => return vec![],
     };
     let mut indexed: FxHashSet<VarId> = FxHashSet::default();
     index_reads(body, &mut indexed);
     let mut needed: FxHashSet<VarId> = FxHashSet::default();
-    Hoist { nonneg, indexed: &indexed }.movable(body, variant, &mut needed, false)
+    Hoist { b, known, indexed: &indexed, guarded, trips }.movable(body, variant, &mut needed, false)
 }
 
-struct Hoist<'h> {
-    nonneg: &'h FxHashSet<VarId>,
+struct Hoist<'h, 'a> {
+    b: &'h mut Builder<'a>,
+    known: &'h mut Known,
     /// the arrays the loop body reads with `index`
     indexed: &'h FxHashSet<VarId>,
+    /// statements whose results guarded copies replaced (`ad/guard.rs`)
+    guarded: &'h mut FxHashSet<VarId>,
+    /// the loop's trip count (`None` for a `while` loop)
+    trips: Option<Size>,
 }
 
-impl Hoist<'_> {
+impl Hoist<'_, '_> {
     /// The statements of `body` (in the loop, or in one of its `if`
     /// branches) that move before the loop, in order; `variant` holds what
     /// changes between iterations, `needed` what later hoisted statements read.
-    fn movable(&self, body: &mut Block, mut variant: FxHashSet<VarId>, needed: &mut FxHashSet<VarId>, in_branch: bool) -> Vec<Stmt> {
+    fn movable(&mut self, body: &mut Block, mut variant: FxHashSet<VarId>, needed: &mut FxHashSet<VarId>, in_branch: bool) -> Vec<Stmt> {
+        let known = &*self.known;
+        let proven = super::guard::guard_checked_scalars(self.b, body, &variant, &|st| safe_to_hoist(st, known), self.guarded);
+        self.known.safe.extend(proven);
         // invariant and safe statements, assuming every one of them leaves;
         // an `if` that stays keeps the variant set its branches start with
         let mut cand = vec![false; body.stmts.len()];
+        // candidates that may fail or hold a `while` loop, which leave
+        // guarded by the trip count
+        let mut on_trips = vec![false; body.stmts.len()];
+        // whether the statements so far cannot fail (and, `first_ends`,
+        // hold no `while` loop): then the first iteration runs the next one
+        let (mut first_runs, mut first_ends) = (true, true);
         let mut branch_variant: Vec<Option<FxHashSet<VarId>>> = vec![None; body.stmts.len()];
         for (k, st) in body.stmts.iter().enumerate() {
             let mut reads_variant = false;
             crate::ir::walk::stmt_uses(st, &mut |v| reads_variant |= variant.contains(&v));
-            if !reads_variant && safe_to_hoist(st, self.nonneg) && (!in_branch || finite_partials(st)) {
+            let (fails, has_while) = (!cannot_fail(st, self.known, true), !cannot_fail(st, self.known, false));
+            if !reads_variant && safe_to_hoist(st, self.known) && (!in_branch || finite_partials(st)) {
                 cand[k] = true;
                 continue;
             }
+            if !reads_variant && !in_branch && self.trips.is_some() && (if fails { first_ends } else { first_runs }) && self.zeros_exist(st) {
+                // a `while` loop (which may not end) or a statement that may
+                // fail (its failure then does not depend on the iteration)
+                // runs before the loop exactly when the loop's first
+                // iteration would have run it: it fails or does not end in
+                // the same cases, with the same message
+                cand[k] = true;
+                on_trips[k] = true;
+                continue;
+            }
+            first_runs &= !fails;
+            first_ends &= !has_while;
             if matches!(st.expr, Expr::If { .. }) {
                 branch_variant[k] = Some(variant.clone());
             }
@@ -620,12 +733,56 @@ impl Hoist<'_> {
         }
         let mut out = vec![];
         let mut keep = vec![];
-        for ((st, h), moved) in std::mem::take(&mut body.stmts).into_iter().zip(hoist).zip(from_branches) {
+        let mut ran: Option<Atom> = None;
+        for (((st, h), moved), trip) in std::mem::take(&mut body.stmts).into_iter().zip(hoist).zip(from_branches).zip(on_trips) {
             out.extend(moved);
-            if h { out.push(st) } else { keep.push(st) }
+            if h && trip {
+                let ran = *ran.get_or_insert_with(|| self.any_trip(&mut out));
+                out.extend(self.only_if(ran, st));
+            } else if h {
+                out.push(st)
+            } else {
+                keep.push(st)
+            }
         }
         body.stmts = keep;
         out
+    }
+
+    /// Whether zeros of the types of `st`'s results can be made (their sizes cannot be negative).
+    fn zeros_exist(&self, st: &Stmt) -> bool {
+        st.binds.iter().all(|x| x.ty.shape.iter().all(|d| d.provably_nonneg(&|v| self.known.nonneg.contains(&v))))
+    }
+
+    /// `trips > 0`, emitted into `out`.
+    fn any_trip(&mut self, out: &mut Vec<Stmt>) -> Atom {
+        let trips = self.trips.clone().expect("a counted loop");
+        self.b.begin();
+        let n = self.b.size(&trips);
+        out.extend(self.b.end());
+        let v = self.b.fresh("ran");
+        let s = Stmt { binds: vec![Binder { var: v, ty: Type::scalar(Scalar::Bool) }], expr: Expr::Prim(Prim::Gt, vec![n, lit(Scalar::I64, 0.0)]), loc: None };
+        self.b.declare(&s);
+        out.push(s);
+        Atom::Var(v)
+    }
+
+    /// `st` as `if ran then st else zeros`, binding the same variables.
+    fn only_if(&mut self, ran: Atom, mut st: Stmt) -> Vec<Stmt> {
+        let binds = st.binds.clone();
+        for x in &mut st.binds {
+            let n = self.b.name(x.var);
+            x.var = self.b.fresh(&n);
+        }
+        self.b.declare(&st);
+        let then_b = Block { result: st.binds.iter().map(|x| Atom::Var(x.var)).collect(), stmts: vec![st] };
+        self.b.begin();
+        let zeros: Vec<Atom> = binds.iter().map(|x| self.b.zeros(&x.ty)).collect();
+        let else_b = Block { stmts: self.b.end(), result: zeros };
+        let loc = then_b.stmts[0].loc.clone();
+        let s = Stmt { binds, expr: Expr::If { cond: ran, then_b, else_b }, loc };
+        self.b.declare(&s);
+        vec![s]
     }
 
     /// An array read element by element (its cotangent would be a one-hot
@@ -641,10 +798,13 @@ impl Hoist<'_> {
 /// where their operands are: one moved out of a branch also runs where the
 /// branch guarded it (`if s != 0 then r / s`), and its transpose multiplies
 /// the zero cotangent of the branch not taken by its partials (0 / 0).
+/// Nested blocks count, user operators of reductions and scans included.
 fn finite_partials(s: &Stmt) -> bool {
     // an allow-list: a primitive added later counts as unbounded until
     // someone says otherwise
-    let bounded = |e: &Expr| match e {
+    let bounded = |t: &Stmt| match &t.expr {
+        // no cotangent flows through an integer or a truth value
+        Expr::Prim(..) if t.binds.iter().all(|x| x.ty.elem.is_int() || x.ty.elem == Scalar::Bool) => true,
         Expr::Prim(p, _) => matches!(
             p,
             Prim::Add
@@ -666,28 +826,33 @@ fn finite_partials(s: &Stmt) -> bool {
                 | Prim::Convert(_)
                 | Prim::Select
         ),
-        Expr::Reduce { op: crate::ir::ReduceOp::Lambda(_), .. } | Expr::Scan { op: crate::ir::ReduceOp::Lambda(_), .. } => false,
+        // a reduction or scan with a user operator is transposed as the
+        // loop that folds it: its partials are the operator body's, whose
+        // statements the walk below checks like any other
         _ => true,
     };
-    let mut ok = bounded(&s.expr);
+    let mut ok = bounded(s);
     for b in walk::sub_blocks(&s.expr) {
-        walk::for_each_stmt(b, &mut |t| ok &= bounded(&t.expr));
+        walk::for_each_stmt(b, &mut |t| ok &= bounded(t));
     }
     ok
 }
 
 /// Whether running `s` where it did not run before is harmless: it cannot
 /// fail (sizes included) and contains no `while` loop.
-fn safe_to_hoist(s: &Stmt, nonneg: &FxHashSet<VarId>) -> bool {
-    cannot_fail(s, nonneg, false)
+fn safe_to_hoist(s: &Stmt, known: &Known) -> bool {
+    cannot_fail(s, known, false)
 }
 
 /// Whether `s` cannot fail (sizes included), and, unless `while_ok`,
 /// contains no `while` loop (one may run forever).
-pub(super) fn cannot_fail(s: &Stmt, nonneg: &FxHashSet<VarId>, while_ok: bool) -> bool {
-    let mut inner: FxHashSet<VarId> = nonneg.clone();
-    fn ok(s: &Stmt, inner: &mut FxHashSet<VarId>, while_ok: bool) -> bool {
-        if walk::can_fail_with(s, &|v| inner.contains(&v)) {
+pub(super) fn cannot_fail(s: &Stmt, known: &Known, while_ok: bool) -> bool {
+    let mut inner: FxHashSet<VarId> = known.nonneg.clone();
+    fn ok(s: &Stmt, inner: &mut FxHashSet<VarId>, known: &Known, while_ok: bool) -> bool {
+        // a statement holding blocks fails where one of their statements
+        // does (checked one by one below, with what `known` proves)
+        let compound = walk::sub_blocks(&s.expr).next().is_some();
+        if !compound && walk::can_fail_with(s, &|v| inner.contains(&v)) && !known.proven_safe(s) {
             return false;
         }
         match &s.expr {
@@ -697,11 +862,11 @@ pub(super) fn cannot_fail(s: &Stmt, nonneg: &FxHashSet<VarId>, while_ok: bool) -
             // a `for` index or loop counter is non-negative
             e => walk::scopes(e).all(|scope| {
                 inner.extend(scope.binds.index());
-                scope.block.stmts.iter().all(|t| ok(t, inner, while_ok))
+                scope.block.stmts.iter().all(|t| ok(t, inner, known, while_ok))
             }),
         }
     }
-    ok(s, &mut inner, while_ok)
+    ok(s, &mut inner, known, while_ok)
 }
 
 /// The arrays `b` reads with `index` (nested blocks included).

@@ -556,12 +556,17 @@ impl Rev {
             return self.rev_if_in_for(b, s, cts, outer_bound);
         }
         let threaded = self.threaded(b, s);
-        let cur = self.current(b, &threaded);
+        // A variable with no cotangent yet starts with none in each branch
+        // (zeros only where a branch gives it nothing): starting both from
+        // zeros made a branch that passes a cotangent on (`if c then u
+        // else v` in a loop) add it to zeros, a whole copy per iteration
+        // where the function copies nothing (issue 24, complexity seed 707).
+        let cur: Vec<Option<Atom>> = threaded.iter().map(|v| self.take(b, *v)).collect();
         let Expr::If { cond, then_b, else_b } = &s.expr else { unreachable!("checked by the caller") };
         let mut branches = vec![];
         for blk in [then_b, else_b] {
             let mut copy = self.recompute(b, blk, FxHashMap::default());
-            let init = threaded.iter().copied().zip(cur.iter().copied()).collect();
+            let init = threaded.iter().zip(&cur).filter_map(|(v, c)| c.map(|c| (*v, c))).collect();
             let (rev, outs) = self.seq_scope(b, &mut copy, init, &cts, &threaded)?;
             branches.push(Block { stmts: [copy.stmts, rev].concat(), result: outs });
         }
