@@ -762,11 +762,16 @@ impl Lowerer<'_> {
         };
         let mut state = iv;
         // `loop s = 0 for ... do s + x` with a float `x`: an integer literal
-        // in the initial state becomes a float when the body needs it.
-        if has_int_literal(&state) {
-            let widened = widen_int_literals(state.clone());
-            if !self.loop_body_fits(pat, &state, kind, count, body, env) && self.loop_body_fits(pat, &widened, kind, count, body, env) {
-                state = widened;
+        // in the initial state becomes an `f64` when the body needs it, and
+        // `loop s = 0.0 ... do s + x` with an `f32` `x`: the literals become
+        // `f32` (literals take their type from the body, so one program
+        // serves both precisions).
+        if (has_int_literal(&state) || has_float_literal(&state)) && !self.loop_body_fits(pat, &state, kind, count, body, env) {
+            for retyped in [widen_int_literals(state.clone()), narrow_literals(state.clone())] {
+                if self.loop_body_fits(pat, &retyped, kind, count, body, env) {
+                    state = retyped;
+                    break;
+                }
             }
         }
         // A second attempt when the body's type widens a literal initial value
@@ -888,6 +893,25 @@ pub(super) fn has_int_literal(v: &Val) -> bool {
         Val::Data { ty: Ty::Scalar(Scalar::I64), leaves } => matches!(leaves[0], Atom::Lit(Lit::I64(_))),
         Val::Tuple(vs) => vs.iter().any(has_int_literal),
         _ => false,
+    }
+}
+
+pub(super) fn has_float_literal(v: &Val) -> bool {
+    match v {
+        Val::Data { ty: Ty::Scalar(Scalar::F64), leaves } => matches!(leaves[0], Atom::Lit(Lit::F64(_))),
+        Val::Tuple(vs) => vs.iter().any(has_float_literal),
+        _ => false,
+    }
+}
+
+/// Integer and `f64` literals of a state become `f32` literals.
+pub(super) fn narrow_literals(v: Val) -> Val {
+    match v {
+        Val::Data { ty: Ty::Scalar(Scalar::F64 | Scalar::I64), leaves } if matches!(leaves[0], Atom::Lit(Lit::F64(_) | Lit::I64(_))) => {
+            Val::data(Ty::Scalar(Scalar::F32), convert_literal(leaves[0], Scalar::F32).expect("a number literal"))
+        }
+        Val::Tuple(vs) => Val::Tuple(vs.into_iter().map(narrow_literals).collect()),
+        v => v,
     }
 }
 

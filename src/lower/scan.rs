@@ -15,7 +15,7 @@
 
 use super::Lowerer;
 use super::emit::lit_of;
-use super::expr::{has_int_literal, widen_int_literals};
+use super::expr::{has_float_literal, has_int_literal, narrow_literals, widen_int_literals};
 use super::value::Val;
 use crate::diag::{Diagnostic, Span};
 use crate::ir::{self, Atom, Expr as IExpr, LoopKind as ILoopKind};
@@ -34,11 +34,21 @@ impl Lowerer<'_> {
     /// or applying `op` to the state and an element gives a pair whose first
     /// component has the state's type (tried silently).
     pub(super) fn scan_has_outputs(&mut self, op: &Val, ops: &Span, ne: &Val, arr: &Val) -> bool {
+        self.retyped_state(op, ops, ne, arr).is_some()
+    }
+
+    /// The initial state with which the step gives a pair: `ne` itself, or
+    /// with its literals retyped as `loop` does (`scan (\s x -> (s + x, s))
+    /// 0 xs` over floats: the literal widens to `f64`, or becomes `f32` over
+    /// `f32` elements).
+    fn retyped_state(&mut self, op: &Val, ops: &Span, ne: &Val, arr: &Val) -> Option<Val> {
         if self.step_gives_pair(op, ops, ne, arr) {
-            return true;
+            return Some(ne.clone());
         }
-        // `scan (\s x -> (s + x, s)) 0 xs` over floats: the literal widens
-        has_int_literal(ne) && self.step_gives_pair(op, ops, &widen_int_literals(ne.clone()), arr)
+        if !has_int_literal(ne) && !has_float_literal(ne) {
+            return None;
+        }
+        [widen_int_literals(ne.clone()), narrow_literals(ne.clone())].into_iter().find(|v| self.step_gives_pair(op, ops, v, arr))
     }
 
     fn step_gives_pair(&mut self, op: &Val, ops: &Span, ne: &Val, arr: &Val) -> bool {
@@ -88,8 +98,8 @@ impl Lowerer<'_> {
         let Some(size) = self.size_of_atom(n) else { return Val::Error };
         let Some((mut sty, _)) = self.data_arg(&init, &inits, "the initial state of `scan`") else { return Val::Error };
         let mut init = init;
-        if has_int_literal(&init) && !self.step_gives_pair(&op, &ops, &init, &arr) {
-            init = widen_int_literals(init);
+        if let Some(retyped) = self.retyped_state(&op, &ops, &init, &arr) {
+            init = retyped;
             sty = self.val_ty(&init).expect("data");
         }
         // a second attempt when the step widens a literal initial state
