@@ -488,6 +488,40 @@ fn a_second_call_reuses_the_heap_pages_of_the_first() {
     assert!(taken < 100, "the second call took {taken} page faults");
 }
 
+/// Buffers of 4 MiB or more (mmapped by malloc, a fresh mapping at every
+/// call) are kept for the next call of the same size, results the caller
+/// drops included: a gradient's 10 MB result took the kernel's page faults
+/// and clearing at every call (logsumexp's gradient, bench/notes.md). The
+/// second call of an entry with a 32 MB result faults (almost) nowhere;
+/// without the cache it takes one fault per 2 MiB huge page at the least.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+fn large_buffers_are_kept_for_the_next_call() {
+    let src = "entry f [n] (x: [n]f64) : [n]f64 = for i. x[i] * 2.0 + 1.0\n";
+    let Some((compiled, _)) = c_and_interp("kept_buffers.ard", src) else { return };
+    let n = 4 << 20;
+    let x = Value::array(vec![n], ArrayData::F64((0..n).map(|i| (i % 13) as f64).collect()));
+    let f = compiled.entry("f").unwrap();
+    let opts = CallOptions { threads: 1, par_min: 1 << 15 };
+    let faults = || {
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) }, 0);
+        usage.ru_minflt
+    };
+    let x2 = Value::array(vec![n], ArrayData::F64((0..n).map(|i| (i % 7) as f64).collect()));
+    // results stay in the runtime's buffer (no copy into a Vec to fault in)
+    let (first, _) = f.call_borrowed(&[x.as_arg()], &opts, None).unwrap();
+    drop(first);
+    let args = [x2.as_arg()];
+    let before = faults();
+    let (second, _) = f.call_borrowed(&args, &opts, None).unwrap();
+    let taken = faults() - before;
+    let Value::Array(a) = second.into_value() else { panic!("not an array") };
+    let ArrayData::F64(v) = &a.data else { panic!("not f64") };
+    assert!(v.iter().enumerate().all(|(i, y)| *y == (i % 7) as f64 * 2.0 + 1.0), "the second call's result is wrong");
+    assert!(taken < 8, "the second call took {taken} page faults");
+}
+
 /// Sums combine in the fixed order of LANGUAGE.md §10 on both backends and
 /// at every thread count: 10^7 copies of 0.1 sum to the same bits
 /// everywhere, within the documented bound (each lane adds at most 512

@@ -242,7 +242,9 @@ ARD_VM_INLINE double ard_vm_exp_dd(double hi, double lo) {
  * condition on it alone is a scalar, and gcc vectorises no select with a
  * scalar condition and vector arms (the whole loop ran scalar, 2x the
  * time). The masks pick the same bits as the selects did. */
-ARD_VM_INLINE uint64_t ard_vm_if(int c) { return c ? ~(uint64_t)0 : (uint64_t)0; }
+/* (the mask is a choice between two double constants: gcc turned the
+ * integer form `c ? ~0 : 0` into a bool conversion SSE2 cannot vectorise) */
+ARD_VM_INLINE uint64_t ard_vm_if(int c) { return ard_vm_bits(c ? ard_vm_double(~(uint64_t)0) : 0.0); }
 ARD_VM_INLINE double ard_vm_blend(uint64_t k, double a, double b) {
     return ard_vm_double((ard_vm_bits(a) & k) | (ard_vm_bits(b) & ~k));
 }
