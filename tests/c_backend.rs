@@ -272,7 +272,17 @@ fn sums_of_vector_maths_use_the_lane_loop() {
     let t: Vec<f64> = (0..n).map(|i| if i < special.len() { special[i] } else { (i as f64 - 18.0) / 7.0 }).collect();
     let r: Vec<f64> = (0..n).map(|i| 0.5 - (i % 5) as f64 * 0.25).collect();
     let m = 19;
-    let x: Vec<f64> = (0..m).map(|j| if j % 3 == 0 { 0.5 } else if j == 4 { f64::NAN } else { -(j as f64) / 4.0 }).collect();
+    let x: Vec<f64> = (0..m)
+        .map(|j| {
+            if j % 3 == 0 {
+                0.5
+            } else if j == 4 {
+                f64::NAN
+            } else {
+                -(j as f64) / 4.0
+            }
+        })
+        .collect();
     let arr = |v: &Vec<f64>| Value::array(vec![v.len()], ArrayData::F64(v.clone().into()));
     for (e, args) in [("fwd", vec![arr(&x), arr(&t)]), ("bwd", vec![arr(&r), arr(&t), arr(&x)])] {
         let (want, _) = interp.entry(e).unwrap().call_with(&args, &CallOptions::default()).unwrap();
