@@ -249,6 +249,50 @@ fn summed_rows_are_added_in_place() {
     }
 }
 
+/// A summing `for` whose body calls vector maths (`pow` here, with one
+/// operand fixed per inner loop, as least squares has it forward and
+/// backward) runs in the lane loop gcc vectorises, not as 8 straight-line
+/// copies with register lanes (which ran `pow` scalar: 2x the time); the
+/// interpreter's bits at every thread count, special values included.
+#[test]
+fn sums_of_vector_maths_use_the_lane_loop() {
+    let src = "entry fwd [n][m] (x: [m]f64) (t: [n]f64) : [n]f64 = for i. sum (for j. x[j] * t[i] ** f64 j)\n\
+               entry bwd [n][m] (r: [n]f64) (t: [n]f64) (x: [m]f64) : [m]f64 = for j. sum (for i. r[i] * t[i] ** (f64 j + x[j]))\n";
+    let prog = Program::from_source("vm_sums.ard", src).unwrap();
+    for e in ["fwd", "bwd"] {
+        let func = prog.entry(e).unwrap().function().clone();
+        let c = arden::backend::c::emit::emit_function(&func, 0).unwrap();
+        assert!(c.contains("ard_vm_pow("), "{e}: no pow:\n{c}");
+        assert!(c.contains("[ARD_LANES]; memcpy(ard_L"), "{e}: the sum is not a lane loop:\n{c}");
+        assert!(!c.contains("_0_7 = -0.0"), "{e}: the sum keeps 8 register lanes:\n{c}");
+    }
+    let Some((compiled, interp)) = c_and_interp("vm_sums.ard", src) else { return };
+    let n = 37;
+    let special = [0.0, -0.0, 1.0, -1.0, -2.5, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1e300, -1e-310];
+    let t: Vec<f64> = (0..n).map(|i| if i < special.len() { special[i] } else { (i as f64 - 18.0) / 7.0 }).collect();
+    let r: Vec<f64> = (0..n).map(|i| 0.5 - (i % 5) as f64 * 0.25).collect();
+    let m = 19;
+    let x: Vec<f64> = (0..m)
+        .map(|j| {
+            if j % 3 == 0 {
+                0.5
+            } else if j == 4 {
+                f64::NAN
+            } else {
+                -(j as f64) / 4.0
+            }
+        })
+        .collect();
+    let arr = |v: &Vec<f64>| Value::array(vec![v.len()], ArrayData::F64(v.clone().into()));
+    for (e, args) in [("fwd", vec![arr(&x), arr(&t)]), ("bwd", vec![arr(&r), arr(&t), arr(&x)])] {
+        let (want, _) = interp.entry(e).unwrap().call_with(&args, &CallOptions::default()).unwrap();
+        for opts in common::thread_options() {
+            let (got, _) = compiled.entry(e).unwrap().call_with(&args, &opts).unwrap();
+            assert!(same(&got, &want), "{e} at {} threads: {} vs {}", opts.threads, got.to_json(), want.to_json());
+        }
+    }
+}
+
 /// `src` compiled for the C backend and for the interpreter; `None`, with
 /// a note, when no C compiler is found (a failure under CI).
 fn c_and_interp(name: &str, src: &str) -> Option<(arden::api::Compiled, arden::api::Compiled)> {
@@ -486,6 +530,40 @@ fn a_second_call_reuses_the_heap_pages_of_the_first() {
     // its arrays: 5 of n elements (800 KB each), about 1,000 pages
     assert!(stats.unwrap().peak_bytes >= 4 * 8 * n as i64);
     assert!(taken < 100, "the second call took {taken} page faults");
+}
+
+/// Buffers of 4 MiB or more (mmapped by malloc, a fresh mapping at every
+/// call) are kept for the next call of the same size, results the caller
+/// drops included: a gradient's 10 MB result took the kernel's page faults
+/// and clearing at every call (logsumexp's gradient, bench/notes.md). The
+/// second call of an entry with a 32 MB result faults (almost) nowhere;
+/// without the cache it takes one fault per 2 MiB huge page at the least.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+fn large_buffers_are_kept_for_the_next_call() {
+    let src = "entry f [n] (x: [n]f64) : [n]f64 = for i. x[i] * 2.0 + 1.0\n";
+    let Some((compiled, _)) = c_and_interp("kept_buffers.ard", src) else { return };
+    let n = 4 << 20;
+    let x = Value::array(vec![n], ArrayData::F64((0..n).map(|i| (i % 13) as f64).collect()));
+    let f = compiled.entry("f").unwrap();
+    let opts = CallOptions { threads: 1, par_min: 1 << 15 };
+    let faults = || {
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) }, 0);
+        usage.ru_minflt
+    };
+    let x2 = Value::array(vec![n], ArrayData::F64((0..n).map(|i| (i % 7) as f64).collect()));
+    // results stay in the runtime's buffer (no copy into a Vec to fault in)
+    let (first, _) = f.call_borrowed(&[x.as_arg()], &opts, None).unwrap();
+    drop(first);
+    let args = [x2.as_arg()];
+    let before = faults();
+    let (second, _) = f.call_borrowed(&args, &opts, None).unwrap();
+    let taken = faults() - before;
+    let Value::Array(a) = second.into_value() else { panic!("not an array") };
+    let ArrayData::F64(v) = &a.data else { panic!("not f64") };
+    assert!(v.iter().enumerate().all(|(i, y)| *y == (i % 7) as f64 * 2.0 + 1.0), "the second call's result is wrong");
+    assert!(taken < 8, "the second call took {taken} page faults");
 }
 
 /// Sums combine in the fixed order of LANGUAGE.md §10 on both backends and

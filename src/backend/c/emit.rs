@@ -355,6 +355,17 @@ fn max_statements() -> usize {
 }
 
 /// IR statements in a block, nested blocks included.
+/// Whether a block calls a vector-maths kernel (`Spell::Wide`: `exp`,
+/// `log`, `pow`, `tanh`...): a few hundred instructions that gcc
+/// vectorises in a loop over lanes ([`Em::lane_loop`]) but not as the 8
+/// straight-line copies of [`Em::register_chunk`].
+fn calls_vector_maths(b: &Block) -> bool {
+    b.stmts.iter().any(|s| match &s.expr {
+        Expr::Prim(p, _) => matches!(p.row().c.on(Scalar::F64), Spell::Wide(_)),
+        e => walk::sub_blocks(e).any(calls_vector_maths),
+    })
+}
+
 fn statements(b: &Block) -> usize {
     let mut n = b.stmts.len();
     for s in &b.stmts {
@@ -1696,10 +1707,13 @@ impl Em {
     }
 
     /// Whether a summing `for` keeps its lanes in registers: every summed
-    /// result a scalar, and a short body without loops (copied 8 times).
+    /// result a scalar, and a short body without loops (copied 8 times)
+    /// nor vector maths: `sum (for i. r[i] * t[i] ** f64 j)` (least
+    /// squares' gradient) ran its `pow` scalar in the 8 copies, 2x the
+    /// time per call of the same `pow` in the vectorised lane loop.
     fn registers_pay(&self, body: &Block, rows: &[Row]) -> bool {
         let scalars = rows.iter().all(|r| matches!(r, Row::Summed { len, lanes: true, .. } if len == "1"));
-        scalars && !has_loop(body) && statements(body) <= 12
+        scalars && !has_loop(body) && statements(body) <= 12 && !calls_vector_maths(body)
     }
 
     /// Chunk `ard_ci{k}` of a summing `for` (every result a summed scalar,

@@ -301,6 +301,60 @@ static ard_buf *ard_cached(ard_ctx *c, int64_t bytes) {
     return b;
 }
 
+/* Freed buffers of ARD_KEEP_MIN bytes or more (malloc's mmap threshold,
+ * ard_keep_heap_pages below) are kept process-wide, up to ARD_KEEP_SLOTS
+ * of them and ARD_KEEP_BYTES together, for an allocation of exactly the
+ * same size in a later call: a gradient returns fresh arrays of the
+ * input's size (a 10 MB softmax for logsumexp of 1.28 M), and each call
+ * otherwise mmaps them again and the kernel faults in and clears every
+ * page (perf: clear_page_erms, exc_page_fault), while the calls of a
+ * training loop ask for the same sizes again and again. Results the
+ * caller releases (ard_buf_release) come back here too. The oldest kept
+ * buffer goes first when the slots or the bytes run out. */
+#define ARD_KEEP_MIN ((int64_t)4 << 20)
+#define ARD_KEEP_SLOTS 8
+#define ARD_KEEP_BYTES ((int64_t)512 << 20)
+static ard_buf *ard_keep[ARD_KEEP_SLOTS];
+static int ard_nkeep;
+static int64_t ard_keep_total;
+static unsigned char ard_keep_lock;
+
+/* A kept buffer of exactly `bytes` (taken out of the cache), or NULL. */
+static ard_buf *ard_kept(int64_t bytes) {
+    if (bytes < ARD_KEEP_MIN) return NULL;
+    ard_buf *b = NULL;
+    ard_spin(&ard_keep_lock);
+    for (int i = ard_nkeep - 1; i >= 0; i--)
+        if (ard_keep[i]->bytes == bytes) {
+            b = ard_keep[i];
+            for (int j = i; j + 1 < ard_nkeep; j++) ard_keep[j] = ard_keep[j + 1];
+            ard_nkeep--;
+            ard_keep_total -= bytes;
+            break;
+        }
+    ard_unspin(&ard_keep_lock);
+    return b;
+}
+
+/* Free `b` (unlinked, ours: not caller memory), or keep it for a later
+ * allocation of its size. */
+ARD_SLOW static void ard_free_or_keep(ard_buf *b) {
+    if (b->ext || b->bytes < ARD_KEEP_MIN || b->bytes > ARD_KEEP_BYTES) { free(b); return; }
+    ard_buf *drop[ARD_KEEP_SLOTS];
+    int nd = 0;
+    ard_spin(&ard_keep_lock);
+    while (ard_nkeep > 0 && (ard_nkeep == ARD_KEEP_SLOTS || ard_keep_total + b->bytes > ARD_KEEP_BYTES)) {
+        drop[nd++] = ard_keep[0];
+        ard_keep_total -= ard_keep[0]->bytes;
+        for (int j = 0; j + 1 < ard_nkeep; j++) ard_keep[j] = ard_keep[j + 1];
+        ard_nkeep--;
+    }
+    ard_keep[ard_nkeep++] = b;
+    ard_keep_total += b->bytes;
+    ard_unspin(&ard_keep_lock);
+    for (int i = 0; i < nd; i++) free(drop[i]);
+}
+
 ARD_SLOW static void ard_free_buf(ard_ctx *c, ard_buf *b) {
     ard_list *l = &c->lists[b->list];
     ard_count_bytes(c, -b->bytes, -1);
@@ -313,7 +367,7 @@ ARD_SLOW static void ard_free_buf(ard_ctx *c, ard_buf *b) {
     b->prev->next = b->next;
     b->next->prev = b->prev;
     ard_unlock_list(c, l);
-    free(b);
+    ard_free_or_keep(b);
 }
 
 /* `*o += x` for a float scatter_add, without the store when it changes
@@ -352,7 +406,7 @@ ARD_API void *ard_take(ard_ctx *c, void *buf) {
 /* Free a buffer ard_take handed over (from any thread, once). */
 ARD_API void ard_buf_release(void *buf) {
     ard_buf *b = (ard_buf *)buf;
-    if (__atomic_sub_fetch(&b->rc, 1, __ATOMIC_ACQ_REL) == 0) free(b);
+    if (__atomic_sub_fetch(&b->rc, 1, __ATOMIC_ACQ_REL) == 0) ard_free_or_keep(b);
 }
 
 ARD_COLD static void ard_shape_str(char *out, size_t cap, int rank, const int64_t *d) {
@@ -460,6 +514,16 @@ ARD_SLOW static int ard_alloc(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize,
     int64_t held = c->base_bytes + ard_live_bytes(c, (int64_t)bytes);
     int over = (int64_t)bytes > c->max_bytes - held;
     ard_buf *b = over ? NULL : ard_cached(c, (int64_t)bytes);
+    ard_buf *kept = b || over ? NULL : ard_kept((int64_t)bytes);
+    if (kept) {
+        if (zero) memset(kept->data, 0, bytes);
+        kept->rc = 1;
+        ard_link(c, kept);
+        a->b = kept;
+        a->p = kept->data;
+        for (int i = 0; i < rank; i++) a->d[i] = d[i];
+        return 0;
+    }
     if (b) {
         if (zero) memset(b->data, 0, bytes);
         a->b = b;

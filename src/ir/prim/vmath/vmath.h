@@ -236,6 +236,18 @@ ARD_VM_INLINE double ard_vm_exp_dd(double hi, double lo) {
     double pl, p = ard_vm_two_sum(r, (r * r) * ard_vm_horner(ARD_VM_EXP_Q, ARD_VM_N(ARD_VM_EXP_Q), r), &pl);
     return ard_vm_scale(1.0 + (p + ((pl + rr) + rr * p)), kd);
 }
+/* pow's special cases as bit masks rather than `c ? a : m`: in a loop
+ * over lanes where one operand is the same for every lane (least
+ * squares' `t[i] ** f64 j`, one of t or j fixed per inner loop), a
+ * condition on it alone is a scalar, and gcc vectorises no select with a
+ * scalar condition and vector arms (the whole loop ran scalar, 2x the
+ * time). The masks pick the same bits as the selects did. */
+/* (the mask is a choice between two double constants: gcc turned the
+ * integer form `c ? ~0 : 0` into a bool conversion SSE2 cannot vectorise) */
+ARD_VM_INLINE uint64_t ard_vm_if(int c) { return ard_vm_bits(c ? ard_vm_double(~(uint64_t)0) : 0.0); }
+ARD_VM_INLINE double ard_vm_blend(uint64_t k, double a, double b) {
+    return ard_vm_double((ard_vm_bits(a) & k) | (ard_vm_bits(b) & ~k));
+}
 ARD_VM_INLINE double ard_vm_pow(double x, double y) {
     double ax = fabs(x), ay = fabs(y);
     double ll, lh = ard_vm_log_dd(ax, &ll);
@@ -243,18 +255,19 @@ ARD_VM_INLINE double ard_vm_pow(double x, double y) {
     double pl;
     ph = ard_vm_two_sum(ph, fabs(ph) < ARD_VM_EXP_BOUND ? pe + y * ll : 0.0, &pl);
     double m = ard_vm_exp_dd(ph, pl);
-    int big = ay >= ARD_VM_TWO52;
-    int isint = big || (ay + ARD_VM_TWO52) - ARD_VM_TWO52 == ay;
-    int low_bit = (ard_vm_bits(big ? ay : ay + ARD_VM_TWO52) & 1) != 0;
-    int odd = isint && ay < 2.0 * ARD_VM_TWO52 && low_bit;
-    m = ax == 0.0 ? (y < 0.0 ? INFINITY : 0.0) : m;
-    m = ax == INFINITY ? (y < 0.0 ? 0.0 : INFINITY) : m;
-    m = ay == INFINITY ? (ax == 1.0 ? 1.0 : ((ax < 1.0) == (y > 0.0) ? 0.0 : INFINITY)) : m;
-    int neg = (ard_vm_bits(x) & ARD_VM_SIGN) != 0;
-    m = neg && odd ? -m : m;
-    m = x < 0.0 && x > -INFINITY && !isint ? ARD_VM_NAN : m;
-    m = isnan(x) || isnan(y) ? x + y : m;
-    return y == 0.0 || x == 1.0 ? 1.0 : m;
+    uint64_t big = ard_vm_if(ay >= ARD_VM_TWO52);
+    uint64_t isint = big | ard_vm_if((ay + ARD_VM_TWO52) - ARD_VM_TWO52 == ay);
+    uint64_t low_bit = (uint64_t)0 - (ard_vm_bits(ard_vm_blend(big, ay, ay + ARD_VM_TWO52)) & 1);
+    uint64_t odd = isint & ard_vm_if(ay < 2.0 * ARD_VM_TWO52) & low_bit;
+    m = ard_vm_blend(ard_vm_if(ax == 0.0), ard_vm_blend(ard_vm_if(y < 0.0), INFINITY, 0.0), m);
+    m = ard_vm_blend(ard_vm_if(ax == INFINITY), ard_vm_blend(ard_vm_if(y < 0.0), 0.0, INFINITY), m);
+    m = ard_vm_blend(ard_vm_if(ay == INFINITY),
+                     ard_vm_blend(ard_vm_if(ax == 1.0), 1.0, ard_vm_blend(~(ard_vm_if(ax < 1.0) ^ ard_vm_if(y > 0.0)), 0.0, INFINITY)), m);
+    uint64_t neg = (uint64_t)0 - (ard_vm_bits(x) >> 63);
+    m = ard_vm_blend(neg & odd, -m, m);
+    m = ard_vm_blend(ard_vm_if(x < 0.0) & ard_vm_if(x > -INFINITY) & ~isint, ARD_VM_NAN, m);
+    m = ard_vm_blend(ard_vm_if(isnan(x)) | ard_vm_if(isnan(y)), x + y, m);
+    return ard_vm_blend(ard_vm_if(y == 0.0) | ard_vm_if(x == 1.0), 1.0, m);
 }
 
 /* ---- composed of the kernels above, in the order of vmath/mod.rs ---- */
