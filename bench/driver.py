@@ -392,8 +392,9 @@ def report(data):
       "loading of the program's first timed entry (compiled alone, as `arden run` compiles it) into an empty cache (`ARDEN_CACHE_DIR`); "
       "*warm start*: a later process's front end (parse, check, lower, differentiate, optimise) plus finding and "
       "loading the cached library, i.e. everything before the first call but reading the arguments. "
-      "arden's times are those of `CompiledEntry::call_with` (arguments passed by pointer, the result "
-      "copied out); JAX's those of a `jax.jit` function with `block_until_ready`.")
+      "arden's times are those of `CompiledEntry::call_borrowed` (arguments read in place, the result "
+      "left in the buffer the C code made, as the Python package calls it); JAX's those of a `jax.jit` "
+      "function with `block_until_ready`.")
     w("")
     # ---- targets
     w("## Issue 9's targets")
