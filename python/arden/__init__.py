@@ -15,21 +15,26 @@ Main functions and classes:
 
 - ``compile(source, backend=None, threads=None, opt_level=1, fast_math=False)`` and
   ``load(path, ...)`` return a :class:`Module`.
-- ``Module.<entry>(*args)`` calls an entry point (an :class:`Entry`); its
-  ``signature`` shows parameter names, types and sizes.
+- ``Module.<entry>(*args, **kwargs)`` calls an entry point (an :class:`Entry`),
+  arguments by position or parameter name; its ``signature`` shows
+  parameter names, types and sizes. Each entry is compiled on its first
+  call (``compile`` only checks the program).
 - Derivatives, with JAX's names and conventions: ``Module.grad``,
   ``Module.value_and_grad``, ``Module.vjp``, ``Module.jvp``,
-  ``Module.jacfwd``, ``Module.jacrev``.
+  ``Module.jacfwd``, ``Module.jacrev``; ``has_aux=True``; they compose
+  (``m.grad(m.grad("f"))`` is the second derivative, one arden program).
 - ``Module.ir(entry, stage="opt")`` shows the compiler's IR.
 
 Arguments: NumPy arrays of float64, float32, int64, int32 or bool, lists,
-Python scalars, and tuples for tuple parameters. Both backends read
+Python scalars, and tuples, lists or dicts (values in sorted key order) for
+tuple parameters; a gradient comes back in its argument's structure. Both backends read
 C-contiguous, aligned arrays of the parameter's dtype in place, without a
 copy (the interpreter copies bool arrays once: its bools must be 0 or 1,
 which a NumPy bool's byte need not be); other arrays are copied into place
 first.
-Integer arrays are converted to float parameters; conversions that could lose
-information (float64 to float32, float to int) raise ``TypeError``.
+Integer and bool arrays are converted to float parameters (bools as 0 and 1);
+conversions that could lose information (float64 to float32, float to int)
+raise ``TypeError``.
 
 Results: NumPy arrays over the buffer the backend made (no copy; the array's
 ``base`` is an ``arden._arden.Buffer`` that owns it and frees it with the
@@ -389,16 +394,22 @@ class Entry:
         #: whether the result is ``(value, aux)`` (``has_aux=True``)
         self._has_aux = has_aux
         self.signature: Signature = signature if signature is not None else module._signature(name)
+        self._param_names = frozenset(p.name for p in self.signature.params)
         self.__doc__ = f"arden entry point: {self.signature}\n\n{Entry.__doc__}"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        names = {p.name for p in self.signature.params}
-        count_ops = kwargs.pop("count_ops", False) if "count_ops" not in names else False
-        threads = kwargs.pop("threads", None) if "threads" not in names else None
+        count_ops, threads = False, None
+        if kwargs:
+            names = self._param_names
+            if "count_ops" in kwargs and "count_ops" not in names:
+                count_ops = kwargs.pop("count_ops")
+            if "threads" in kwargs and "threads" not in names:
+                threads = kwargs.pop("threads")
+        if self._post is None:
+            converted = self._prepare(args, kwargs)
+            return self._module._call("call", self._native_name, converted, count_ops=count_ops, threads=threads)
         converted, trees = self._prepare_tree(args, kwargs)
         out = self._module._call("call", self._native_name, converted, count_ops=count_ops, threads=threads)
-        if self._post is None:
-            return out
         if count_ops:
             return self._post(out[0], trees), out[1]
         return self._post(out, trees)
@@ -435,14 +446,14 @@ class Entry:
     def _prepare(self, args: Sequence[Any], kwargs: Optional[Dict[str, Any]] = None) -> Tuple[Any, ...]:
         """The arguments as the native layer receives them (same objects as
         given when they are C-contiguous arrays of the right dtype)."""
-        return self._prepare_tree(args, kwargs)[0]
+        params = self.signature.params
+        bound = args if not kwargs and len(args) == len(params) else self._bind(args, kwargs or {})
+        return tuple(_convert(a, p._shape, p.name) for a, p in zip(bound, params))
 
     def _prepare_tree(self, args: Sequence[Any], kwargs: Optional[Dict[str, Any]] = None) -> Tuple[Tuple[Any, ...], List[Any]]:
-        """The arguments as the native layer receives them (same objects as
-        given when they are C-contiguous arrays of the right dtype), and how
-        each was nested in Python."""
-        bound = self._bind(args, kwargs or {})
+        """As `_prepare`, and how each argument was nested in Python."""
         params = self.signature.params
+        bound = args if not kwargs and len(args) == len(params) else self._bind(args, kwargs or {})
         converted = tuple(_convert(a, p._shape, p.name) for a, p in zip(bound, params))
         return converted, [_treedef(a, p._shape) for a, p in zip(bound, params)]
 
@@ -489,6 +500,24 @@ def _zeros_like_param(p: Param, template: Any) -> Any:
     if p.components is not None:
         return tuple(_zeros_like_param(c, t) for c, t in zip(p.components, template))
     return np.zeros(np.shape(template), dtype=p.dtype)
+
+
+def _zeros_like_value(shape: Any, value: Any) -> Any:
+    """Zeros of type `shape` shaped like the result `value`."""
+    if shape[0] == "tuple":
+        return tuple(_zeros_like_value(s, v) for s, v in zip(shape[1], value))
+    return np.zeros(np.shape(value), dtype=_DTYPES[shape[1]])
+
+
+def _aux_split(e: "Entry", has_aux: bool, what: str) -> Any:
+    """The shape of `e`'s differentiated result: all of it, or the first
+    of ``(y, aux)`` with ``has_aux``."""
+    rshape = e.signature._result_shape
+    if not has_aux:
+        return rshape
+    if rshape[0] != "tuple" or len(rshape[1]) != 2:
+        raise TypeError(f"{what} of `{e.name}` with has_aux=True needs a result (y, aux); `{e.name}` returns {e.signature.result}")
+    return rshape[1][0]
 
 
 def _ones_like_result(shape: Any, template: Any) -> Any:
@@ -601,41 +630,50 @@ class Module:
             f"grad/value_and_grad return, not of {type(f).__name__} {f!r}"
         )
 
-    def vjp(self, f: Union[str, Entry]) -> Callable[..., Tuple[Any, Callable[[Any], Tuple[Any, ...]]]]:
+    def vjp(self, f: Union[str, Entry], has_aux: bool = False) -> Callable[..., Any]:
         """Reverse mode, as ``jax.vjp``: ``y, pullback = m.vjp("f")(*primals)``;
         ``pullback(ybar)`` returns a tuple with one cotangent per parameter
         (zeros for integer and bool parameters), each in the structure of
         its primal (a dict for a dict). ``ybar`` has the result's shape (a
         tuple for a tuple result). `f` may be what :meth:`grad` returns.
+        With ``has_aux=True`` `f` returns ``(y, aux)`` and the call returns
+        ``(y, pullback, aux)``; ``ybar`` has ``y``'s shape.
 
         The pullback reruns the derivative program (primal and backward sweep)
         each time it is called."""
         e = self._entry_for_ad(f)
         sig = e.signature
+        yshape = _aux_split(e, has_aux, "vjp")
 
-        def vjp_at(*primals: Any, **kw: Any) -> Tuple[Any, Callable[[Any], Tuple[Any, ...]]]:
+        def vjp_at(*primals: Any, **kw: Any) -> Any:
             xs, trees = e._prepare_tree(primals, kw)
-            y = self._call("call", e._native_name, xs)
+            out = self._call("call", e._native_name, xs)
+            y, aux = (out[0], out[1]) if has_aux else (out, None)
 
             def pullback(ybar: Any) -> Tuple[Any, ...]:
-                yb = _convert(ybar, sig._result_shape, "ybar")
+                yb = _convert(ybar, yshape, "ybar")
+                if has_aux:
+                    # the auxiliary result carries no cotangent
+                    yb = (yb, _zeros_like_value(sig._result_shape[1][1], aux))
                 _, xbar = self._call("vjp", e._native_name, xs + (yb,))
                 return tuple(_unflatten(t, x) for t, x in zip(trees, xbar))
 
-            return y, pullback
+            return (y, pullback, aux) if has_aux else (y, pullback)
 
-        vjp_at.__doc__ = f"vjp of {sig}: returns (y, pullback)."
+        vjp_at.__doc__ = f"vjp of {sig}: returns (y, pullback){' and aux' if has_aux else ''}."
         return vjp_at
 
-    def jvp(self, f: Union[str, Entry]) -> Callable[[Sequence[Any], Sequence[Any]], Tuple[Any, Any]]:
+    def jvp(self, f: Union[str, Entry], has_aux: bool = False) -> Callable[..., Any]:
         """Forward mode, as ``jax.jvp``: ``y, ydot = m.jvp("f")(primals, tangents)``
         with one tangent per parameter (same shape, type and structure;
         ``None`` means zero, as needed for integer parameters). `f` may be
-        what :meth:`grad` returns."""
+        what :meth:`grad` returns. With ``has_aux=True`` `f` returns
+        ``(y, aux)`` and the call returns ``(y, ydot, aux)``."""
         e = self._entry_for_ad(f)
         sig = e.signature
+        _aux_split(e, has_aux, "jvp")
 
-        def jvp_at(primals: Sequence[Any], tangents: Sequence[Any]) -> Tuple[Any, Any]:
+        def jvp_at(primals: Sequence[Any], tangents: Sequence[Any]) -> Any:
             primals, tangents = tuple(primals), tuple(tangents)
             xs = e._prepare(primals)
             if len(tangents) != len(xs):
@@ -645,9 +683,9 @@ class Module:
                 for p, x, t in zip(sig.params, xs, tangents)
             )
             y, ydot = self._call("jvp", e._native_name, xs + ts)
-            return y, ydot
+            return (y[0], ydot[0], y[1]) if has_aux else (y, ydot)
 
-        jvp_at.__doc__ = f"jvp of {sig}: (primals, tangents) -> (y, ydot)."
+        jvp_at.__doc__ = f"jvp of {sig}: (primals, tangents) -> (y, ydot{', aux' if has_aux else ''})."
         return jvp_at
 
     def _derive(self, kind: str, f: Union[str, Entry], argnums: Union[int, Sequence[int]], has_aux: bool) -> Entry:

@@ -25,6 +25,8 @@ entry model [n] (p: (f64, [n]f64)) (x: [n]f64) : f64 =
 entry nested [n] (p: (([n]f64, f64), f64)) (x: [n]f64) : f64 =
   let ((w, b), s) = p in s * sum (for i. sin (w[i] * x[i] + b))
 entry three [n] (w: [n]f64) (x: [n]f64) (y: [n]f64) : f64 = sum (for i. w[i] * x[i] * y[i])
+entry quart32 (x: f32) : f32 = x * x * x * x
+entry aux32 [n] (x: [n]f32) : (f32, f32) = (sum (for i. x[i] * x[i]), x[0])
 entry lst [n] (p: ([n]f64, f64)) : f64 = let (w, c) = p in c * sum (for i. w[i] * w[i])
 """
 
@@ -103,6 +105,17 @@ def test_compositions_that_are_not_derivatives_of_scalars_are_refused(m: arden.M
         m.grad(other.grad("cube"))
 
 
+def test_single_precision(m: arden.Module) -> None:
+    d2 = m.grad(m.grad("quart32"))
+    assert d2(np.float32(2.0)) == pytest.approx(48.0)
+    v, g = m.value_and_grad(m.grad("quart32"))(np.float32(1.5))
+    assert v == pytest.approx(4 * 1.5**3) and g == pytest.approx(12 * 1.5**2)
+    x = np.array([1.0, -2.0], dtype=np.float32)
+    (loss, first), g = m.value_and_grad("aux32", has_aux=True)(x)
+    assert loss == 5.0 and first == 1.0
+    assert g.dtype == np.float32 and g.tolist() == [2.0, -4.0]
+
+
 # ---------------------------------------------------------------- has_aux
 
 
@@ -121,6 +134,23 @@ def test_has_aux(m: arden.Module) -> None:
     np.testing.assert_allclose(g3, w * w, rtol=1e-14)
     with pytest.raises(TypeError, match=r"has_aux=True needs a result \(loss, aux\); `cube` returns f64"):
         m.grad("cube", has_aux=True)
+
+
+def test_has_aux_in_vjp_and_jvp(m: arden.Module) -> None:
+    rng = np.random.default_rng(5)
+    w, x, v = rng.normal(size=3), rng.normal(size=3), rng.normal(size=3)
+    y, pull, (wx, n) = m.vjp("with_aux", has_aux=True)(w, x)
+    assert y == pytest.approx(float(np.sum(w * w * x)), rel=1e-14)
+    np.testing.assert_allclose(wx, w * x, rtol=1e-14)
+    assert n == 3
+    gw, gx = pull(2.0)
+    np.testing.assert_allclose(gw, 4 * w * x, rtol=1e-14)
+    np.testing.assert_allclose(gx, 2 * w * w, rtol=1e-14)
+    y2, ydot, (wx2, n2) = m.jvp("with_aux", has_aux=True)((w, x), (v, None))
+    assert y2 == y and n2 == 3
+    assert ydot == pytest.approx(float(np.sum(2 * w * v * x)), rel=1e-12)
+    with pytest.raises(TypeError, match="vjp of `cube` with has_aux=True needs a result"):
+        m.vjp("cube", has_aux=True)
 
 
 # ---------------------------------------------------------------- keywords
