@@ -697,6 +697,8 @@ class Module:
         sig = e.signature
         params = sig.params
         single, nums = _argnums(argnums, len(params), e.name)
+        if len(set(nums)) != len(nums):
+            raise ValueError(f"argnums {argnums} names a parameter twice")
         key = (kind, e._native_name, single, nums, bool(has_aux))
         cached = self._derived.get(key)
         if cached is not None:

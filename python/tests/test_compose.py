@@ -100,6 +100,8 @@ def test_compositions_that_are_not_derivatives_of_scalars_are_refused(m: arden.M
         m.grad(m.vjp("cube"))
     with pytest.raises(TypeError, match="parameter `k` of type i64"):
         m.grad("counted", argnums=1)
+    with pytest.raises(ValueError, match=r"argnums \(0, 0\) names a parameter twice"):
+        m.grad("scaled", argnums=(0, 0))
     other = arden.compile(SRC, backend="interp")
     with pytest.raises(ValueError, match="another module"):
         m.grad(other.grad("cube"))
