@@ -560,7 +560,9 @@ class Module:
         self._flush_notes(stacklevel=4)  # the caller of compile/load
         #: names of the entry points, in declaration order
         self.entries: Tuple[str, ...] = tuple(native.entries())
-        #: the backend that runs the entries: "c" or "interp"
+        #: the backend that runs the entries: "c" or "interp" (by default, an
+        #: entry the C backend cannot compile runs on the interpreter, with
+        #: an ArdenWarning on its first call)
         self.backend: str = native.backend()
         #: threads for C-backend calls (None: $ARDEN_NUM_THREADS, else all cores)
         self.threads: Optional[int] = native.threads()

@@ -2,9 +2,11 @@
 //!
 //! This layer is deliberately thin. The Python half (`arden/__init__.py`)
 //! converts user arguments to NumPy arrays of exactly the parameter's dtype,
-//! C-contiguous and aligned (copying only when it must), and builds `grad`,
-//! `jacfwd` and `jacrev` on the two primitives here: `jvp` and `vjp` of an
-//! entry, compiled from the program with arden's AD. This layer checks the
+//! C-contiguous and aligned (copying only when it must), builds `grad` and
+//! `value_and_grad` as generated arden entries (`define`), and `jacfwd` and
+//! `jacrev` on the two primitives here: `jvp` and `vjp` of an entry,
+//! compiled from the program with arden's AD. Everything is optimised and
+//! compiled on its first call. This layer checks the
 //! arguments against the entry's types and sizes (the same checks and
 //! messages as the command line), borrows the arrays' memory without a copy,
 //! releases the GIL for the call and hands results to NumPy without a copy.
