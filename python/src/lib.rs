@@ -520,7 +520,8 @@ impl NativeProgram {
                 }?;
                 Ok::<_, Error>(program)
             })();
-            built.map_err(|e| (e, read))
+            // boxed: the error and the source read are large
+            built.map_err(|e| Box::new((e, read)))
         })?;
         match result {
             Ok(program) => {
@@ -538,7 +539,8 @@ impl NativeProgram {
                     prepared: Mutex::new(HashMap::new()),
                 })
             }
-            Err((e, read)) => {
+            Err(failed) => {
+                let (e, read) = *failed;
                 let src = source.map(|t| Source::new("", t)).or(read);
                 Err(to_py(py, e, src.as_ref()))
             }
