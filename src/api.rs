@@ -336,22 +336,41 @@ fn bind_arguments<A: ArgLike>(func: &Function, args: &[A]) -> Result<(Vec<i64>, 
         flatten_arg(func, name, shape, arg, &mut flat, &mut leaves)?;
     }
     // Bind size variables: first from plain-variable dimensions, then check all.
-    let mut known: HashMap<VarId, i64> = HashMap::new();
-    for (name, ty, val) in &leaves {
+    // Where arguments disagree on a size, the one blamed is the one whose
+    // length differs from the most common one (the first parameter's among
+    // equally common lengths), so that in `f (w: [n]f64) (x: [n]f64) (y: [n]f64)`
+    // a `w` of the wrong length is reported as an error about `w`.
+    let mut uses: Vec<(VarId, Vec<(usize, i64)>)> = vec![];
+    for (k, (_, ty, val)) in leaves.iter().enumerate() {
         let given = val.shape();
         for (d, s) in ty.shape.iter().enumerate() {
             if let Some(v) = s.as_var() {
-                let g = given[d] as i64;
-                match known.get(&v) {
-                    None => {
-                        known.insert(v, g);
-                    }
-                    Some(&k) if k != g => {
-                        return Err(shape_mismatch(func, name, ty, &given, &known));
-                    }
-                    _ => {}
+                match uses.iter_mut().find(|(u, _)| *u == v) {
+                    Some((_, l)) => l.push((k, given[d] as i64)),
+                    None => uses.push((v, vec![(k, given[d] as i64)])),
                 }
             }
+        }
+    }
+    let mut known: HashMap<VarId, i64> = HashMap::new();
+    for (v, l) in &uses {
+        let count = |g: i64| l.iter().filter(|(_, h)| *h == g).count();
+        // the most common length, the earliest among equals
+        let best = l.iter().map(|(_, g)| *g).fold(None, |b: Option<i64>, g| match b {
+            Some(b) if count(b) >= count(g) => Some(b),
+            _ => Some(g),
+        });
+        let best = best.expect("a size variable is bound by at least one use");
+        known.insert(*v, best);
+        if let Some(&(k, _)) = l.iter().find(|(_, g)| *g != best) {
+            let (name, ty, val) = &leaves[k];
+            let from = &leaves[l.iter().find(|(_, g)| *g == best).expect("the best length is used").0].0;
+            let sname = func.size_params.iter().find(|(_, x)| x == v).map(|(n, _)| n.clone()).unwrap_or_else(|| func.var_name(*v));
+            return Err(Error::Arguments(format!(
+                "parameter `{name}` expects shape {} but was given shape {} (with {sname} = {best} from parameter `{from}`)",
+                type_str(func, ty),
+                val.shape().iter().map(|d| format!("[{d}]")).collect::<String>(),
+            )));
         }
     }
     for (name, ty, val) in &leaves {

@@ -441,3 +441,24 @@ fn schedule_errors_are_located_and_loops_run_out_of_fuel() {
     assert_exit(&o, 1);
     assert_exit(&arden(&["run", "examples/dot.ard", "--schedule", "/nonexistent.sched"]), 1);
 }
+
+/// Arguments that disagree on a size: the one blamed is the one whose
+/// length differs from the others' (not whichever comes later), and the
+/// message names the parameter the size came from.
+#[test]
+fn size_mismatch_names_the_odd_parameter() {
+    let dir = TempDir::new("oddsize");
+    let f = dir.write("three.ard", "entry three [n] (w: [n]f64) (x: [n]f64) (y: [n]f64) : f64 = sum (for i. w[i] * x[i] * y[i])\n");
+    let run = |w: &str, x: &str, y: &str| arden(&["run", &f, "--backend", "interp", "--arg", w, "--arg", x, "--arg", y]);
+    let o = run("[1, 2, 3, 4]", "[1, 2, 3]", "[1, 2, 3]");
+    assert_exit(&o, 1);
+    assert!(stderr(&o).contains("parameter `w` expects shape [n]f64 but was given shape [4] (with n = 3 from parameter `x`)"), "{}", stderr(&o));
+    let o = run("[1, 2]", "[1, 2]", "[1, 2, 3]");
+    assert_exit(&o, 1);
+    assert!(stderr(&o).contains("parameter `y` expects shape [n]f64 but was given shape [3] (with n = 2 from parameter `w`)"), "{}", stderr(&o));
+    // two that disagree: the later one is blamed, naming the earlier
+    let o = arden(&["run", &f, "--backend", "interp", "--arg", "[1]", "--arg", "[1, 2]", "--arg", "[1, 2, 3]"]);
+    assert_exit(&o, 1);
+    assert!(stderr(&o).contains("parameter `x` expects shape [n]f64 but was given shape [2] (with n = 1 from parameter `w`)"), "{}", stderr(&o));
+    assert_exit(&run("[1, 2]", "[3, 4]", "[5, 6]"), 0);
+}

@@ -15,21 +15,26 @@ Main functions and classes:
 
 - ``compile(source, backend=None, threads=None, opt_level=1, fast_math=False)`` and
   ``load(path, ...)`` return a :class:`Module`.
-- ``Module.<entry>(*args)`` calls an entry point (an :class:`Entry`); its
-  ``signature`` shows parameter names, types and sizes.
+- ``Module.<entry>(*args, **kwargs)`` calls an entry point (an :class:`Entry`),
+  arguments by position or parameter name; its ``signature`` shows
+  parameter names, types and sizes. Each entry is compiled on its first
+  call (``compile`` only checks the program).
 - Derivatives, with JAX's names and conventions: ``Module.grad``,
   ``Module.value_and_grad``, ``Module.vjp``, ``Module.jvp``,
-  ``Module.jacfwd``, ``Module.jacrev``.
+  ``Module.jacfwd``, ``Module.jacrev``; ``has_aux=True``; they compose
+  (``m.grad(m.grad("f"))`` is the second derivative, one arden program).
 - ``Module.ir(entry, stage="opt")`` shows the compiler's IR.
 
 Arguments: NumPy arrays of float64, float32, int64, int32 or bool, lists,
-Python scalars, and tuples for tuple parameters. Both backends read
+Python scalars, and tuples, lists or dicts (values in sorted key order) for
+tuple parameters; a gradient comes back in its argument's structure. Both backends read
 C-contiguous, aligned arrays of the parameter's dtype in place, without a
 copy (the interpreter copies bool arrays once: its bools must be 0 or 1,
 which a NumPy bool's byte need not be); other arrays are copied into place
 first.
-Integer arrays are converted to float parameters; conversions that could lose
-information (float64 to float32, float to int) raise ``TypeError``.
+Integer and bool arrays are converted to float parameters (bools as 0 and 1);
+conversions that could lose information (float64 to float32, float to int)
+raise ``TypeError``.
 
 Results: NumPy arrays over the buffer the backend made (no copy; the array's
 ``base`` is an ``arden._arden.Buffer`` that owns it and frees it with the
@@ -219,24 +224,36 @@ def _is_numeric_list(value: Any) -> bool:
 
 def _convert(value: Any, shape: Any, pname: str) -> Any:
     """Convert one argument for a parameter of `shape` (see `Param`): the
-    NumPy array (or tuple of them) the native layer reads in place."""
+    NumPy array (or tuple of them) the native layer reads in place. A tuple
+    parameter takes a tuple, a list or a dict (its values in sorted key
+    order, as JAX flattens a dict), nested as deep as the tuple is."""
     if shape[0] == "tuple":
         comps = shape[1]
+        if isinstance(value, dict):
+            keys = _sorted_keys(value, pname)
+            if len(keys) != len(comps):
+                raise ShapeError(
+                    f"parameter `{pname}` is a tuple of {len(comps)} components ({_type_str(shape)}), "
+                    f"but was given a dict of {len(keys)} entries ({', '.join(map(repr, keys))})"
+                )
+            value = tuple(value[k] for k in keys)
         if isinstance(value, (tuple, list)) and len(value) == len(comps):
             return tuple(_convert(v, s, f"{pname}.{i}") for i, (v, s) in enumerate(zip(value, comps)))
         return _natural(value)
     _, elem, dims = shape
     if isinstance(value, tuple):
         return _natural(value)
+    if isinstance(value, dict):
+        raise TypeError(f"parameter `{pname}` is {_type_str(shape)}, but was given a dict (dicts are passed for tuple parameters)")
     target = _DTYPES[elem]
     if isinstance(value, (np.ndarray, np.generic)):
         arr = np.asarray(value)
         if arr.dtype != target:
             if arr.dtype.kind not in "biuf":
                 raise TypeError(f"parameter `{pname}` expects {elem} values, but was given an array of dtype {arr.dtype}")
-            lossless = np.can_cast(arr.dtype, target, casting="safe") and (
-                (arr.dtype.kind == "b") == (target.kind == "b")
-            )
+            # bools become 0 and 1 of any number type (as NumPy and JAX
+            # convert them); numbers never become bools
+            lossless = np.can_cast(arr.dtype, target, casting="safe") and (target.kind != "b" or arr.dtype.kind == "b")
             if not lossless:
                 raise TypeError(
                     f"parameter `{pname}` expects {elem} values, but was given an array of dtype {arr.dtype}; "
@@ -247,6 +264,40 @@ def _convert(value: Any, shape: Any, pname: str) -> Any:
     else:
         arr = _from_python(value, target, elem, pname)
     return np.require(arr, requirements=["C", "A"])
+
+
+def _sorted_keys(d: Dict[Any, Any], pname: str) -> List[Any]:
+    try:
+        return sorted(d)
+    except TypeError:
+        raise TypeError(f"parameter `{pname}`: the keys of a dict argument must be sortable (they are flattened in sorted order)") from None
+
+
+def _treedef(value: Any, shape: Any) -> Any:
+    """How a tuple parameter's argument was nested in Python (dicts, lists,
+    tuples), so that a gradient comes back in the same structure; ``None``
+    for a plain array or tuple."""
+    if shape[0] != "tuple":
+        return None
+    comps = shape[1]
+    if isinstance(value, dict) and len(value) == len(comps):
+        keys = sorted(value)
+        return ("dict", keys, [_treedef(value[k], s) for k, s in zip(keys, comps)])
+    if isinstance(value, (list, tuple)) and len(value) == len(comps):
+        kind = "list" if isinstance(value, list) else "tuple"
+        return (kind, None, [_treedef(v, s) for v, s in zip(value, comps)])
+    return None
+
+
+def _unflatten(td: Any, value: Any) -> Any:
+    """`value` (tuples as arden returns them) in the structure `td`."""
+    if td is None or not isinstance(value, tuple):
+        return value
+    kind, keys, children = td
+    items = [_unflatten(c, v) for c, v in zip(children, value)]
+    if kind == "dict":
+        return dict(zip(keys, items))
+    return items if kind == "list" else tuple(items)
 
 
 def _from_python(value: Any, target: np.dtype, elem: str, pname: str) -> np.ndarray:
@@ -264,7 +315,7 @@ def _from_python(value: Any, target: np.dtype, elem: str, pname: str) -> np.ndar
             raise TypeError(f"parameter `{pname}` expects bool values, but was given {_describe(arr)}")
         return arr
     if kind == "b":
-        raise TypeError(f"parameter `{pname}` expects {elem} values, but was given bool values")
+        return arr.astype(target)  # False, True -> 0, 1 (as NumPy converts them)
     if kind == "O":
         # integers too large for int64 end up as Python objects; anything
         # else there (None, strings among numbers...) is of the wrong type
@@ -300,17 +351,26 @@ def _describe(arr: np.ndarray) -> str:
 
 
 class Entry:
-    """A callable entry point of a :class:`Module`.
+    """A callable entry point of a :class:`Module`, or a derivative of one
+    (what :meth:`Module.grad` and :meth:`Module.value_and_grad` return).
 
-    Call it with one argument per parameter (see :attr:`signature`)::
+    Call it with one argument per parameter (see :attr:`signature`),
+    positionally or by the parameter's name::
 
         m.dot(np.array([1.0, 2.0]), [3.0, 4.0])      # -> 11.0
+        m.dot(a, b=[3.0, 4.0])                       # same
         m.dot(a, b, count_ops=True)                 # -> (11.0, {"arith": ..., ...})
 
     Keyword arguments: ``count_ops=True`` runs the call on the interpreter and
     returns ``(result, counts)`` with its deterministic operation counts
     (``arith``, ``reads``, ``writes``, ``stored``); ``threads=N`` overrides
-    the module's thread count for this call (C backend).
+    the module's thread count for this call (C backend). (A parameter named
+    ``count_ops`` or ``threads`` takes precedence over these options.)
+
+    A tuple parameter takes a tuple, a list or a dict (values in sorted key
+    order); gradients with respect to it come back in the same structure.
+
+    Compiled on its first call: :func:`compile` only checks the program.
 
     No copies where none are needed: C-contiguous, aligned arrays of the
     parameter's dtype are read in place (the interpreter copies bool arrays
@@ -320,34 +380,119 @@ class Entry:
     result, is copied: results never alias arguments or each other.
     """
 
-    def __init__(self, module: "Module", name: str) -> None:
+    def __init__(self, module: "Module", name: str, *, native_name: Optional[str] = None, text: str = "",
+                 signature: Optional[Signature] = None, post: Optional[Callable[[Any, List[Any]], Any]] = None,
+                 has_aux: bool = False) -> None:
         self._module = module
         self.name: str = name
-        self.signature: Signature = module._signature(name)
+        #: the arden entry that runs (a generated one for a derivative)
+        self._native_name: str = native_name or name
+        #: arden declarations the native entry needs (empty for the user's entries)
+        self._text: str = text
+        #: the result from arden's tuples to the arguments' Python structure
+        self._post = post
+        #: whether the result is ``(value, aux)`` (``has_aux=True``)
+        self._has_aux = has_aux
+        self.signature: Signature = signature if signature is not None else module._signature(name)
+        self._param_names = frozenset(p.name for p in self.signature.params)
         self.__doc__ = f"arden entry point: {self.signature}\n\n{Entry.__doc__}"
 
-    def __call__(self, *args: Any, count_ops: bool = False, threads: Optional[int] = None) -> Any:
-        converted = self._prepare(args)
-        return self._module._call("call", self.name, converted, count_ops=count_ops, threads=threads)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        count_ops, threads = False, None
+        if kwargs:
+            names = self._param_names
+            if "count_ops" in kwargs and "count_ops" not in names:
+                count_ops = kwargs.pop("count_ops")
+            if "threads" in kwargs and "threads" not in names:
+                threads = kwargs.pop("threads")
+        if self._post is None:
+            converted = self._prepare(args, kwargs)
+            return self._module._call("call", self._native_name, converted, count_ops=count_ops, threads=threads)
+        converted, trees = self._prepare_tree(args, kwargs)
+        out = self._module._call("call", self._native_name, converted, count_ops=count_ops, threads=threads)
+        if count_ops:
+            return self._post(out[0], trees), out[1]
+        return self._post(out, trees)
 
-    def _prepare(self, args: Sequence[Any]) -> Tuple[Any, ...]:
+    def _bind(self, args: Sequence[Any], kwargs: Dict[str, Any]) -> List[Any]:
+        """Positional and keyword arguments in parameter order."""
+        params = self.signature.params
+        what = f"`{self.name}`" if self._text else f"entry `{self.name}`"
+        if len(args) > len(params):
+            plist = ", ".join(f"{p.name}: {p.type}" for p in params)
+            raise TypeError(
+                f"{what} takes {len(params)} argument{'' if len(params) == 1 else 's'} ({plist}), "
+                f"but {len(args)} {'was' if len(args) == 1 else 'were'} given"
+            )
+        bound: List[Any] = list(args) + [_MISSING] * (len(params) - len(args))
+        index = {p.name: i for i, p in enumerate(params)}
+        for k, v in kwargs.items():
+            i = index.get(k)
+            if i is None:
+                raise TypeError(f"{what} has no parameter named `{k}` (parameters: {', '.join(index) or 'none'})")
+            if bound[i] is not _MISSING:
+                raise TypeError(f"{what} got two values for parameter `{k}`")
+            bound[i] = v
+        missing = [p.name for p, v in zip(params, bound) if v is _MISSING]
+        if missing:
+            plist = ", ".join(f"{p.name}: {p.type}" for p in params)
+            given = len(params) - len(missing)
+            raise TypeError(
+                f"{what} takes {len(params)} argument{'' if len(params) == 1 else 's'} ({plist}), "
+                f"but {given} {'was' if given == 1 else 'were'} given: missing {', '.join(f'`{m}`' for m in missing)}"
+            )
+        return bound
+
+    def _prepare(self, args: Sequence[Any], kwargs: Optional[Dict[str, Any]] = None) -> Tuple[Any, ...]:
         """The arguments as the native layer receives them (same objects as
         given when they are C-contiguous arrays of the right dtype)."""
         params = self.signature.params
-        if len(args) != len(params):
-            plist = ", ".join(f"{p.name}: {p.type}" for p in params)
-            raise TypeError(
-                f"entry `{self.name}` takes {len(params)} argument{'' if len(params) == 1 else 's'} ({plist}), "
-                f"but {len(args)} {'was' if len(args) == 1 else 'were'} given"
-            )
-        return tuple(_convert(a, p._shape, p.name) for a, p in zip(args, params))
+        bound = args if not kwargs and len(args) == len(params) else self._bind(args, kwargs or {})
+        return tuple(_convert(a, p._shape, p.name) for a, p in zip(bound, params))
+
+    def _prepare_tree(self, args: Sequence[Any], kwargs: Optional[Dict[str, Any]] = None) -> Tuple[Tuple[Any, ...], List[Any]]:
+        """As `_prepare`, and how each argument was nested in Python."""
+        params = self.signature.params
+        bound = args if not kwargs and len(args) == len(params) else self._bind(args, kwargs or {})
+        converted = tuple(_convert(a, p._shape, p.name) for a, p in zip(bound, params))
+        return converted, [_treedef(a, p._shape) for a, p in zip(bound, params)]
 
     def __repr__(self) -> str:
-        return f"<arden entry {self.signature}>"
+        kind = "entry" if not self._text else "derivative"
+        return f"<arden {kind} {self.signature}>"
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+_MISSING = _Missing()
 
 
 def _leaf_float(shape: Any) -> bool:
     return shape[0] == "leaf" and shape[1] in ("f64", "f32")
+
+
+def _has_float(shape: Any) -> bool:
+    if shape[0] == "tuple":
+        return any(_has_float(s) for s in shape[1])
+    return _leaf_float(shape)
+
+
+_ZERO = {"f64": "0.0", "f32": "0.0f32", "i64": "0", "i32": "0i32", "bool": "false"}
+
+
+def _zero_text(shape: Any) -> str:
+    """An arden expression of type `shape` (sizes as the signature names
+    them): the zero cotangent of a ``has_aux`` auxiliary result."""
+    if shape[0] == "tuple":
+        return "(" + ", ".join(_zero_text(s) for s in shape[1]) + ")"
+    _, elem, dims = shape
+    z = _ZERO[elem]
+    for d in reversed(dims):
+        z = f"(replicate ({d}) {z})"
+    return z
 
 
 def _zeros_like_param(p: Param, template: Any) -> Any:
@@ -355,6 +500,24 @@ def _zeros_like_param(p: Param, template: Any) -> Any:
     if p.components is not None:
         return tuple(_zeros_like_param(c, t) for c, t in zip(p.components, template))
     return np.zeros(np.shape(template), dtype=p.dtype)
+
+
+def _zeros_like_value(shape: Any, value: Any) -> Any:
+    """Zeros of type `shape` shaped like the result `value`."""
+    if shape[0] == "tuple":
+        return tuple(_zeros_like_value(s, v) for s, v in zip(shape[1], value))
+    return np.zeros(np.shape(value), dtype=_DTYPES[shape[1]])
+
+
+def _aux_split(e: "Entry", has_aux: bool, what: str) -> Any:
+    """The shape of `e`'s differentiated result: all of it, or the first
+    of ``(y, aux)`` with ``has_aux``."""
+    rshape = e.signature._result_shape
+    if not has_aux:
+        return rshape
+    if rshape[0] != "tuple" or len(rshape[1]) != 2:
+        raise TypeError(f"{what} of `{e.name}` with has_aux=True needs a result (y, aux); `{e.name}` returns {e.signature.result}")
+    return rshape[1][0]
 
 
 def _ones_like_result(shape: Any, template: Any) -> Any:
@@ -391,10 +554,15 @@ class Module:
     def __init__(self, native: Any) -> None:
         self._native = native
         self._entries: Dict[str, Entry] = {}
+        #: derivatives made by grad/value_and_grad, each once
+        self._derived: Dict[Any, Entry] = {}
+        self._counter = 0
         self._flush_notes(stacklevel=4)  # the caller of compile/load
         #: names of the entry points, in declaration order
         self.entries: Tuple[str, ...] = tuple(native.entries())
-        #: the backend that runs the entries: "c" or "interp"
+        #: the backend that runs the entries: "c" or "interp" (by default, an
+        #: entry the C backend cannot compile runs on the interpreter, with
+        #: an ArdenWarning on its first call)
         self.backend: str = native.backend()
         #: threads for C-backend calls (None: $ARDEN_NUM_THREADS, else all cores)
         self.threads: Optional[int] = native.threads()
@@ -437,17 +605,18 @@ class Module:
         try:
             return self._native.call(kind, name, args, count_ops, threads)
         finally:
-            if kind != "call":
-                self._flush_notes()
+            # a first call compiles, and may fall back to the interpreter
+            self._flush_notes()
 
-    def ir(self, entry: str, stage: str = "opt") -> str:
-        """The core IR of `entry` as text, after `stage`: ``"lower"`` (derivative
+    def ir(self, entry: Union[str, Entry], stage: str = "opt") -> str:
+        """The core IR of `entry` (a name, an :class:`Entry` or a derivative
+        made by :meth:`grad`) as text, after `stage`: ``"lower"`` (derivative
         operators not yet expanded), ``"ad"`` (derivatives expanded) or
         ``"opt"`` (after the optimiser, at the module's ``opt_level``: what
         runs; the default, as on the command line), as ``arden ir --stage``
         prints it."""
-        self.entry(entry)
-        return str(self._native.ir(entry, stage))
+        e = self._entry_for_ad(entry)
+        return str(self._native.ir(e._native_name, stage))
 
     # -- derivatives
 
@@ -456,41 +625,57 @@ class Module:
             if f._module is not self:
                 raise ValueError("that entry belongs to another module")
             return f
-        return self.entry(f)
+        if isinstance(f, str):
+            return self.entry(f)
+        raise TypeError(
+            f"derivatives are taken of an entry point (its name or `m.<entry>`) or of what "
+            f"grad/value_and_grad return, not of {type(f).__name__} {f!r}"
+        )
 
-    def vjp(self, f: Union[str, Entry]) -> Callable[..., Tuple[Any, Callable[[Any], Tuple[Any, ...]]]]:
+    def vjp(self, f: Union[str, Entry], has_aux: bool = False) -> Callable[..., Any]:
         """Reverse mode, as ``jax.vjp``: ``y, pullback = m.vjp("f")(*primals)``;
         ``pullback(ybar)`` returns a tuple with one cotangent per parameter
-        (zeros for integer and bool parameters). ``ybar`` has the result's
-        shape (a tuple for a tuple result).
+        (zeros for integer and bool parameters), each in the structure of
+        its primal (a dict for a dict). ``ybar`` has the result's shape (a
+        tuple for a tuple result). `f` may be what :meth:`grad` returns.
+        With ``has_aux=True`` `f` returns ``(y, aux)`` and the call returns
+        ``(y, pullback, aux)``; ``ybar`` has ``y``'s shape.
 
         The pullback reruns the derivative program (primal and backward sweep)
         each time it is called."""
         e = self._entry_for_ad(f)
         sig = e.signature
+        yshape = _aux_split(e, has_aux, "vjp")
 
-        def vjp_at(*primals: Any) -> Tuple[Any, Callable[[Any], Tuple[Any, ...]]]:
-            xs = e._prepare(primals)
-            y = self._call("call", e.name, xs)
+        def vjp_at(*primals: Any, **kw: Any) -> Any:
+            xs, trees = e._prepare_tree(primals, kw)
+            out = self._call("call", e._native_name, xs)
+            y, aux = (out[0], out[1]) if has_aux else (out, None)
 
             def pullback(ybar: Any) -> Tuple[Any, ...]:
-                yb = _convert(ybar, sig._result_shape, "ybar")
-                _, xbar = self._call("vjp", e.name, xs + (yb,))
-                return tuple(xbar)
+                yb = _convert(ybar, yshape, "ybar")
+                if has_aux:
+                    # the auxiliary result carries no cotangent
+                    yb = (yb, _zeros_like_value(sig._result_shape[1][1], aux))
+                _, xbar = self._call("vjp", e._native_name, xs + (yb,))
+                return tuple(_unflatten(t, x) for t, x in zip(trees, xbar))
 
-            return y, pullback
+            return (y, pullback, aux) if has_aux else (y, pullback)
 
-        vjp_at.__doc__ = f"vjp of {sig}: returns (y, pullback)."
+        vjp_at.__doc__ = f"vjp of {sig}: returns (y, pullback){' and aux' if has_aux else ''}."
         return vjp_at
 
-    def jvp(self, f: Union[str, Entry]) -> Callable[[Sequence[Any], Sequence[Any]], Tuple[Any, Any]]:
+    def jvp(self, f: Union[str, Entry], has_aux: bool = False) -> Callable[..., Any]:
         """Forward mode, as ``jax.jvp``: ``y, ydot = m.jvp("f")(primals, tangents)``
-        with one tangent per parameter (same shape and type; ``None`` means
-        zero, as needed for integer parameters)."""
+        with one tangent per parameter (same shape, type and structure;
+        ``None`` means zero, as needed for integer parameters). `f` may be
+        what :meth:`grad` returns. With ``has_aux=True`` `f` returns
+        ``(y, aux)`` and the call returns ``(y, ydot, aux)``."""
         e = self._entry_for_ad(f)
         sig = e.signature
+        _aux_split(e, has_aux, "jvp")
 
-        def jvp_at(primals: Sequence[Any], tangents: Sequence[Any]) -> Tuple[Any, Any]:
+        def jvp_at(primals: Sequence[Any], tangents: Sequence[Any]) -> Any:
             primals, tangents = tuple(primals), tuple(tangents)
             xs = e._prepare(primals)
             if len(tangents) != len(xs):
@@ -499,47 +684,117 @@ class Module:
                 _zeros_like_param(p, x) if t is None else _convert(t, p._shape, "d" + p.name)
                 for p, x, t in zip(sig.params, xs, tangents)
             )
-            y, ydot = self._call("jvp", e.name, xs + ts)
-            return y, ydot
+            y, ydot = self._call("jvp", e._native_name, xs + ts)
+            return (y[0], ydot[0], y[1]) if has_aux else (y, ydot)
 
-        jvp_at.__doc__ = f"jvp of {sig}: (primals, tangents) -> (y, ydot)."
+        jvp_at.__doc__ = f"jvp of {sig}: (primals, tangents) -> (y, ydot{', aux' if has_aux else ''})."
         return jvp_at
 
-    def value_and_grad(self, f: Union[str, Entry], argnums: Union[int, Sequence[int]] = 0) -> Callable[..., Tuple[Any, Any]]:
-        """As ``jax.value_and_grad``: a callable returning ``(f(*args), grad)``;
-        see :meth:`grad`."""
+    def _derive(self, kind: str, f: Union[str, Entry], argnums: Union[int, Sequence[int]], has_aux: bool) -> Entry:
+        """`grad` or `value_and_grad` of `f` as a generated arden entry
+        (``grad (\\x -> f x w) x``, ``vjp2 ...``) calling `f`'s own entry,
+        so derivatives nest (`f` may itself be one) and each is one arden
+        program, compiled on its first call."""
         e = self._entry_for_ad(f)
         sig = e.signature
-        if not _leaf_float(sig._result_shape) or sig._result_shape[2]:
-            raise TypeError(f"grad needs an entry with a scalar float result; `{e.name}` returns {sig.result} (use vjp or jacrev)")
-        single, nums = _argnums(argnums, len(sig.params), e.name)
+        params = sig.params
+        single, nums = _argnums(argnums, len(params), e.name)
+        if len(set(nums)) != len(nums):
+            raise ValueError(f"argnums {argnums} names a parameter twice")
+        key = (kind, e._native_name, single, nums, bool(has_aux))
+        cached = self._derived.get(key)
+        if cached is not None:
+            return cached
+        what = f"{kind} of `{e.name}`"
+        rshape = sig._result_shape
+        if has_aux:
+            if rshape[0] != "tuple" or len(rshape[1]) != 2:
+                raise TypeError(f"{what} with has_aux=True needs a result (loss, aux); `{e.name}` returns {sig.result}")
+            lshape, aux = rshape[1]
+        else:
+            lshape, aux = rshape, None
+        if not _leaf_float(lshape) or lshape[2]:
+            lname = "its loss" if has_aux else f"`{e.name}`"
+            hint = "" if has_aux or rshape[0] != "tuple" else " (for a result (loss, aux) pass has_aux=True)"
+            raise TypeError(
+                f"{what}: grad needs a scalar float result (f64 or f32), but {lname} is {_type_str(lshape)}{hint} "
+                f"(use vjp or jacrev for other results)"
+            )
         for a in nums:
-            p = sig.params[a]
-            if p.dtype is not None and p.dtype.kind != "f":
-                raise TypeError(f"cannot differentiate with respect to parameter `{p.name}` of type {p.type} (argnums={a})")
+            p = params[a]
+            if not _has_float(p._shape):
+                raise TypeError(f"{what}: cannot differentiate with respect to parameter `{p.name}` of type {p.type} (argnums={a}): it has no f64/f32 part")
+        self._counter += 1
+        gname = f"__arden_{kind}{self._counter}"
+        # the parameters keep their names (errors about an argument name
+        # it), unless one would hide the entry the body calls
+        pnames = [p.name for p in params]
+        if e._native_name in pnames or len(set(pnames)) != len(pnames):
+            pnames = [f"__p{i}" for i in range(len(params))]
+        lam = list(pnames)
+        for k, a in enumerate(nums):
+            lam[a] = f"__a{k}"
+        if len(nums) == 1:
+            pattern, point, gtype = "__a0", pnames[nums[0]], params[nums[0]].type
+        else:
+            pattern = "(" + ", ".join(lam[a] for a in nums) + ")"
+            point = "(" + ", ".join(pnames[a] for a in nums) + ")"
+            gtype = "(" + ", ".join(params[a].type for a in nums) + ")"
+        fn = f"(\\{pattern} -> {e._native_name} {' '.join(lam)})"
+        one = "1.0" if lshape[1] == "f64" else "1.0f32"
+        if aux is None:
+            body, rtype = (f"grad {fn} {point}", gtype) if kind == "grad" else (f"vjp2 {fn} {point} {one}", f"({sig.result}, {gtype})")
+        else:
+            cot = f"({one}, {_zero_text(aux)})"
+            if kind == "grad":
+                body = f"let (__v, __g) = vjp2 {fn} {point} {cot} in let (__l, __x) = __v in (__g, __x)"
+                rtype = f"({gtype}, {_type_str(aux)})"
+            else:
+                body, rtype = f"vjp2 {fn} {point} {cot}", f"({sig.result}, {gtype})"
+        sizes = "".join(f"[{z}]" for z in sig.sizes)
+        header = " ".join([f"entry {gname}"] + ([sizes] if sizes else []) + [f"({n}: {p.type})" for n, p in zip(pnames, params)])
+        text = f"{e._text}{header} : {rtype} =\n  {body}\n"
+        self._native.define(gname, text)
+        raw = self._native.signature(gname)
+        # the derivative's parameters keep `f`'s names (keywords work alike)
+        raw = ([(p.name, s) for p, (_, s) in zip(params, raw[0])], raw[1], raw[2])
+        dsig = Signature(f"{kind}({e.name})", raw)
 
-        def value_and_grad_at(*args: Any) -> Tuple[Any, Any]:
-            xs = e._prepare(args)
-            one = _ones_like_result(sig._result_shape, 0.0)
-            y, xbar = self._call("vjp", e.name, xs + (one,))
-            g = tuple(xbar[a] for a in nums)
-            return y, (g[0] if single else g)
+        def post(out: Any, trees: List[Any]) -> Any:
+            g = out[1] if kind == "value_and_grad" else (out[0] if has_aux else out)
+            if len(nums) == 1:
+                g = _unflatten(trees[nums[0]], g)
+                if not single:
+                    g = (g,)
+            else:
+                g = tuple(_unflatten(trees[a], x) for a, x in zip(nums, g))
+            if kind == "value_and_grad":
+                return (out[0], g)
+            return (g, out[1]) if has_aux else g
 
-        value_and_grad_at.__doc__ = f"value and gradient of {sig} with respect to argnums={argnums}."
-        return value_and_grad_at
+        d = Entry(self, dsig.name, native_name=gname, text=text, signature=dsig, post=post, has_aux=has_aux)
+        d.__doc__ = f"{kind} of {sig} with respect to argnums={argnums}{' (has_aux)' if has_aux else ''}."
+        self._derived[key] = d
+        return d
 
-    def grad(self, f: Union[str, Entry], argnums: Union[int, Sequence[int]] = 0) -> Callable[..., Any]:
+    def value_and_grad(self, f: Union[str, Entry], argnums: Union[int, Sequence[int]] = 0, has_aux: bool = False) -> Entry:
+        """As ``jax.value_and_grad``: a callable returning ``(f(*args), grad)``
+        (with ``has_aux=True``, ``((loss, aux), grad)``); see :meth:`grad`."""
+        return self._derive("value_and_grad", f, argnums, has_aux)
+
+    def grad(self, f: Union[str, Entry], argnums: Union[int, Sequence[int]] = 0, has_aux: bool = False) -> Entry:
         """The gradient of an entry with a scalar float result, as ``jax.grad``:
         ``m.grad("f", argnums=0)(*args)`` is the gradient with respect to
-        parameter 0 (same shape); with a tuple ``argnums`` a tuple of
-        gradients. Computed by reverse mode (cotangent 1.0)."""
-        vg = self.value_and_grad(f, argnums)
+        parameter 0 (same shape and Python structure: a dict argument gets
+        a dict gradient); with a tuple ``argnums`` a tuple of gradients.
 
-        def grad_at(*args: Any) -> Any:
-            return vg(*args)[1]
-
-        grad_at.__doc__ = vg.__doc__
-        return grad_at
+        ``has_aux=True``: `f` returns ``(loss, aux)``; the result is
+        ``(grad, aux)``. `f` may be what ``grad``/``value_and_grad``
+        return: ``m.grad(m.grad("f"))`` is the second derivative of a
+        scalar function. Each derivative is an arden program (the
+        language's ``grad``/``vjp2`` applied to `f`'s entry), compiled
+        on its first call."""
+        return self._derive("grad", f, argnums, has_aux)
 
     def _jac(self, f: Union[str, Entry], argnums: Union[int, Sequence[int]], forward: bool) -> Callable[..., Any]:
         e = self._entry_for_ad(f)
@@ -552,9 +807,10 @@ class Module:
             if p.dtype is None or p.dtype.kind != "f":
                 raise TypeError(f"jacobians are taken with respect to float scalar or array parameters; `{p.name}` is {p.type}")
         rdtype = _DTYPES[sig._result_shape[1]]
+        name = e._native_name
 
-        def jac_at(*args: Any) -> Any:
-            xs = e._prepare(args)
+        def jac_at(*args: Any, **kw: Any) -> Any:
+            xs = e._prepare(args, kw)
             if forward:
                 zeros = [_zeros_like_param(p, x) for p, x in zip(sig.params, xs)]
                 out = []
@@ -567,16 +823,16 @@ class Module:
                         basis = np.zeros(xa.size, dtype=xa.dtype)
                         basis[j] = 1
                         t[a] = basis.reshape(xa.shape)
-                        y, ydot = self._call("jvp", e.name, xs + tuple(t))
+                        y, ydot = self._call("jvp", name, xs + tuple(t))
                         y_shape = np.shape(y)
                         cols.append(np.asarray(ydot, dtype=rdtype).reshape(-1))
                     if not cols:
-                        y = self._call("call", e.name, xs)
+                        y = self._call("call", name, xs)
                         y_shape = np.shape(y)
                     jm = np.stack(cols, axis=1) if cols else np.zeros((int(np.prod(y_shape)), 0), dtype=rdtype)
                     out.append(jm.reshape(tuple(y_shape) + xa.shape))
             else:
-                y = self._call("call", e.name, xs)
+                y = self._call("call", name, xs)
                 y_shape = np.shape(y)
                 n_out = int(np.prod(y_shape))
                 rows: List[List[np.ndarray]] = [[] for _ in nums]
@@ -584,7 +840,7 @@ class Module:
                     basis = np.zeros(n_out, dtype=rdtype)
                     basis[k] = 1
                     ybar = basis.reshape(y_shape)
-                    _, xbar = self._call("vjp", e.name, xs + (ybar,))
+                    _, xbar = self._call("vjp", name, xs + (ybar,))
                     for i, a in enumerate(nums):
                         rows[i].append(np.asarray(xbar[a]).reshape(-1))
                 out = []

@@ -2,9 +2,11 @@
 //!
 //! This layer is deliberately thin. The Python half (`arden/__init__.py`)
 //! converts user arguments to NumPy arrays of exactly the parameter's dtype,
-//! C-contiguous and aligned (copying only when it must), and builds `grad`,
-//! `jacfwd` and `jacrev` on the two primitives here: `jvp` and `vjp` of an
-//! entry, compiled from the program with arden's AD. This layer checks the
+//! C-contiguous and aligned (copying only when it must), builds `grad` and
+//! `value_and_grad` as generated arden entries (`define`), and `jacfwd` and
+//! `jacrev` on the two primitives here: `jvp` and `vjp` of an entry,
+//! compiled from the program with arden's AD. Everything is optimised and
+//! compiled on its first call. This layer checks the
 //! arguments against the entry's types and sizes (the same checks and
 //! messages as the command line), borrows the arrays' memory without a copy,
 //! releases the GIL for the call and hands results to NumPy without a copy.
@@ -386,13 +388,20 @@ fn interruptible<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> PyRes
     }
 }
 
-/// A compiled program: its entries prepared for one backend, and their
-/// derivatives prepared on demand.
+/// A checked program whose entries, and the derivatives and generated
+/// entries the Python layer asks for, are optimised and compiled for the
+/// backend on their first call (lazily: `arden.compile` only parses,
+/// checks, lowers and expands derivative operators, so a notebook edit
+/// does not wait for the C compiler on entries it never calls).
 #[pyclass(frozen, module = "arden._arden")]
 struct NativeProgram {
-    /// shared with the compiling thread that builds derivatives
+    /// the user's program (no entry optimised yet); shared with the
+    /// compiling thread
     program: Arc<Program>,
-    prepared: Prepared,
+    /// programs extended by generated entries (`define`): name → program
+    generated: Mutex<HashMap<String, Arc<Program>>>,
+    /// the optimiser's options of every entry and derivative
+    opt: arden::opt::OptOptions,
     backend: Backend,
     explicit: bool,
     /// `fast_math=True`: the C compiler may reassociate floating point
@@ -400,8 +409,26 @@ struct NativeProgram {
     threads: Option<usize>,
     opt_level: u8,
     notes: Mutex<Vec<String>>,
-    /// ("jvp" | "vjp", entry) → the derivative prepared for the backend.
-    derived: Mutex<HashMap<(String, String), Arc<Prepared>>>,
+    /// ("call" | "jvp" | "vjp", entry) → its function prepared for the backend.
+    prepared: Mutex<HashMap<(String, String), Arc<Prepared>>>,
+}
+
+/// Options that optimise no entry: `compile` stops before the optimiser
+/// and each entry is optimised when first called.
+fn lazy_options(opt: &arden::opt::OptOptions) -> arden::opt::OptOptions {
+    arden::opt::OptOptions { entries: Some(vec![]), ..opt.clone() }
+}
+
+/// The optimised form of an entry of a lazily built program (what
+/// `Program::from_source_with` would have made of it eagerly).
+fn optimized(func: &Function, opt: &arden::opt::OptOptions) -> Result<Function, Error> {
+    let module = ir::Module { functions: vec![func.clone()] };
+    let opt = arden::opt::OptOptions { entries: None, ..opt.clone() };
+    let (mut m, _) = arden::opt::optimize(&module, &opt).map_err(|e| match e {
+        arden::opt::OptError::Invalid(i) => Error::from(i),
+        e => Error::Optimize(e.to_string()),
+    })?;
+    Ok(m.functions.pop().expect("one function in, one out"))
 }
 
 fn parse_backend(backend: Option<&str>) -> PyResult<(Backend, bool, Vec<String>)> {
@@ -454,7 +481,7 @@ impl NativeProgram {
         opt_level: u8,
         fast_math: bool,
     ) -> PyResult<NativeProgram> {
-        let (backend, explicit, mut notes) = parse_backend(backend)?;
+        let (backend, explicit, notes) = parse_backend(backend)?;
         if opt_level > 1 {
             return Err(PyValueError::new_err(format!("opt_level must be 0 or 1, not {opt_level}")));
         }
@@ -471,7 +498,7 @@ impl NativeProgram {
             let mut read = None;
             let built = (|| {
                 let program = match (&src2, &path2) {
-                    (Some(text), _) => Program::from_source_with(&name, text, &opt),
+                    (Some(text), _) => Program::from_source_with(&name, text, &lazy_options(&opt)),
                     (None, Some(p)) => {
                         let path = std::path::Path::new(p);
                         let name = path.display().to_string();
@@ -483,7 +510,7 @@ impl NativeProgram {
                                 Err(Error::Compile { rendered, diagnostics: vec![d] })
                             }
                             Ok(Ok(source)) => {
-                                let r = Program::from_source_with(&name, &source.text, &opt);
+                                let r = Program::from_source_with(&name, &source.text, &lazy_options(&opt));
                                 read = Some(source);
                                 r
                             }
@@ -491,30 +518,29 @@ impl NativeProgram {
                     }
                     (None, None) => unreachable!("the Python layer passes source or path"),
                 }?;
-                let mut notes = vec![];
-                let prepared = Prepared::new(program.module().functions.clone(), backend, explicit, fast_math, &mut notes)?;
-                Ok::<_, Error>((program, prepared, notes))
+                Ok::<_, Error>(program)
             })();
-            built.map_err(|e| (e, read))
+            // boxed: the error and the source read are large
+            built.map_err(|e| Box::new((e, read)))
         })?;
         match result {
-            Ok((program, prepared, more)) => {
-                notes.extend(more);
-                // the interpreter when the C backend failed (by default)
-                let backend = prepared.compiled.backend();
+            Ok(program) => {
+                let opt = arden::opt::OptOptions::level(opt_level);
                 Ok(NativeProgram {
                     program: Arc::new(program),
-                    prepared,
+                    generated: Mutex::new(HashMap::new()),
+                    opt,
                     backend,
                     explicit,
                     fast_math,
                     threads,
                     opt_level,
                     notes: Mutex::new(notes),
-                    derived: Mutex::new(HashMap::new()),
+                    prepared: Mutex::new(HashMap::new()),
                 })
             }
-            Err((e, read)) => {
+            Err(failed) => {
+                let (e, read) = *failed;
                 let src = source.map(|t| Source::new("", t)).or(read);
                 Err(to_py(py, e, src.as_ref()))
             }
@@ -549,9 +575,10 @@ impl NativeProgram {
 
     /// `(params, result, sizes)`: `params` a list of `(name, shape)`, shapes
     /// as `("leaf", elem, dims)` / `("tuple", shapes)`, `sizes` the size
-    /// parameters' names.
+    /// parameters' names. Also for generated entries (`define`).
     fn signature<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-        let e = self.program.entry(name).map_err(|e| to_py(py, e, None))?;
+        let program = self.program_of(name);
+        let e = program.entry(name).map_err(|e| to_py(py, e, None))?;
         let f = e.function();
         let params = f.param_shapes.iter().map(|(n, s)| Ok((n.clone(), shape_py(py, f, s)?))).collect::<PyResult<Vec<_>>>()?;
         let sizes: Vec<String> = f.size_params.iter().map(|(n, _)| n.clone()).collect();
@@ -566,19 +593,48 @@ impl NativeProgram {
             "opt" => Stage::Opt,
             other => return Err(PyValueError::new_err(format!("stage must be \"lower\", \"ad\" or \"opt\", not {other:?}"))),
         };
-        self.program.entry(name).map_err(|e| to_py(py, e, None))?;
-        let f = self.program.module_at(st).functions.iter().find(|f| f.name == name);
-        match f {
-            Some(f) => Ok(ir::print::print_function(f)),
-            None => Err(to_py(py, self.program.entry(name).err().unwrap_or(Error::Runtime(format!("internal: `{name}` has no IR at that stage"))), None)),
+        let program = self.program_of(name);
+        let f = program.entry(name).map_err(|e| to_py(py, e, None))?.function().clone();
+        let f = match st {
+            // optimised here: the program was built without optimising
+            Stage::Opt => {
+                let opt = self.opt.clone();
+                on_big_stack(py, move || optimized(&f, &opt))?.map_err(|e| to_py(py, e, None))?
+            }
+            st => match program.module_at(st).functions.iter().find(|f| f.name == name) {
+                Some(f) => f.clone(),
+                None => return Err(to_py(py, Error::Runtime(format!("internal: `{name}` has no IR at that stage")), None)),
+            },
+        };
+        Ok(ir::print::print_function(&f))
+    }
+
+    /// Add entry `name`, declared by `text` (arden source that may call
+    /// the program's entries and earlier generated entries, whose text
+    /// `text` repeats), checked against the program; it is compiled on its
+    /// first call like the others. The Python layer builds composed
+    /// derivatives this way (`grad (\x -> grad f x) x`).
+    fn define(&self, py: Python<'_>, name: &str, text: String) -> PyResult<()> {
+        if self.generated.lock().unwrap_or_else(|e| e.into_inner()).contains_key(name) {
+            return Ok(());
         }
+        let base = self.program.source().clone();
+        let opt = lazy_options(&self.opt);
+        let full = format!("{}\n{}\n", base.text, text);
+        let full2 = full.clone();
+        let built = on_big_stack(py, move || Program::from_source_with(&base.name, &full2, &opt))?;
+        let program = built.map_err(|e| to_py(py, e, Some(&Source::new("", full))))?;
+        program.entry(name).map_err(|e| to_py(py, e, None))?;
+        self.generated.lock().unwrap_or_else(|e| e.into_inner()).insert(name.to_string(), Arc::new(program));
+        Ok(())
     }
 
     /// Call entry `name` (`kind` "call"), its forward derivative ("jvp":
     /// primals then one tangent per parameter; returns `(y, ydot)`) or its
     /// reverse derivative ("vjp": primals then the result's cotangent;
     /// returns `(y, (xbar, ...))`). With `count_ops`, runs on the
-    /// interpreter and returns `(result, counts)`.
+    /// interpreter and returns `(result, counts)`. What is called is
+    /// optimised and compiled on the first call.
     #[pyo3(signature = (kind, name, args, count_ops=false, threads=None))]
     fn call(&self, py: Python<'_>, kind: &str, name: &str, args: &Bound<'_, PyTuple>, count_ops: bool, threads: Option<usize>) -> PyResult<Py<PyAny>> {
         let mut keep = vec![];
@@ -590,20 +646,11 @@ impl NativeProgram {
             }
             options.threads = t;
         }
-        let (prep, k): (Arc<Prepared>, usize);
-        let prepared: &Prepared = match kind {
-            "call" => {
-                k = self.program.entry_names().iter().position(|n| *n == name).ok_or_else(|| to_py(py, self.program.entry(name).err().unwrap(), None))?;
-                &self.prepared
-            }
-            "jvp" | "vjp" => {
-                prep = self.derivative(py, kind, name)?;
-                k = 0;
-                &prep
-            }
-            other => return Err(PyValueError::new_err(format!("internal: unknown call kind {other:?}"))),
-        };
-        let (out, counts) = prepared.call(py, k, &refs, &options, count_ops)?.map_err(|e| to_py(py, e, None))?;
+        if !matches!(kind, "call" | "jvp" | "vjp") {
+            return Err(PyValueError::new_err(format!("internal: unknown call kind {kind:?}")));
+        }
+        let prepared = self.prepare(py, kind, name)?;
+        let (out, counts) = prepared.call(py, 0, &refs, &options, count_ops)?.map_err(|e| to_py(py, e, None))?;
         drop(keep);
         let value = output_to_py(py, out)?;
         match counts {
@@ -618,24 +665,41 @@ impl NativeProgram {
             }
         }
     }
+
+    /// Whether `kind` of entry `name` has been compiled (tests of laziness).
+    fn is_compiled(&self, kind: &str, name: &str) -> bool {
+        self.prepared.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&(kind.to_string(), name.to_string()))
+    }
 }
 
 impl NativeProgram {
-    /// The jvp or vjp of entry `name`, built and compiled once.
-    fn derivative(&self, py: Python<'_>, kind: &str, name: &str) -> PyResult<Arc<Prepared>> {
+    /// The program that declares entry `name` (a generated one's, else the user's).
+    fn program_of(&self, name: &str) -> Arc<Program> {
+        self.generated.lock().unwrap_or_else(|e| e.into_inner()).get(name).cloned().unwrap_or_else(|| self.program.clone())
+    }
+
+    /// Entry `name` itself ("call"), or its jvp or vjp, optimised and
+    /// compiled for the backend once, on first use.
+    fn prepare(&self, py: Python<'_>, kind: &str, name: &str) -> PyResult<Arc<Prepared>> {
         let key = (kind.to_string(), name.to_string());
-        if let Some(p) = self.derived.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        if let Some(p) = self.prepared.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return Ok(p.clone());
         }
-        self.program.entry(name).map_err(|e| to_py(py, e, None))?;
-        let (program, entry) = (self.program.clone(), name.to_string());
+        let program = self.program_of(name);
+        program.entry(name).map_err(|e| to_py(py, e, None))?;
+        let entry = name.to_string();
         let (backend, explicit, fast_math) = (self.backend, self.explicit, self.fast_math);
-        let kind2 = kind.to_string();
+        let (kind2, opt) = (kind.to_string(), self.opt.clone());
         let built = on_big_stack(py, move || {
-            // built and optimised as the Rust API builds them (the primal
-            // optimised for differentiation, then the derivative optimised)
+            // derivatives are built and optimised as the Rust API builds
+            // them (the primal optimised for differentiation, then the
+            // derivative optimised)
             let e = program.entry(&entry)?;
-            let g = if kind2 == "jvp" { e.jvp_function() } else { e.vjp_function() }?;
+            let g = match kind2.as_str() {
+                "jvp" => e.jvp_function()?,
+                "vjp" => e.vjp_function()?,
+                _ => optimized(e.function(), &opt)?,
+            };
             let mut notes = vec![];
             let p = Prepared::new(vec![g], backend, explicit, fast_math, &mut notes)?;
             Ok((p, notes))
@@ -646,8 +710,7 @@ impl NativeProgram {
         })?;
         self.notes.lock().unwrap_or_else(|e| e.into_inner()).extend(notes);
         let p = Arc::new(p);
-        self.derived.lock().unwrap_or_else(|e| e.into_inner()).entry(key).or_insert(p.clone());
-        Ok(p)
+        Ok(self.prepared.lock().unwrap_or_else(|e| e.into_inner()).entry(key).or_insert(p).clone())
     }
 }
 
