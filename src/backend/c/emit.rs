@@ -18,6 +18,9 @@ pub mod quote;
 #[path = "contract.rs"]
 mod contract;
 
+#[path = "widen.rs"]
+mod widen;
+
 /// Largest rank the calling convention carries (`ARD_IO_MAXR` in rt.h).
 pub const IO_MAXR: usize = 16;
 
@@ -1437,6 +1440,10 @@ impl Em {
             // inside a parallel loop's body: sequential, inline
             if summed {
                 return self.summed_inline(k, &n, ivar, body, &rows);
+            }
+            // a vector of short sums: groups of consecutive iterations side by side
+            if widen::widenable(body) && self.widened_map(&n, ivar, body, &rows)? {
+                return Ok(());
             }
             return self.polled_loop("ard_i", "0", &n, "ard_it", chunked, |em| em.for_body(ivar, body, &rows));
         }
