@@ -24,24 +24,86 @@ pub const W: usize = 8;
 /// primitives, reads and nested float sums (of such bodies), with at least
 /// one sum (without one the plain loop already vectorises).
 pub fn widenable(b: &Block) -> bool {
-    fn ok(b: &Block, sums: &mut usize) -> bool {
-        b.stmts.iter().all(|s| {
+    b.result.len() == 1 && widenable_stmts(&b.stmts)
+}
+
+fn widenable_stmts(stmts: &[Stmt]) -> bool {
+    fn ok(stmts: &[Stmt], sums: &mut usize) -> bool {
+        stmts.iter().all(|s| {
             if s.binds.iter().any(|x| x.ty.rank() > 0) {
                 return false;
             }
             match &s.expr {
-                Expr::Prim(..) | Expr::Atom(_) => true,
-                Expr::Index { .. } => true,
+                Expr::Prim(..) | Expr::Atom(_) | Expr::Index { .. } => true,
                 Expr::ForAcc { body, acc, .. } => {
                     *sums += 1;
-                    acc.len() == 1 && acc[0] && s.binds.len() == 1 && s.binds[0].ty.elem.is_float() && ok(body, sums)
+                    acc.len() == 1 && acc[0] && s.binds.len() == 1 && s.binds[0].ty.elem.is_float() && body.result.len() == 1 && ok(&body.stmts, sums)
                 }
                 _ => false,
             }
         })
     }
     let mut sums = 0;
-    b.result.len() == 1 && ok(b, &mut sums) && sums > 0
+    ok(stmts, &mut sums) && sums > 0
+}
+
+/// `b` with its unchecked views (`let r = index a[j]`, a row of an array
+/// bound outside `b`) folded into the reads of them (`index r[i]` becomes
+/// `index a[j, i]`) where every use of the view is such a read: a view of
+/// the current iteration is then just more index arithmetic per lane.
+pub fn fold_views(b: &Block) -> Block {
+    let mut out = b.clone();
+    let mut k = 0;
+    while k < out.stmts.len() {
+        let s = &out.stmts[k];
+        let view = match &s.expr {
+            Expr::Index { arr: Atom::Var(a), idx, checks } if s.binds.len() == 1 && s.binds[0].ty.rank() > 0 && checks.iter().all(|c| c.is_none()) => {
+                Some((s.binds[0].var, *a, idx.clone(), checks.clone()))
+            }
+            _ => None,
+        };
+        if let Some((v, a, idx, checks)) = view {
+            let rest = &out.stmts[k + 1..];
+            let mut all = 0;
+            for t in rest {
+                walk::visit_expr(&t.expr, &mut |u| all += usize::from(u == v), &mut |_| {});
+            }
+            let reads: usize = rest.iter().map(|t| reads_of(&t.expr, v)).sum();
+            let in_result = out.result.contains(&Atom::Var(v));
+            if all == reads && !in_result {
+                let mut rest: Vec<Stmt> = out.stmts.drain(k + 1..).collect();
+                for t in &mut rest {
+                    fold_into(&mut t.expr, v, a, &idx, &checks);
+                }
+                out.stmts.pop();
+                out.stmts.extend(rest);
+                continue;
+            }
+        }
+        k += 1;
+    }
+    out
+}
+
+/// How many times `e` (or a sum in it) reads `v` as `index v[..]`.
+fn reads_of(e: &Expr, v: VarId) -> usize {
+    match e {
+        Expr::Index { arr: Atom::Var(a), .. } => usize::from(*a == v),
+        Expr::ForAcc { body, .. } => body.stmts.iter().map(|s| reads_of(&s.expr, v)).sum(),
+        _ => 0,
+    }
+}
+
+fn fold_into(e: &mut Expr, v: VarId, a: VarId, idx: &[Atom], checks: &[crate::ir::Check]) {
+    match e {
+        Expr::Index { arr, idx: i2, checks: c2 } if *arr == Atom::Var(v) => {
+            *arr = Atom::Var(a);
+            i2.splice(0..0, idx.iter().cloned());
+            c2.splice(0..0, checks.iter().cloned());
+        }
+        Expr::ForAcc { body, .. } => body.stmts.iter_mut().for_each(|s| fold_into(&mut s.expr, v, a, idx, checks)),
+        _ => {}
+    }
 }
 
 impl Em {
@@ -58,7 +120,11 @@ impl Em {
     /// the rank-1 `row`) in groups of [`W`], then the last iterations one
     /// by one. `Ok(false)` (nothing emitted) when the body turns out to be
     /// able to fail or stop (a checked read, an integer division).
-    pub(super) fn widened_map(&mut self, n: &str, ivar: VarId, body: &Block, rows: &[Row]) -> R<bool> {
+    /// Iterations `lo..hi`; `outlined`: in the function of an outermost
+    /// `for` (`Em::outline`), whose iterations each name themselves for
+    /// errors (`ard_it`) and stop after a failed earlier one: a group does
+    /// so as its first iteration.
+    pub(super) fn widened_map(&mut self, lo: &str, n: &str, ivar: VarId, body: &Block, rows: &[Row], outlined: bool) -> R<bool> {
         let [Row::Stacked { out, ty, .. }] = rows else { return Ok(false) };
         if ty.rank() != 1 {
             return Ok(false);
@@ -67,8 +133,12 @@ impl Em {
         let k = self.fresh();
         let g = format!("ard_wg{k}");
         self.open("{");
-        self.line(&format!("int64_t {g} = 0;"));
+        self.line(&format!("int64_t {g} = {lo};"));
         self.open(&format!("for (; {g} + {W} <= {n}; {g} += {W}) {{"));
+        if outlined {
+            self.line(&format!("if (ard_par && ard_failed_before(ctx, {g})) return 0;"));
+            self.line(&format!("const int64_t ard_it = ard_par ? {g} : ard_it0; (void)ard_it;"));
+        }
         self.poll();
         let mut wide = FxHashSet::default();
         wide.insert(ivar);
@@ -84,9 +154,113 @@ impl Em {
         let p = self.elem_ptr(out, ty.elem);
         self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) {p}[{g} + ard_l] = {r};"));
         self.close("}");
-        self.polled_loop("ard_i", &g, n, "ard_it", false, |em| em.for_body(ivar, body, rows))?;
+        self.polled_loop("ard_i", &g, n, "ard_it", false, |em| {
+            if outlined {
+                em.line("if (ard_par && ard_failed_before(ctx, ard_i)) return 0;");
+                em.line("const int64_t ard_it = ard_par ? ard_i : ard_it0; (void)ard_it;");
+            }
+            em.for_body(ivar, body, rows)
+        })?;
         self.close("}");
         Ok(true)
+    }
+
+    /// A counted `loop` with scalar parameters (`minimum (for j. sum ...)`,
+    /// a fold) whose body computes sums that do not depend on the
+    /// parameters: per group of [`W`] iterations those statements run for
+    /// all lanes at once, then the rest of the body (what reads the
+    /// parameters) runs lane by lane in order, as the loop would. The last
+    /// iterations run as before. `Ok(false)`: nothing emitted.
+    pub(super) fn widened_loop(&mut self, s: &Stmt, params: &[crate::ir::Binder], init: &[Atom], ivar: VarId, n: &Atom, body: &Block) -> R<bool> {
+        if params.iter().any(|p| p.ty.rank() > 0) || s.binds.len() != params.len() {
+            return Ok(false);
+        }
+        let body = fold_views(body);
+        let mut dep: FxHashSet<VarId> = params.iter().map(|p| p.var).collect();
+        let (mut pre, mut rest) = (vec![], vec![]);
+        for t in &body.stmts {
+            let mut uses = false;
+            walk::visit_expr(&t.expr, &mut |u| uses |= dep.contains(&u), &mut |_| {});
+            if uses {
+                dep.extend(t.binds.iter().map(|x| x.var));
+                rest.push(t.clone());
+            } else {
+                pre.push(t.clone());
+            }
+        }
+        if !widenable_stmts(&pre) {
+            return Ok(false);
+        }
+        let (mark, ind, borrowed) = (self.out.len(), self.ind, self.borrowed.clone());
+        let k = self.fresh();
+        for (p, a) in params.iter().zip(init) {
+            self.decl(p.var)?;
+            let src = self.atom(a);
+            self.line(&format!("{} = {src};", self.v(p.var)));
+        }
+        let pvars: Vec<VarId> = params.iter().map(|p| p.var).collect();
+        let g = format!("ard_wg{k}");
+        let nn = self.int(n);
+        self.open("{");
+        self.line(&format!("int64_t {g} = 0, ard_wn{k} = {nn};"));
+        self.open(&format!("for (; {g} + {W} <= ard_wn{k}; {g} += {W}) {{"));
+        self.poll();
+        let mut wide = FxHashSet::default();
+        wide.insert(ivar);
+        self.line(&format!("int64_t ard_wv{}[{W}];", ivar.0));
+        self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) ard_wv{}[ard_l] = {g} + ard_l;", ivar.0));
+        if !self.wblock(&Block { stmts: pre, result: vec![] }, &mut wide)? {
+            self.out.truncate(mark);
+            self.ind = ind;
+            self.borrowed = borrowed;
+            return Ok(false);
+        }
+        let rest = Block { stmts: rest, result: body.result.clone() };
+        self.open(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) {{"));
+        let mut used = vec![];
+        for t in &rest.stmts {
+            walk::visit_expr(&t.expr, &mut |u| if wide.contains(&u) && !used.contains(&u) { used.push(u) }, &mut |_| {});
+        }
+        for a in &rest.result {
+            if let Atom::Var(u) = a && wide.contains(u) && !used.contains(u) {
+                used.push(*u);
+            }
+        }
+        for u in &used {
+            let t = self.ty.get(u).map_or("int64_t", |t| ctype(t.elem));
+            self.line(&format!("const {t} {} = ard_wv{}[ard_l]; (void){};", self.v(*u), u.0, self.v(*u)));
+        }
+        self.loop_step(k, params, &pvars, &rest)?;
+        self.close("}");
+        self.close("}");
+        self.open(&format!("for (; {g} < ard_wn{k}; {g}++) {{"));
+        let iv = self.v(ivar);
+        self.line(&format!("const int64_t {iv} = {g}; (void){iv};"));
+        self.poll();
+        self.loop_step(k, params, &pvars, &body)?;
+        self.close("}");
+        self.close("}");
+        for (b, p) in s.binds.iter().zip(params) {
+            self.line(&format!("{} = {};", self.v(b.var), self.v(p.var)));
+        }
+        Ok(true)
+    }
+
+    /// One iteration of a loop's body: its results become the parameters.
+    fn loop_step(&mut self, k: usize, params: &[crate::ir::Binder], pvars: &[VarId], body: &Block) -> R<()> {
+        let mut temps = vec![];
+        for (j, p) in params.iter().enumerate() {
+            let tn = format!("ard_t{k}_{j}");
+            self.decl_named(&tn, &p.ty);
+            temps.push(tn);
+        }
+        self.open("{");
+        self.block(body, pvars, &temps)?;
+        self.close("}");
+        for (p, tn) in params.iter().zip(&temps) {
+            self.line(&format!("{} = {tn};", self.v(p.var)));
+        }
+        Ok(())
     }
 
     /// The statements of `b` for all lanes: runs of plain statements as one
