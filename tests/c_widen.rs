@@ -2,7 +2,7 @@
 //! against the interpreter, bit for bit: maps and folds whose iterations
 //! each compute short float sums run 8 iterations side by side, each sum
 //! still in the fixed order (LANGUAGE.md §10). Sums of every length from 0
-//! to 70 and a few long ones (several chunks of 16 to 128 terms) across
+//! to 70 and a few long ones (which keep the plain loops) across
 //! outer loops of odd lengths, on 1, 2, 3 and 16 threads, with terms whose
 //! magnitudes differ enough that any other order changes bits. Each entry
 //! must also be one the emitter widens.

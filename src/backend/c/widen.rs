@@ -106,7 +106,43 @@ fn fold_into(e: &mut Expr, v: VarId, a: VarId, idx: &[Atom], checks: &[crate::ir
     }
 }
 
+/// The longest sum the widened form computes: longer ones vectorise
+/// along their own terms (8 accumulators over contiguous reads, which the
+/// lanes of the outer loop may not be), so a group with one runs as before.
+pub const SHORT: usize = 64;
+
+/// The sums of `stmts`, nested ones included.
+fn sum_sizes<'b>(stmts: &'b [Stmt], out: &mut Vec<&'b crate::ir::Size>) {
+    for s in stmts {
+        if let Expr::ForAcc { size, body, .. } = &s.expr {
+            out.push(size);
+            sum_sizes(&body.stmts, out);
+        }
+    }
+}
+
 impl Em {
+    /// The C condition that every sum of `stmts` is short ([`SHORT`]
+    /// terms at most), evaluated before the group; `None` when a length
+    /// depends on a value of the region (`bound`, or a variable `stmts`
+    /// bind): it could not be tested there.
+    fn short_guard(&self, stmts: &[Stmt], bound: &[VarId]) -> Option<String> {
+        let block = Block { stmts: stmts.to_vec(), result: vec![] };
+        let mut inside = walk::bound_vars_block(&block);
+        inside.extend(bound.iter().copied());
+        let mut sizes = vec![];
+        sum_sizes(stmts, &mut sizes);
+        let mut conds = vec![];
+        for z in sizes {
+            let c = self.size(z);
+            if var_names_in(&c).iter().any(|v| inside.contains(v)) {
+                return None;
+            }
+            conds.push(format!("{c} <= {SHORT}"));
+        }
+        Some(conds.join(" && "))
+    }
+
     /// Lane `l` of a scalar of the widened region: its lane array, or the
     /// value itself for one defined outside (the same in every lane).
     fn lane(&self, a: &Atom, wide: &FxHashSet<VarId>) -> String {
@@ -129,11 +165,13 @@ impl Em {
         if ty.rank() != 1 {
             return Ok(false);
         }
+        let Some(guard) = self.short_guard(&body.stmts, &[ivar]) else { return Ok(false) };
         let (mark, ind, borrowed) = (self.out.len(), self.ind, self.borrowed.clone());
         let k = self.fresh();
         let g = format!("ard_wg{k}");
         self.open("{");
         self.line(&format!("int64_t {g} = {lo};"));
+        self.line(&format!("if ({guard})"));
         self.open(&format!("for (; {g} + {W} <= {n}; {g} += {W}) {{"));
         if outlined {
             self.line(&format!("if (ard_par && ard_failed_before(ctx, {g})) return 0;"));
@@ -191,6 +229,7 @@ impl Em {
         if !widenable_stmts(&pre) {
             return Ok(false);
         }
+        let Some(guard) = self.short_guard(&pre, &[ivar]) else { return Ok(false) };
         let (mark, ind, borrowed) = (self.out.len(), self.ind, self.borrowed.clone());
         let k = self.fresh();
         for (p, a) in params.iter().zip(init) {
@@ -203,6 +242,7 @@ impl Em {
         let nn = self.int(n);
         self.open("{");
         self.line(&format!("int64_t {g} = 0, ard_wn{k} = {nn};"));
+        self.line(&format!("if ({guard})"));
         self.open(&format!("for (; {g} + {W} <= ard_wn{k}; {g} += {W}) {{"));
         self.poll();
         let mut wide = FxHashSet::default();
