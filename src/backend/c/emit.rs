@@ -1024,8 +1024,7 @@ impl Em {
                 self.line(&format!("{o} = ard_b;"));
                 self.close("}");
             }
-            Expr::Loop { params, init, kind: LoopKind::Count { ivar, n, down: false }, body }
-                if self.widened_loop(s, params, init, *ivar, n, body)? => {}
+            Expr::Loop { params, init, kind: LoopKind::Count { ivar, n, down: false }, body } if self.widened_loop(s, params, init, *ivar, n, body)? => {}
             Expr::Loop { params, init, kind, body } => {
                 let k = self.fresh();
                 for (p, a) in params.iter().zip(init) {

@@ -259,10 +259,21 @@ impl Em {
         self.open(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) {{"));
         let mut used = vec![];
         for t in &rest.stmts {
-            walk::visit_expr(&t.expr, &mut |u| if wide.contains(&u) && !used.contains(&u) { used.push(u) }, &mut |_| {});
+            walk::visit_expr(
+                &t.expr,
+                &mut |u| {
+                    if wide.contains(&u) && !used.contains(&u) {
+                        used.push(u)
+                    }
+                },
+                &mut |_| {},
+            );
         }
         for a in &rest.result {
-            if let Atom::Var(u) = a && wide.contains(u) && !used.contains(u) {
+            if let Atom::Var(u) = a
+                && wide.contains(u)
+                && !used.contains(u)
+            {
                 used.push(*u);
             }
         }
