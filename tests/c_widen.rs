@@ -123,9 +123,9 @@ fn failing_or_ragged_bodies_are_not_widened() {
             assert_eq!(got, want, "shifted by {o} on {} threads", opts.threads);
         }
     }
-    let want = interp.entry("tri").unwrap().call(&[a.clone()]).unwrap();
+    let want = interp.entry("tri").unwrap().call(std::slice::from_ref(&a)).unwrap();
     for opts in thread_options() {
-        let (got, _) = compiled.entry("tri").unwrap().call_with(&[a.clone()], &opts).unwrap();
+        let (got, _) = compiled.entry("tri").unwrap().call_with(std::slice::from_ref(&a), &opts).unwrap();
         assert_eq!(bits(&got), bits(&want), "tri on {} threads", opts.threads);
     }
 }
