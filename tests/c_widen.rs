@@ -129,3 +129,28 @@ fn failing_or_ragged_bodies_are_not_widened() {
         assert_eq!(bits(&got), bits(&want), "tri on {} threads", opts.threads);
     }
 }
+
+/// In a fold, a statement that reads the loop's parameter and fails comes
+/// before a sum of negative length: the sum is not hoisted above it (it
+/// stays in the per-lane rest), so the error is the read's, as in the
+/// interpreter; with a valid read the sum's own error is reported.
+#[test]
+fn a_fold_reports_its_first_error() {
+    if !c_compiler_or_skip("a_fold_reports_its_first_error") {
+        return;
+    }
+    let src = "entry h [n] (a: [n]f64) (k: i64) (o: i64) : i64 =\n  loop acc = 0 for j < n do\n    let y = a[acc + o]\n    let s = sum (for (p < k). a[j] * f64 p)\n    in if y + s > 0.0 then acc + 1 else acc\n";
+    let prog = Program::from_source("order.ard", src).unwrap();
+    let compiled = prog.compile(Backend::C).unwrap();
+    let interp = prog.compile(Backend::Interp).unwrap();
+    let mut rng = Rng(5);
+    let a = array(&[11], false, &mut rng);
+    for (k, o) in [(-1, 100), (-1, 0), (3, 0), (3, 100)] {
+        let args = vec![a.clone(), Value::I64(k), Value::I64(o)];
+        let want = interp.entry("h").unwrap().call(&args).map_err(|e| e.to_string());
+        for opts in thread_options() {
+            let got = compiled.entry("h").unwrap().call_with(&args, &opts).map(|(v, _)| v).map_err(|e| e.to_string());
+            assert_eq!(format!("{got:?}"), format!("{want:?}"), "k={k} o={o} on {} threads", opts.threads);
+        }
+    }
+}

@@ -152,11 +152,11 @@ impl Em {
         }
     }
 
-    /// The map `for` of `n` iterations (index `ivar`, scalar results into
-    /// the rank-1 `row`) in groups of [`W`], then the last iterations one
-    /// by one. `Ok(false)` (nothing emitted) when the body turns out to be
-    /// able to fail or stop (a checked read, an integer division).
-    /// Iterations `lo..hi`; `outlined`: in the function of an outermost
+    /// Iterations `lo..n` of a map `for` (index `ivar`, its scalar results
+    /// into the rank-1 row) in groups of [`W`], then the last iterations
+    /// one by one. `Ok(false)` (nothing emitted) when the body turns out to
+    /// be able to fail or stop (a checked read, an integer division) or has
+    /// a sum whose length cannot be tested before the group. `outlined`: in the function of an outermost
     /// `for` (`Em::outline`), whose iterations each name themselves for
     /// errors (`ard_it`) and stop after a failed earlier one: a group does
     /// so as its first iteration.
@@ -216,8 +216,11 @@ impl Em {
         let body = fold_views(body);
         let mut dep: FxHashSet<VarId> = params.iter().map(|p| p.var).collect();
         let (mut pre, mut rest) = (vec![], vec![]);
+        // from the first statement that reads a parameter on, everything
+        // stays in the per-lane rest: a sum hoisted above it could report
+        // its error (a negative length) before one of that statement
         for t in &body.stmts {
-            let mut uses = false;
+            let mut uses = !rest.is_empty();
             walk::visit_expr(&t.expr, &mut |u| uses |= dep.contains(&u), &mut |_| {});
             if uses {
                 dep.extend(t.binds.iter().map(|x| x.var));
