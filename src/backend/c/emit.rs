@@ -18,6 +18,9 @@ pub mod quote;
 #[path = "contract.rs"]
 mod contract;
 
+#[path = "widen.rs"]
+mod widen;
+
 /// Largest rank the calling convention carries (`ARD_IO_MAXR` in rt.h).
 pub const IO_MAXR: usize = 16;
 
@@ -1032,6 +1035,7 @@ impl Em {
                 self.line(&format!("{o} = ard_b;"));
                 self.close("}");
             }
+            Expr::Loop { params, init, kind: LoopKind::Count { ivar, n, down: false }, body } if self.widened_loop(s, params, init, *ivar, n, body)? => {}
             Expr::Loop { params, init, kind, body } => {
                 let k = self.fresh();
                 for (p, a) in params.iter().zip(init) {
@@ -1448,6 +1452,11 @@ impl Em {
             // inside a parallel loop's body: sequential, inline
             if summed {
                 return self.summed_inline(k, &n, ivar, body, &rows);
+            }
+            // a vector of short sums: groups of consecutive iterations side by side
+            let folded = widen::fold_views(body);
+            if widen::widenable(&folded) && self.widened_map("0", &n, ivar, &folded, &rows, false)? {
+                return Ok(());
             }
             return self.polled_loop("ard_i", "0", &n, "ard_it", chunked, |em| em.for_body(ivar, body, &rows));
         }
@@ -1872,7 +1881,11 @@ impl Em {
         };
         // each thread polls between its chunks; a summing body is called
         // per chunk of the fixed order (`lo` a multiple of 8)
-        let res = if !chunked && self.lanes_vectorise(body, &inner) {
+        let folded = widen::fold_views(body);
+        let widened = if !chunked && widen::widenable(&folded) { self.widened_map("ard_lo", "ard_hi", ivar, &folded, &inner, true) } else { Ok(false) };
+        let res = if !matches!(widened, Ok(false)) {
+            widened.map(|_| ())
+        } else if !chunked && self.lanes_vectorise(body, &inner) {
             self.lane_loop("ard_lo", "ard_hi", &inner, iteration)
         } else {
             self.polled_loop("ard_i", "ard_lo", "ard_hi", "(ard_par ? CHUNK : ard_it0)", chunked, |em| iteration(em, &inner))

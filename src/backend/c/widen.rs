@@ -1,0 +1,447 @@
+//! Outer-loop vectorisation of short sums: a `for` that builds a vector of
+//! scalars, each computed by nested sums (`for t. f (sum (for ch. sum (for
+//! o. x[ch, t + o] * w[ch, o])))`, a convolution), runs its iterations in
+//! groups of [`W`] consecutive ones side by side. Every scalar of the body
+//! becomes an array of `W` lanes (`ard_wvN[W]`), every statement a loop
+//! over the lanes that the C compiler vectorises, and each nested sum keeps
+//! its fixed order (LANGUAGE.md §10) per lane: chunks, 8 accumulators,
+//! pairwise combination. Only the loop over the lanes is added, so each
+//! element has the bits of the scalar code; what is won is that a sum of 5
+//! or 16 terms, alone too short for vector units, now fills them across
+//! the outer iterations. Bodies qualify when they only compute scalars
+//! (primitives, array reads, nested float sums of a length fixed for the
+//! group) and cannot fail or stop (checked on the emitted C), so running
+//! the group's iterations interleaved changes no error either.
+
+use super::{Em, R, Row, at_str, ctype, var_names_in};
+use crate::ir::{Atom, Block, Expr, ReduceOp, Stmt, VarId, walk};
+use rustc_hash::FxHashSet;
+
+/// Lanes per group: 8 doubles fill an AVX-512 register (two AVX2 ones).
+pub const W: usize = 8;
+
+/// Whether `b` is a body the widened form can emit: scalars only, made by
+/// primitives, reads and nested float sums (of such bodies), with at least
+/// one sum (without one the plain loop already vectorises).
+pub fn widenable(b: &Block) -> bool {
+    b.result.len() == 1 && widenable_stmts(&b.stmts)
+}
+
+fn widenable_stmts(stmts: &[Stmt]) -> bool {
+    fn ok(stmts: &[Stmt], sums: &mut usize) -> bool {
+        stmts.iter().all(|s| {
+            if s.binds.iter().any(|x| x.ty.rank() > 0) {
+                return false;
+            }
+            match &s.expr {
+                Expr::Prim(..) | Expr::Atom(_) | Expr::Index { .. } => true,
+                Expr::ForAcc { body, acc, .. } => {
+                    *sums += 1;
+                    acc.len() == 1 && acc[0] && s.binds.len() == 1 && s.binds[0].ty.elem.is_float() && body.result.len() == 1 && ok(&body.stmts, sums)
+                }
+                _ => false,
+            }
+        })
+    }
+    let mut sums = 0;
+    ok(stmts, &mut sums) && sums > 0
+}
+
+/// `b` with its unchecked views (`let r = index a[j]`, a row of an array
+/// bound outside `b`) folded into the reads of them (`index r[i]` becomes
+/// `index a[j, i]`) where every use of the view is such a read: a view of
+/// the current iteration is then just more index arithmetic per lane.
+pub fn fold_views(b: &Block) -> Block {
+    let mut out = b.clone();
+    let mut k = 0;
+    while k < out.stmts.len() {
+        let s = &out.stmts[k];
+        let view = match &s.expr {
+            Expr::Index { arr: Atom::Var(a), idx, checks } if s.binds.len() == 1 && s.binds[0].ty.rank() > 0 && checks.iter().all(|c| c.is_none()) => {
+                Some((s.binds[0].var, *a, idx.clone(), checks.clone()))
+            }
+            _ => None,
+        };
+        if let Some((v, a, idx, checks)) = view {
+            let rest = &out.stmts[k + 1..];
+            let mut all = 0;
+            for t in rest {
+                walk::visit_expr(&t.expr, &mut |u| all += usize::from(u == v), &mut |_| {});
+            }
+            let reads: usize = rest.iter().map(|t| reads_of(&t.expr, v)).sum();
+            let in_result = out.result.contains(&Atom::Var(v));
+            if all == reads && !in_result {
+                let mut rest: Vec<Stmt> = out.stmts.drain(k + 1..).collect();
+                for t in &mut rest {
+                    fold_into(&mut t.expr, v, a, &idx, &checks);
+                }
+                out.stmts.pop();
+                out.stmts.extend(rest);
+                continue;
+            }
+        }
+        k += 1;
+    }
+    out
+}
+
+/// How many times `e` (or a sum in it) reads `v` as `index v[..]`.
+fn reads_of(e: &Expr, v: VarId) -> usize {
+    match e {
+        Expr::Index { arr: Atom::Var(a), .. } => usize::from(*a == v),
+        Expr::ForAcc { body, .. } => body.stmts.iter().map(|s| reads_of(&s.expr, v)).sum(),
+        _ => 0,
+    }
+}
+
+fn fold_into(e: &mut Expr, v: VarId, a: VarId, idx: &[Atom], checks: &[crate::ir::Check]) {
+    match e {
+        Expr::Index { arr, idx: i2, checks: c2 } if *arr == Atom::Var(v) => {
+            *arr = Atom::Var(a);
+            i2.splice(0..0, idx.iter().cloned());
+            c2.splice(0..0, checks.iter().cloned());
+        }
+        Expr::ForAcc { body, .. } => body.stmts.iter_mut().for_each(|s| fold_into(&mut s.expr, v, a, idx, checks)),
+        _ => {}
+    }
+}
+
+/// The longest sum the widened form computes: longer ones vectorise
+/// along their own terms (8 accumulators over contiguous reads, which the
+/// lanes of the outer loop may not be), so a group with one runs as before.
+pub const SHORT: usize = 64;
+
+/// The sums of `stmts`, nested ones included.
+fn sum_sizes<'b>(stmts: &'b [Stmt], out: &mut Vec<&'b crate::ir::Size>) {
+    for s in stmts {
+        if let Expr::ForAcc { size, body, .. } = &s.expr {
+            out.push(size);
+            sum_sizes(&body.stmts, out);
+        }
+    }
+}
+
+impl Em {
+    /// The C condition that every sum of `stmts` is short ([`SHORT`]
+    /// terms at most), evaluated before the group; `None` when a length
+    /// depends on a value of the region (`bound`, or a variable `stmts`
+    /// bind): it could not be tested there.
+    fn short_guard(&self, stmts: &[Stmt], bound: &[VarId]) -> Option<String> {
+        let block = Block { stmts: stmts.to_vec(), result: vec![] };
+        let mut inside = walk::bound_vars_block(&block);
+        inside.extend(bound.iter().copied());
+        let mut sizes = vec![];
+        sum_sizes(stmts, &mut sizes);
+        let mut conds = vec![];
+        for z in sizes {
+            let c = self.size(z);
+            if var_names_in(&c).iter().any(|v| inside.contains(v)) {
+                return None;
+            }
+            conds.push(format!("{c} <= {SHORT}"));
+        }
+        Some(conds.join(" && "))
+    }
+
+    /// Lane `l` of a scalar of the widened region: its lane array, or the
+    /// value itself for one defined outside (the same in every lane).
+    fn lane(&self, a: &Atom, wide: &FxHashSet<VarId>) -> String {
+        match a {
+            Atom::Var(v) if wide.contains(v) => format!("ard_wv{}[ard_l]", v.0),
+            a => self.atom(a),
+        }
+    }
+
+    /// Iterations `lo..n` of a map `for` (index `ivar`, its scalar results
+    /// into the rank-1 row) in groups of [`W`], then the last iterations
+    /// one by one. `Ok(false)` (nothing emitted) when the body turns out to
+    /// be able to fail or stop (a checked read, an integer division) or has
+    /// a sum whose length cannot be tested before the group. `outlined`: in the function of an outermost
+    /// `for` (`Em::outline`), whose iterations each name themselves for
+    /// errors (`ard_it`) and stop after a failed earlier one: a group does
+    /// so as its first iteration.
+    pub(super) fn widened_map(&mut self, lo: &str, n: &str, ivar: VarId, body: &Block, rows: &[Row], outlined: bool) -> R<bool> {
+        let [Row::Stacked { out, ty, .. }] = rows else { return Ok(false) };
+        if ty.rank() != 1 {
+            return Ok(false);
+        }
+        let Some(guard) = self.short_guard(&body.stmts, &[ivar]) else { return Ok(false) };
+        let (mark, ind, borrowed) = (self.out.len(), self.ind, self.borrowed.clone());
+        let k = self.fresh();
+        let g = format!("ard_wg{k}");
+        self.open("{");
+        self.line(&format!("int64_t {g} = {lo};"));
+        self.line(&format!("if ({guard})"));
+        self.open(&format!("for (; {g} + {W} <= {n}; {g} += {W}) {{"));
+        if outlined {
+            self.line(&format!("if (ard_par && ard_failed_before(ctx, {g})) return 0;"));
+            self.line(&format!("const int64_t ard_it = ard_par ? {g} : ard_it0; (void)ard_it;"));
+        }
+        self.poll();
+        let mut wide = FxHashSet::default();
+        wide.insert(ivar);
+        self.line(&format!("int64_t ard_wv{}[{W}];", ivar.0));
+        self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) ard_wv{}[ard_l] = {g} + ard_l;", ivar.0));
+        if !self.wblock(body, &mut wide)? {
+            self.out.truncate(mark);
+            self.ind = ind;
+            self.borrowed = borrowed;
+            return Ok(false);
+        }
+        let r = self.lane(&body.result[0], &wide);
+        let p = self.elem_ptr(out, ty.elem);
+        self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) {p}[{g} + ard_l] = {r};"));
+        self.close("}");
+        self.polled_loop("ard_i", &g, n, "ard_it", false, |em| {
+            if outlined {
+                em.line("if (ard_par && ard_failed_before(ctx, ard_i)) return 0;");
+                em.line("const int64_t ard_it = ard_par ? ard_i : ard_it0; (void)ard_it;");
+            }
+            em.for_body(ivar, body, rows)
+        })?;
+        self.close("}");
+        Ok(true)
+    }
+
+    /// A counted `loop` with scalar parameters (`minimum (for j. sum ...)`,
+    /// a fold) whose body computes sums that do not depend on the
+    /// parameters: per group of [`W`] iterations those statements run for
+    /// all lanes at once, then the rest of the body (what reads the
+    /// parameters) runs lane by lane in order, as the loop would. The last
+    /// iterations run as before. `Ok(false)`: nothing emitted.
+    pub(super) fn widened_loop(&mut self, s: &Stmt, params: &[crate::ir::Binder], init: &[Atom], ivar: VarId, n: &Atom, body: &Block) -> R<bool> {
+        if params.iter().any(|p| p.ty.rank() > 0) || s.binds.len() != params.len() {
+            return Ok(false);
+        }
+        let body = fold_views(body);
+        let mut dep: FxHashSet<VarId> = params.iter().map(|p| p.var).collect();
+        let (mut pre, mut rest) = (vec![], vec![]);
+        // from the first statement that reads a parameter on, everything
+        // stays in the per-lane rest: a sum hoisted above it could report
+        // its error (a negative length) before one of that statement
+        for t in &body.stmts {
+            let mut uses = !rest.is_empty();
+            walk::visit_expr(&t.expr, &mut |u| uses |= dep.contains(&u), &mut |_| {});
+            if uses {
+                dep.extend(t.binds.iter().map(|x| x.var));
+                rest.push(t.clone());
+            } else {
+                pre.push(t.clone());
+            }
+        }
+        if !widenable_stmts(&pre) {
+            return Ok(false);
+        }
+        let Some(guard) = self.short_guard(&pre, &[ivar]) else { return Ok(false) };
+        let (mark, ind, borrowed) = (self.out.len(), self.ind, self.borrowed.clone());
+        let k = self.fresh();
+        for (p, a) in params.iter().zip(init) {
+            self.decl(p.var)?;
+            let src = self.atom(a);
+            self.line(&format!("{} = {src};", self.v(p.var)));
+        }
+        let pvars: Vec<VarId> = params.iter().map(|p| p.var).collect();
+        let g = format!("ard_wg{k}");
+        let nn = self.int(n);
+        self.open("{");
+        self.line(&format!("int64_t {g} = 0, ard_wn{k} = {nn};"));
+        self.line(&format!("if ({guard})"));
+        self.open(&format!("for (; {g} + {W} <= ard_wn{k}; {g} += {W}) {{"));
+        self.poll();
+        let mut wide = FxHashSet::default();
+        wide.insert(ivar);
+        self.line(&format!("int64_t ard_wv{}[{W}];", ivar.0));
+        self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) ard_wv{}[ard_l] = {g} + ard_l;", ivar.0));
+        if !self.wblock(&Block { stmts: pre, result: vec![] }, &mut wide)? {
+            self.out.truncate(mark);
+            self.ind = ind;
+            self.borrowed = borrowed;
+            return Ok(false);
+        }
+        let rest = Block { stmts: rest, result: body.result.clone() };
+        self.open(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) {{"));
+        let mut used = vec![];
+        for t in &rest.stmts {
+            walk::visit_expr(
+                &t.expr,
+                &mut |u| {
+                    if wide.contains(&u) && !used.contains(&u) {
+                        used.push(u)
+                    }
+                },
+                &mut |_| {},
+            );
+        }
+        for a in &rest.result {
+            if let Atom::Var(u) = a
+                && wide.contains(u)
+                && !used.contains(u)
+            {
+                used.push(*u);
+            }
+        }
+        for u in &used {
+            let t = self.ty.get(u).map_or("int64_t", |t| ctype(t.elem));
+            self.line(&format!("const {t} {} = ard_wv{}[ard_l]; (void){};", self.v(*u), u.0, self.v(*u)));
+        }
+        self.loop_step(k, params, &pvars, &rest)?;
+        self.close("}");
+        self.close("}");
+        self.open(&format!("for (; {g} < ard_wn{k}; {g}++) {{"));
+        let iv = self.v(ivar);
+        self.line(&format!("const int64_t {iv} = {g}; (void){iv};"));
+        self.poll();
+        self.loop_step(k, params, &pvars, &body)?;
+        self.close("}");
+        self.close("}");
+        for (b, p) in s.binds.iter().zip(params) {
+            self.line(&format!("{} = {};", self.v(b.var), self.v(p.var)));
+        }
+        Ok(true)
+    }
+
+    /// One iteration of a loop's body: its results become the parameters.
+    fn loop_step(&mut self, k: usize, params: &[crate::ir::Binder], pvars: &[VarId], body: &Block) -> R<()> {
+        let mut temps = vec![];
+        for (j, p) in params.iter().enumerate() {
+            let tn = format!("ard_t{k}_{j}");
+            self.decl_named(&tn, &p.ty);
+            temps.push(tn);
+        }
+        self.open("{");
+        self.block(body, pvars, &temps)?;
+        self.close("}");
+        for (p, tn) in params.iter().zip(&temps) {
+            self.line(&format!("{} = {tn};", self.v(p.var)));
+        }
+        Ok(())
+    }
+
+    /// The statements of `b` for all lanes: runs of plain statements as one
+    /// loop over the lanes, sums by [`Em::widened_sum`]. Every scalar the
+    /// block binds is added to `wide` (a lane array). False when a nested
+    /// sum's length differs between lanes.
+    fn wblock(&mut self, b: &Block, wide: &mut FxHashSet<VarId>) -> R<bool> {
+        let mut i = 0;
+        while i < b.stmts.len() {
+            if let Expr::ForAcc { ivar, size, body, .. } = &b.stmts[i].expr {
+                if !self.widened_sum(&b.stmts[i], *ivar, size, body, wide)? {
+                    return Ok(false);
+                }
+                i += 1;
+                continue;
+            }
+            let j = (i..b.stmts.len()).find(|&j| matches!(b.stmts[j].expr, Expr::ForAcc { .. })).unwrap_or(b.stmts.len());
+            if !self.lane_run(&b.stmts[i..j], wide)? {
+                return Ok(false);
+            }
+            i = j;
+        }
+        Ok(true)
+    }
+
+    /// Plain statements (scalars) as one loop over the lanes: lane arrays
+    /// read at the start, each result stored to its lane array at the end.
+    /// False when the C of a statement can fail or takes a reference.
+    fn lane_run(&mut self, stmts: &[Stmt], wide: &mut FxHashSet<VarId>) -> R<bool> {
+        let start = self.out.len();
+        let mut used: Vec<VarId> = vec![];
+        let mut bound: FxHashSet<VarId> = FxHashSet::default();
+        for s in stmts {
+            walk::visit_expr(
+                &s.expr,
+                &mut |u| {
+                    if wide.contains(&u) && !bound.contains(&u) && !used.contains(&u) {
+                        used.push(u);
+                    }
+                },
+                &mut |_| {},
+            );
+            bound.extend(s.binds.iter().map(|x| x.var));
+        }
+        for s in stmts {
+            for x in &s.binds {
+                self.line(&format!("{} ard_wv{}[{W}];", ctype(x.ty.elem), x.var.0));
+            }
+        }
+        self.open(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) {{"));
+        for u in &used {
+            let t = self.ty.get(u).map_or("int64_t", |t| ctype(t.elem));
+            self.line(&format!("const {t} {} = ard_wv{}[ard_l];", self.v(*u), u.0));
+        }
+        for s in stmts {
+            for x in &s.binds {
+                self.decl(x.var)?;
+            }
+            self.stmt(s, &[])?;
+            for x in &s.binds {
+                self.line(&format!("ard_wv{0}[ard_l] = {1};", x.var.0, self.v(x.var)));
+            }
+        }
+        self.close("}");
+        wide.extend(bound);
+        let c = &self.out[start..];
+        Ok(!(c.contains("goto ") || c.contains("ard_release") || c.contains("ard_retain") || c.contains("ARD_STOPPING")))
+    }
+
+    /// A float sum for every lane, in the fixed order: its length `size`
+    /// (the same in every lane: false otherwise) cut into chunks; in a
+    /// chunk, term `i` goes to accumulator `i % 8` of every lane; the 8 are
+    /// combined pairwise, and the chunks' results are combined pairwise as
+    /// they come (a stack of partial trees: chunk `c` completes the trees
+    /// of the trailing zero bits of `c + 1`; at the end the stack is folded
+    /// from the top, which is the tree over all chunks); then `0 + T`.
+    fn widened_sum(&mut self, s: &Stmt, ivar: VarId, size: &crate::ir::Size, body: &Block, wide: &mut FxHashSet<VarId>) -> R<bool> {
+        let x = s.binds[0].var;
+        let t = s.binds[0].ty.elem;
+        let ct = ctype(t);
+        let n = self.size(size);
+        if var_names_in(&n).iter().any(|v| wide.contains(v)) {
+            return Ok(false);
+        }
+        let k = self.fresh();
+        let add = |a: &str, b: &str| Self::op_expr(&ReduceOp::Add, t, a, b);
+        self.line(&format!("{ct} ard_wv{}[{W}];", x.0));
+        self.open("{");
+        self.line(&format!("const int64_t ard_n{k} = {n};"));
+        self.open(&format!("if (ard_n{k} < 0)"));
+        self.fail("negative size %lld in a `for`%s", &[format!("(long long)ard_n{k}"), at_str(&s.loc)]);
+        self.ind -= 1;
+        self.line(&format!("const int64_t ard_cl{k} = ard_rchunk(ard_n{k}), ard_nc{k} = ard_n{k} > 0 ? ard_nchunks(ard_n{k}, ard_cl{k}) : 0;"));
+        self.line(&format!("{ct} ard_st{k}[64][{W}]; int ard_sp{k} = 0;"));
+        self.open(&format!("for (int64_t ard_c{k} = 0; ard_c{k} < ard_nc{k}; ard_c{k}++) {{"));
+        let (fail, at) = (self.fail.clone(), self.at.clone());
+        self.line(&format!("if (ard_c{k} > 0 && ARD_STOPPING(ctx)) {{ ard_stopped(ctx, ard_it, {at}); goto {fail}; }}"));
+        self.line(&format!("const int64_t ard_lo{k} = ard_c{k} * ard_cl{k}, ard_hi{k} = ard_n{k} - ard_lo{k} > ard_cl{k} ? ard_lo{k} + ard_cl{k} : ard_n{k};"));
+        self.line(&format!("{ct} ard_ln{k}[8][{W}];"));
+        self.line(&format!("for (int ard_e = 0; ard_e < 8; ard_e++) for (int ard_l = 0; ard_l < {W}; ard_l++) ard_ln{k}[ard_e][ard_l] = -0.0;"));
+        self.open(&format!("for (int64_t ard_i{k} = ard_lo{k}; ard_i{k} < ard_hi{k}; ard_i{k}++) {{"));
+        self.line(&format!("const int64_t {} = ard_i{k}; (void){};", self.v(ivar), self.v(ivar)));
+        self.line(&format!("{ct} *restrict ard_lp{k} = ard_ln{k}[ard_i{k} & 7];"));
+        let mut inner = wide.clone();
+        if !self.wblock(body, &mut inner)? {
+            return Ok(false);
+        }
+        let r = self.lane(&body.result[0], &inner);
+        let sum = add(&format!("ard_lp{k}[ard_l]"), &r)?;
+        self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) ard_lp{k}[ard_l] = {sum};"));
+        self.close("}");
+        let t8 = Self::tree8_of(t, &|e| format!("ard_ln{k}[{e}][ard_l]"))?;
+        self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) ard_st{k}[ard_sp{k}][ard_l] = {t8};"));
+        self.line(&format!("ard_sp{k}++;"));
+        let merge = add(&format!("ard_st{k}[ard_sp{k} - 2][ard_l]"), &format!("ard_st{k}[ard_sp{k} - 1][ard_l]"))?;
+        self.open(&format!("for (int64_t ard_b = ard_c{k} + 1; (ard_b & 1) == 0; ard_b >>= 1) {{"));
+        self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) ard_st{k}[ard_sp{k} - 2][ard_l] = {merge};"));
+        self.line(&format!("ard_sp{k}--;"));
+        self.close("}");
+        self.close("}");
+        self.open(&format!("for (; ard_sp{k} > 1; ard_sp{k}--) {{"));
+        self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) ard_st{k}[ard_sp{k} - 2][ard_l] = {merge};"));
+        self.close("}");
+        let fin = add(&format!("({ct})0"), &format!("ard_st{k}[0][ard_l]"))?;
+        self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) ard_wv{}[ard_l] = ard_nc{k} > 0 ? {fin} : ({ct})0;", x.0));
+        self.close("}");
+        wide.insert(x);
+        Ok(true)
+    }
+}

@@ -1,0 +1,156 @@
+//! Outer-loop vectorisation of short sums (`src/backend/c/widen.rs`)
+//! against the interpreter, bit for bit: maps and folds whose iterations
+//! each compute short float sums run 8 iterations side by side, each sum
+//! still in the fixed order (LANGUAGE.md §10). Sums of every length from 0
+//! to 70 and a few long ones (which keep the plain loops) across
+//! outer loops of odd lengths, on 1, 2, 3 and 16 threads, with terms whose
+//! magnitudes differ enough that any other order changes bits. Each entry
+//! must also be one the emitter widens.
+
+mod common;
+use arden::api::{Backend, CallOptions};
+use arden::runtime::ArrayData;
+use arden::{Program, Value};
+use common::*;
+
+const SRC: &str = "
+-- a map of short sums (outermost: the body of a parallel loop)
+entry sq [n][k] (a: [n][k]f64) (b: [k]f64) : [n]f64 =
+  for i. sum (for p. (a[i, p] - b[p]) * (a[i, p] - b[p]))
+
+-- nested sums in the inner map of a parallel nest (a convolution), with an epilogue
+entry conv [m][k][l][w] (x: [m][k][l]f64) (f: [k][w]f64) : [m][l - w + 1]f64 =
+  for s (t < l - w + 1). tanh (sum (for ch. sum (for o. x[s, ch, t + o] * f[ch, o])) + 1.0)
+
+-- a fold over sums (k-means' cost): the sums of 8 rows at once, the minimum in order
+entry nearest [n][k][d] (x: [n][d]f64) (c: [k][d]f64) : [n]f64 =
+  for i. minimum (for j. sum (for a. (x[i, a] - c[j, a]) * (x[i, a] - c[j, a])))
+
+-- single precision, and a sum whose terms are themselves sums of two lengths
+entry sq32 [n][k] (a: [n][k]f32) (b: [k]f32) : [n]f32 =
+  for i. sum (for p. a[i, p] * b[p] + sum (for q. a[i, q] * a[i, q]))
+";
+
+/// An array of the given shape: values of magnitudes 1e-8 to 1e16 and of
+/// both signs (and some -0.0), so that the order of a sum shows in its bits.
+fn array(shape: &[usize], f32: bool, rng: &mut Rng) -> Value {
+    let len = shape.iter().product();
+    let xs: Vec<f64> = (0..len)
+        .map(|_| match rng.below(10) {
+            0 => -0.0,
+            1 => rng.unit() * 1e16,
+            2 => rng.unit() * 1e-8,
+            _ => rng.unit(),
+        })
+        .collect();
+    if f32 {
+        Value::array(shape.to_vec(), ArrayData::F32(xs.iter().map(|x| *x as f32).collect::<Vec<f32>>().into()))
+    } else {
+        Value::array(shape.to_vec(), ArrayData::F64(xs.into()))
+    }
+}
+
+fn bits(v: &Value) -> Vec<u64> {
+    let mut xs = vec![];
+    floats(v, &mut xs);
+    xs.iter().map(|x| x.to_bits()).collect()
+}
+
+#[test]
+fn widened_sums_give_the_interpreters_bits_at_any_thread_count() {
+    if !c_compiler_or_skip("widened_sums_give_the_interpreters_bits_at_any_thread_count") {
+        return;
+    }
+    let prog = Program::from_source("widen.ard", SRC).unwrap();
+    for f in &prog.module().functions {
+        let text = arden::backend::c::emit::emit_function(f, 0).unwrap();
+        assert!(text.contains("ard_wv"), "`{}` is not widened:\n{text}", f.name);
+    }
+    let compiled = prog.compile(Backend::C).unwrap();
+    let interp = prog.compile(Backend::Interp).unwrap();
+    let mut rng = Rng(0x0057_1de0_0000_0001);
+    let mut lengths: Vec<usize> = (0..=70).collect();
+    lengths.extend([129, 600, 1100, 5000]);
+    for (t, &k) in lengths.iter().enumerate() {
+        // odd outer lengths: whole groups of 8 and a rest, or only a rest
+        let n = [1, 7, 9, 17, 23][t % 5];
+        let small = k.min(40);
+        let cases: Vec<(&str, Vec<Value>)> = vec![
+            ("sq", vec![array(&[n, k], false, &mut rng), array(&[k], false, &mut rng)]),
+            ("sq32", vec![array(&[n, small], true, &mut rng), array(&[small], true, &mut rng)]),
+            ("nearest", vec![array(&[3, k], false, &mut rng), array(&[n + 8, k], false, &mut rng)]),
+            // window w = k % 9 + 1 over 2 batches, k % 12 channels, n + w + 3 positions
+            ("conv", {
+                let w = k % 9 + 1;
+                vec![array(&[2, k % 12, n + w + 3], false, &mut rng), array(&[k % 12, w], false, &mut rng)]
+            }),
+        ];
+        for (name, args) in cases {
+            let (want, _) = interp.entry(name).unwrap().call_with(&args, &CallOptions::default()).unwrap();
+            for opts in thread_options() {
+                let (got, _) = compiled.entry(name).unwrap().call_with(&args, &opts).unwrap();
+                assert_eq!(bits(&got), bits(&want), "`{name}` with sums of {k} terms, outer length {n}, on {} threads", opts.threads);
+            }
+        }
+    }
+}
+
+/// A body whose reads are checked at run time (or that can fail another
+/// way) keeps the one-iteration-at-a-time loop, and fails with the
+/// interpreter's message; a sum whose length differs between iterations
+/// (a triangle) is not widened either, and gives the same bits.
+#[test]
+fn failing_or_ragged_bodies_are_not_widened() {
+    if !c_compiler_or_skip("failing_or_ragged_bodies_are_not_widened") {
+        return;
+    }
+    let src = "entry shifted [n][k] (a: [n][k]f64) (o: i64) : [n]f64 =\n  for i. sum (for p. a[i, p] * a[i, p + o])\n\n\
+               entry tri [n] (a: [n][n]f64) : [n]f64 =\n  for i. sum (for (p < i). a[i, p] * a[p, i])\n";
+    let prog = Program::from_source("ragged.ard", src).unwrap();
+    for f in &prog.module().functions {
+        let text = arden::backend::c::emit::emit_function(f, 0).unwrap();
+        assert!(!text.contains("ard_wv"), "`{}` was widened:\n{text}", f.name);
+    }
+    let compiled = prog.compile(Backend::C).unwrap();
+    let interp = prog.compile(Backend::Interp).unwrap();
+    let mut rng = Rng(11);
+    let a = array(&[9, 9], false, &mut rng);
+    for o in [0, 1] {
+        let args = vec![a.clone(), Value::I64(o)];
+        let want = interp.entry("shifted").unwrap().call(&args).map(|v| bits(&v)).map_err(|e| e.to_string());
+        for opts in thread_options() {
+            let got = compiled.entry("shifted").unwrap().call_with(&args, &opts).map(|(v, _)| bits(&v)).map_err(|e| e.to_string());
+            assert_eq!(got, want, "shifted by {o} on {} threads", opts.threads);
+        }
+    }
+    let want = interp.entry("tri").unwrap().call(std::slice::from_ref(&a)).unwrap();
+    for opts in thread_options() {
+        let (got, _) = compiled.entry("tri").unwrap().call_with(std::slice::from_ref(&a), &opts).unwrap();
+        assert_eq!(bits(&got), bits(&want), "tri on {} threads", opts.threads);
+    }
+}
+
+/// In a fold, a statement that reads the loop's parameter and fails comes
+/// before a sum of negative length: the sum is not hoisted above it (it
+/// stays in the per-lane rest), so the error is the read's, as in the
+/// interpreter; with a valid read the sum's own error is reported.
+#[test]
+fn a_fold_reports_its_first_error() {
+    if !c_compiler_or_skip("a_fold_reports_its_first_error") {
+        return;
+    }
+    let src = "entry h [n] (a: [n]f64) (k: i64) (o: i64) : i64 =\n  loop acc = 0 for j < n do\n    let y = a[acc + o]\n    let s = sum (for (p < k). a[j] * f64 p)\n    in if y + s > 0.0 then acc + 1 else acc\n";
+    let prog = Program::from_source("order.ard", src).unwrap();
+    let compiled = prog.compile(Backend::C).unwrap();
+    let interp = prog.compile(Backend::Interp).unwrap();
+    let mut rng = Rng(5);
+    let a = array(&[11], false, &mut rng);
+    for (k, o) in [(-1, 100), (-1, 0), (3, 0), (3, 100)] {
+        let args = vec![a.clone(), Value::I64(k), Value::I64(o)];
+        let want = interp.entry("h").unwrap().call(&args).map_err(|e| e.to_string());
+        for opts in thread_options() {
+            let got = compiled.entry("h").unwrap().call_with(&args, &opts).map(|(v, _)| v).map_err(|e| e.to_string());
+            assert_eq!(format!("{got:?}"), format!("{want:?}"), "k={k} o={o} on {} threads", opts.threads);
+        }
+    }
+}
