@@ -38,6 +38,7 @@ pub fn jvp_function(f: &Function) -> Result<Function, AdError> {
     let primals: Vec<Binder> = f.params.iter().map(|p| Binder { var: VarId::fresh(&mut g.names, &g_name(f, p.var)), ty: p.ty.clone() }).collect();
     let tangents: Vec<Binder> =
         f.params.iter().map(|p| Binder { var: VarId::fresh(&mut g.names, &format!("d{}", g_name(f, p.var))), ty: p.ty.clone() }).collect();
+    let result_shape = on_primals(&f.result_shape, f, &primals);
     let result_tys: Vec<crate::ir::Type> = f.result_shape.leaves().into_iter().cloned().collect();
     let binds: Vec<Binder> = result_tys.iter().chain(result_tys.iter()).map(|t| Binder { var: VarId::fresh(&mut g.names, "r"), ty: t.clone() }).collect();
     let jvp = Expr::Jvp {
@@ -45,11 +46,13 @@ pub fn jvp_function(f: &Function) -> Result<Function, AdError> {
         primals: primals.iter().map(|b| Atom::Var(b.var)).collect(),
         tangents: tangents.iter().map(|b| Atom::Var(b.var)).collect(),
     };
-    let result = binds.iter().map(|b| Atom::Var(b.var)).collect();
-    g.body = Block { stmts: vec![Stmt { binds, expr: jvp, loc: None }], result };
+    let mut stmts = vec![Stmt { binds: binds.clone(), expr: jvp, loc: None }];
+    let outer: Vec<&crate::ir::Type> = result_shape.leaves().into_iter().chain(result_shape.leaves()).collect();
+    let result = on_outer_sizes(&mut g, &binds, &outer, &mut stmts);
+    g.body = Block { stmts, result };
     g.params = primals.into_iter().chain(tangents).collect();
     g.param_shapes = f.param_shapes.iter().cloned().chain(f.param_shapes.iter().map(|(n, s)| (format!("d{n}"), s.clone()))).collect();
-    g.result_shape = crate::ir::Shape::Tuple(vec![f.result_shape.clone(), f.result_shape.clone()]);
+    g.result_shape = crate::ir::Shape::Tuple(vec![result_shape.clone(), result_shape]);
     g.name = format!("jvp_{}", f.name);
     expand_function(&mut g)?;
     Ok(g)
@@ -63,7 +66,19 @@ pub fn vjp_function(f: &Function) -> Result<Function, AdError> {
     let mut g = f.clone();
     let primals: Vec<Binder> = f.params.iter().map(|p| Binder { var: VarId::fresh(&mut g.names, &g_name(f, p.var)), ty: p.ty.clone() }).collect();
     let result_tys: Vec<crate::ir::Type> = f.result_shape.leaves().into_iter().cloned().collect();
-    let cts: Vec<Binder> = result_tys.iter().map(|t| Binder { var: VarId::fresh(&mut g.names, "ybar"), ty: t.clone() }).collect();
+    if let Some(p) = f.params.iter().find(|p| result_tys.iter().any(|t| t.shape.iter().any(|d| d.vars().contains(&p.var)))) {
+        // the cotangent parameter would need the size `k` of a value
+        // parameter in its type, which only size parameters may give
+        let (e, k) = (&f.name, g_name(f, p.var));
+        return Err(AdError {
+            message: format!(
+                "a whole-entry vjp of `{e}` is not supported: its result's size is the value of its parameter `{k}` (use `vjp` inside the program)"
+            ),
+            loc: None,
+        });
+    }
+    let result_shape = on_primals(&f.result_shape, f, &primals);
+    let cts: Vec<Binder> = result_shape.leaves().into_iter().map(|t| Binder { var: VarId::fresh(&mut g.names, "ybar"), ty: t.clone() }).collect();
     let binds: Vec<Binder> =
         result_tys.iter().chain(f.params.iter().map(|p| &p.ty)).map(|t| Binder { var: VarId::fresh(&mut g.names, "r"), ty: t.clone() }).collect();
     let vjp = Expr::Vjp {
@@ -71,15 +86,51 @@ pub fn vjp_function(f: &Function) -> Result<Function, AdError> {
         primals: primals.iter().map(|b| Atom::Var(b.var)).collect(),
         cotangents: cts.iter().map(|b| Atom::Var(b.var)).collect(),
     };
-    let result = binds.iter().map(|b| Atom::Var(b.var)).collect();
-    g.body = Block { stmts: vec![Stmt { binds, expr: vjp, loc: None }], result };
+    let mut stmts = vec![Stmt { binds: binds.clone(), expr: vjp, loc: None }];
+    let outer: Vec<&crate::ir::Type> = result_shape.leaves().into_iter().chain(f.params.iter().map(|p| &p.ty)).collect();
+    let result = on_outer_sizes(&mut g, &binds, &outer, &mut stmts);
+    g.body = Block { stmts, result };
     g.params = primals.into_iter().chain(cts).collect();
     let params_shape = crate::ir::Shape::Tuple(f.param_shapes.iter().map(|(_, s)| s.clone()).collect());
-    g.param_shapes = f.param_shapes.iter().cloned().chain(std::iter::once(("ybar".to_string(), f.result_shape.clone()))).collect();
-    g.result_shape = crate::ir::Shape::Tuple(vec![f.result_shape.clone(), params_shape]);
+    g.param_shapes = f.param_shapes.iter().cloned().chain(std::iter::once(("ybar".to_string(), result_shape.clone()))).collect();
+    g.result_shape = crate::ir::Shape::Tuple(vec![result_shape, params_shape]);
     g.name = format!("vjp_{}", f.name);
     expand_function(&mut g)?;
     Ok(g)
+}
+
+/// `shape` (a result shape of `f`) with the sizes that name a parameter of
+/// `f` (`entry e (k: i64) : [k]f64`) naming its copy in `primals` instead:
+/// the derivative function's parameters are the copies.
+fn on_primals(shape: &crate::ir::Shape, f: &Function, primals: &[Binder]) -> crate::ir::Shape {
+    use crate::ir::{Shape, Size, Type};
+    let copy = |v: VarId| f.params.iter().zip(primals).find(|(p, _)| p.var == v).map_or(Size::var(v), |(_, q)| Size::var(q.var));
+    match shape {
+        Shape::Leaf(t) => Shape::Leaf(Type { elem: t.elem, shape: t.shape.iter().map(|d| d.subst(&copy)).collect() }),
+        Shape::Tuple(ts) => Shape::Tuple(ts.iter().map(|t| on_primals(t, f, primals)).collect()),
+    }
+}
+
+/// The results `binds` of the derivative statement, typed by the sizes
+/// inside it, as the derivative function returns them (`outer`): a result
+/// whose size names a parameter (`[k]f64` for `k: i64`) names the
+/// parameter's copy outside, the same value, so it is coerced to that type
+/// (the optimiser propagates the inner copy of `k` into the body's types
+/// but not into the function's result shape).
+fn on_outer_sizes(g: &mut Function, binds: &[Binder], outer: &[&crate::ir::Type], stmts: &mut Vec<Stmt>) -> Vec<Atom> {
+    binds
+        .iter()
+        .zip(outer)
+        .map(|(b, &t)| {
+            if b.ty == *t {
+                return Atom::Var(b.var);
+            }
+            let v = VarId::fresh(&mut g.names, "r");
+            let loc = crate::ir::Loc { file: "<derivative>".into(), line: 0, col: 0 };
+            stmts.push(Stmt { binds: vec![Binder { var: v, ty: t.clone() }], expr: Expr::Coerce { arr: Atom::Var(b.var), loc }, loc: None });
+            Atom::Var(v)
+        })
+        .collect()
 }
 
 fn g_name(f: &Function, v: crate::ir::VarId) -> String {
