@@ -531,7 +531,7 @@ entry g3 [a][b][c] (x: [a][b][c]f64) : [a][b][c]f64 = grad f3 x
 #[test]
 fn results_sized_by_a_value_parameter() {
     let src = "entry e (k: i64) (x: f64) : [k]f64 = (scan (\\s i -> (s * x, s + f64 i)) 1.0 k).1\n";
-    let prog = arden::Program::from_source("sized.ard", &src).unwrap();
+    let prog = arden::Program::from_source("sized.ard", src).unwrap();
     let entry = prog.entry("e").unwrap();
     let args = [Value::I64(3), Value::F64(2.0)];
     let ((y, dy), _) = entry.jvp(&args, &[Value::I64(0), Value::F64(1.0)]).unwrap();
