@@ -110,11 +110,19 @@ fn scalar_builtin(l: &mut Lowerer, name: &str, p: Prim, args: &[(Val, Span)], sp
     }
 }
 
+/// A scalar built-in, elementwise where an argument is an array or a tuple.
+fn scalar_builtin_lifted(l: &mut Lowerer, name: &str, p: Prim, args: Vec<(Val, Span)>, span: &Span) -> Val {
+    if args.iter().any(|(v, _)| Lowerer::lifts(v)) {
+        return l.lifted(&format!("`{name}`"), args, span, &|l, a| scalar_builtin_lifted(l, name, p, a, span));
+    }
+    scalar_builtin(l, name, p, &args, span)
+}
+
 /// Lower a saturated call of a built-in.
 pub(super) fn call(l: &mut Lowerer, name: &str, args: Vec<(Val, Span)>, span: &Span) -> Val {
     let a = |k: usize| args[k].clone();
     if let Some(p) = Prim::from_builtin(name) {
-        return scalar_builtin(l, name, p, &args, span);
+        return scalar_builtin_lifted(l, name, p, args, span);
     }
     match name {
         "length" => {

@@ -8,6 +8,9 @@
 //! operation to the rows: the IR is what the explicit `for` would give, so
 //! differentiation and the optimiser see nothing new.
 //!
+//! The scalar built-ins (`tanh`, `logaddexp`, `f64`, …) lift the same way:
+//! `tanh x` of an array is `for i. tanh x[i]`.
+//!
 //! Also the functional update `a with [i, j] = v`: `update` statements (one
 //! per axis indexed, the inner rows read first), which write in place when
 //! `a` is not used afterwards and which both differentiation modes know.
@@ -28,56 +31,58 @@ impl Lowerer<'_> {
 
     /// `x op y` with an array or a tuple among the operands.
     pub(super) fn lifted_binop(&mut self, op: BinOp, x: Val, xs: &Span, y: Val, ys: &Span, span: &Span) -> Val {
-        match (x, y) {
-            (Val::Tuple(a), Val::Tuple(b)) => {
-                if a.len() != b.len() {
-                    let sym = op.symbol();
-                    return self.error(
-                        Diagnostic::new(format!("`{sym}` needs tuples of the same length, found {} and {} components", a.len(), b.len()), span.clone())
-                            .label("tuples of different lengths")
-                            .hint("elementwise arithmetic pairs the components of two tuples one to one"),
-                    );
-                }
-                Val::Tuple(a.into_iter().zip(b).map(|(p, q)| self.binop(op, p, xs, q, ys, span)).collect())
-            }
-            (Val::Tuple(a), y) => Val::Tuple(a.into_iter().map(|p| self.binop(op, p, xs, y.clone(), ys, span)).collect()),
-            (x, Val::Tuple(b)) => Val::Tuple(b.into_iter().map(|q| self.binop(op, x.clone(), xs, q, ys, span)).collect()),
-            (x, y) => {
-                let n = match (Self::outer(&x), Self::outer(&y)) {
-                    // every axis alike (a lower-rank array is not broadcast
-                    // along axes: NumPy would align the last axes instead)
-                    (Some(_), Some(_)) if Self::dims(&x) != Self::dims(&y) => {
-                        let (tx, ty) = (self.show_val(&x), self.show_val(&y));
-                        return self.error(
-                            Diagnostic::new(format!("`{}` needs arrays of one shape, found {tx} and {ty}", op.symbol()), span.clone())
-                                .label(format!("{tx} `{}` {ty}", op.symbol()))
-                                .hint("the sizes must be equal at compile time; coerce one side with `:> [n]t` if they are equal at run time"),
-                        );
-                    }
-                    (Some(n), _) | (_, Some(n)) => n,
-                    (None, None) => unreachable!("a lifted operand is an array or a tuple"),
-                };
-                self.elementwise(n, span, |l, i, n| {
-                    let rx = l.row(x.clone(), i, n, xs);
-                    let ry = l.row(y.clone(), i, n, ys);
-                    l.binop(op, rx, xs, ry, ys, span)
-                })
-            }
-        }
+        let what = format!("`{}`", op.symbol());
+        self.lifted(&what, vec![(x, xs.clone()), (y, ys.clone())], span, &|l, a| l.binop(op, a[0].0.clone(), &a[0].1, a[1].0.clone(), &a[1].1, span))
     }
 
     /// `-v` (or `!v`) with `v` an array or a tuple.
     pub(super) fn lifted_unop(&mut self, op: UnOp, v: Val, span: &Span) -> Val {
-        match v {
-            Val::Tuple(vs) => Val::Tuple(vs.into_iter().map(|c| self.unop(op, c, span)).collect()),
-            v => {
-                let n = Self::outer(&v).expect("a lifted operand is an array or a tuple");
-                self.elementwise(n, span, |l, i, n| {
-                    let r = l.row(v.clone(), i, n, span);
-                    l.unop(op, r, span)
-                })
+        let what = if op == UnOp::Neg { "`-`" } else { "`!`" };
+        self.lifted(what, vec![(v, span.clone())], span, &|l, a| l.unop(op, a[0].0.clone(), span))
+    }
+
+    /// `what args` with an array or a tuple among the arguments: `scalar`
+    /// applied component by component to tuples (any other argument is
+    /// broadcast into each component), else elementwise over the arrays'
+    /// outer axis (a scalar broadcast into each row). `scalar` lifts again
+    /// on what is still an array or a tuple, down to the scalars.
+    pub(super) fn lifted(&mut self, what: &str, args: Vec<(Val, Span)>, span: &Span, scalar: &dyn Fn(&mut Self, Vec<(Val, Span)>) -> Val) -> Val {
+        let lengths: Vec<usize> = args.iter().filter_map(|(v, _)| if let Val::Tuple(c) = v { Some(c.len()) } else { None }).collect();
+        if let Some(&len) = lengths.first() {
+            if let Some(&other) = lengths.iter().find(|&&k| k != len) {
+                return self.error(
+                    Diagnostic::new(format!("{what} needs tuples of the same length, found {len} and {other} components"), span.clone())
+                        .label("tuples of different lengths")
+                        .hint("elementwise arithmetic pairs the components of two tuples one to one"),
+                );
             }
+            let component = |k: usize| -> Vec<(Val, Span)> {
+                args.iter().map(|(v, s)| (if let Val::Tuple(c) = v { c[k].clone() } else { v.clone() }, s.clone())).collect()
+            };
+            return Val::Tuple((0..len).map(|k| scalar(self, component(k))).collect());
         }
+        let arrays: Vec<&Val> = args.iter().map(|(v, _)| v).filter(|v| Self::outer(v).is_some()).collect();
+        let first = arrays.first().copied().cloned().expect("a lifted argument is an array or a tuple");
+        if let Some(odd) = arrays.iter().find(|v| Self::dims(v) != Self::dims(&first)) {
+            // every axis alike (a lower-rank array is not broadcast along
+            // axes: NumPy would align the last axes instead)
+            let shapes: Vec<String> = [&first, *odd].iter().map(|v| self.show_val(v)).collect();
+            let (tx, ty) = (&shapes[0], &shapes[1]);
+            let label = match what.strip_prefix('`').and_then(|w| w.strip_suffix('`')) {
+                Some(op) if args.len() == 2 && !op.chars().next().is_some_and(char::is_alphabetic) => format!("{tx} `{op}` {ty}"),
+                _ => format!("{tx} and {ty}"),
+            };
+            return self.error(
+                Diagnostic::new(format!("{what} needs arrays of one shape, found {tx} and {ty}"), span.clone())
+                    .label(label)
+                    .hint("the sizes must be equal at compile time; coerce one side with `:> [n]t` if they are equal at run time"),
+            );
+        }
+        let n = Self::outer(&first).expect("an array");
+        self.elementwise(n, span, |l, i, n| {
+            let rows = args.iter().map(|(v, s)| (l.row(v.clone(), i, n, s), s.clone())).collect();
+            scalar(l, rows)
+        })
     }
 
     /// The outer size of an array operand.
