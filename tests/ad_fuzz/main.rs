@@ -369,7 +369,8 @@ fn random_programs_part_3() {
 #[test]
 fn seeds_the_checker_once_misjudged() {
     with_big_stack(|| {
-        for seed in [36978] {
+        const SEEDS: &[u64] = &[36978];
+        for &seed in SEEDS {
             let mut stats = Stats::default();
             if let Err(f) = check(&random_case(seed), seed, &mut stats) {
                 panic!("seed {seed} ({:?}): {}", f.kind, f.message);
