@@ -505,7 +505,7 @@ impl Lowerer<'_> {
         let hint = match (elems.0.first().map(|t| t.elem), elems.1.first().map(|t| t.elem)) {
             (Some(x), Some(y)) if x != y => {
                 let (x, y) = (x.name(), y.name());
-                format!("the element types differ ({x} and {y}): convert one array, e.g. `map {y} a` for an array `a` of {x}")
+                format!("the element types differ ({x} and {y}): convert one array, e.g. `{y} a` for an array `a` of {x}")
             }
             _ => "check the shapes of the arguments; if the sizes are equal at run time, coerce with `:>`".to_string(),
         };

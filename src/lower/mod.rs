@@ -304,10 +304,33 @@ impl<'a> Lowerer<'a> {
             d.span = self.at(&d.span);
             if matches!(self.span_override.last(), Some(Some(_))) {
                 d.notes.clear();
+            } else {
+                let calls = self.calls_behind(&d.span);
+                d.notes.extend(calls);
             }
             self.diags.push(d);
         }
         value::Val::Error
+    }
+
+    /// The calls that made a declaration's body fail: for an error inside a
+    /// user declaration elaborated at a call (its sizes and types come from
+    /// the arguments), the innermost call of it made from outside its body,
+    /// then the calls of the declarations around that one (up to three).
+    fn calls_behind(&self, at: &Span) -> Vec<(Span, String)> {
+        let mut notes: Vec<(Span, String)> = vec![];
+        for link in self.chain.iter().rev() {
+            let ChainName::Decl(index, false) = link.name else { continue };
+            let decl = self.decl(index, false);
+            let inside = |s: &Span| decl.span.start <= s.start && s.end <= decl.span.end;
+            let name = &decl.name.name;
+            if notes.is_empty() && inside(at) && !inside(&link.span) {
+                notes.push((link.span.clone(), format!("the error comes from this call of `{name}`")));
+            } else if !notes.is_empty() && notes.len() < 4 {
+                notes.push((link.span.clone(), format!("called from this call of `{name}`")));
+            }
+        }
+        notes
     }
 
     fn loc(&self, span: &Span) -> Loc {
