@@ -119,6 +119,11 @@ struct OptArgs {
     /// for compiler development. Also `ARDEN_VERIFY_PASSES=1`.
     #[arg(long)]
     verify_passes: bool,
+
+    /// Compile every `trace "label" e` to plain `e`: nothing is printed and
+    /// the program runs as if it had no traces (for benchmarks).
+    #[arg(long)]
+    no_trace: bool,
 }
 
 impl OptArgs {
@@ -129,6 +134,7 @@ impl OptArgs {
         }
         let mut o = arden::opt::OptOptions::level(self.opt_level);
         o.fuel = self.fuel;
+        o.traces = !self.no_trace;
         if let Some(path) = &self.schedule {
             check_program_file(path)?;
             let text = std::fs::read_to_string(path).map_err(|e| Failure::User(format!("cannot read {}: {e}", path.display())))?;

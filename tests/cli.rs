@@ -462,3 +462,48 @@ fn size_mismatch_names_the_odd_parameter() {
     assert!(stderr(&o).contains("parameter `x` expects shape [n]f64 but was given shape [2] (with n = 1 from parameter `w`)"), "{}", stderr(&o));
     assert_exit(&run("[1, 2]", "[3, 4]", "[5, 6]"), 0);
 }
+
+/// `trace "label" e` (issue 28 item 4) prints the same characters on both
+/// backends and at any thread count, in the order a sequential loop runs;
+/// derivatives pass through it; `--no-trace` prints nothing and computes
+/// the same.
+#[test]
+fn trace_prints_the_same_on_both_backends() {
+    let dir = TempDir::new("trace");
+    let file = dir.path("trace.ard");
+    std::fs::write(
+        &file,
+        r#"
+def show (x: f64) : f64 = trace "show" x
+entry values (m: [2][3]f64) (k: i32) (f: f32) : f64 =
+  let specials = trace "specials" [0.1, -0.0, 1e20, 1.5e-7, 5e-324, 1.0 / 0.0, -1.0 / 0.0, 0.0 / 0.0, 123456.0, 1.0 / 3.0]
+  let pair = trace "pair" (k, f, m[1, 0] > 0.0, m)
+  let s = loop acc = 0.0 for i < 3 do show (acc + m[0, i])
+  in s + specials[0]
+entry g [n] (x: [n]f64) : [n]f64 = grad (\v -> sum (trace "sq" (v * v))) x
+"#,
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let want_values = "specials: [0.1, -0, 1e+20, 1.5e-07, 5e-324, inf, -inf, nan, 123456, 0.3333333333333333]\n\
+                       pair: (-4, 0.33333334, true, [[1, 2, 3], [4.5, 5, 6]])\n\
+                       show: 1\nshow: 3\nshow: 6\n";
+    let values = ["--entry", "values", "--arg", "[[1, 2, 3], [4.5, 5, 6]]", "--arg", "-4", "--arg", "0.33333334"];
+    let mut runs = vec![vec!["--backend", "interp"]];
+    if c_compiler_or_skip("trace on the C backend") {
+        runs.extend([vec!["--backend", "c", "--threads", "1"], vec!["--backend", "c", "--threads", "2"]]);
+    }
+    for backend in &runs {
+        let o = arden(&[&["run", f], &values[..], &backend[..]].concat());
+        assert_exit(&o, 0);
+        assert_eq!(stdout(&o).trim(), "6.1", "{backend:?}");
+        assert_eq!(stderr(&o), want_values, "{backend:?}");
+        let o = arden(&[&["run", f, "--entry", "g", "--arg", "[1, -2]"], &backend[..]].concat());
+        assert_exit(&o, 0);
+        assert_eq!(stdout(&o).trim(), "[2.0, -4.0]", "{backend:?}");
+        assert_eq!(stderr(&o), "sq: [1, 4]\n", "{backend:?}");
+        let o = arden(&[&["run", f, "--no-trace"], &values[..], &backend[..]].concat());
+        assert_exit(&o, 0);
+        assert_eq!((stdout(&o).trim(), stderr(&o).as_str()), ("6.1", ""), "{backend:?}");
+    }
+}

@@ -1357,3 +1357,20 @@ entry h [n] (x: [n]f64) (k: i64) : [n]f64 = scatter_add x [k] [2.0]
         assert!(!fired.contains_key("scatter_one") && ir.contains("scatter_add"), "{fired:?}\n{ir}");
     }
 }
+
+/// A `trace` is an effect: the optimiser keeps one whose value nobody reads
+/// and leaves one with a loop-invariant operand in its loop (it prints per
+/// iteration); `OptOptions::traces = false` removes every one.
+#[test]
+fn traces_are_kept_in_place_or_removed_on_request() {
+    let src = "entry f [n] (x: [n]f64) (c: f64) : f64 =\n  let _ = trace \"unused\" (c * 2.0)\n  in sum (for i. x[i] * trace \"inv\" (c + 1.0))\n";
+    let prog = Program::from_source("t.ard", src).unwrap();
+    let text = arden::ir::print::print_function(prog.entry("f").unwrap().function());
+    assert!(text.contains("trace \"unused\""), "{text}");
+    let body = &text[text.find("for i").expect("the sum's loop stays")..];
+    assert!(body.contains("trace \"inv\""), "the trace left its loop:\n{text}");
+    let off = arden::opt::OptOptions { traces: false, ..Default::default() };
+    let quiet = Program::from_source_with("t.ard", src, &off).unwrap();
+    let text = arden::ir::print::print_function(quiet.entry("f").unwrap().function());
+    assert!(!text.contains("trace"), "{text}");
+}

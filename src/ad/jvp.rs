@@ -131,6 +131,15 @@ impl Jvp {
                     self.tan.insert(s.binds[0].var, t);
                 }
             }
+            // the primal is printed; its tangents pass through unprinted
+            Expr::Trace { args, .. } => {
+                b.push(s.clone());
+                for (x, a) in s.binds.iter().zip(args) {
+                    if let Some(t) = self.tan(a) {
+                        self.tan.insert(x.var, t);
+                    }
+                }
+            }
             Expr::Prim(op, args) => {
                 b.push(s.clone());
                 let dargs: Vec<Option<Atom>> = args.iter().map(|a| self.tan(a)).collect();

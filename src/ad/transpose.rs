@@ -54,6 +54,10 @@ pub(super) fn transpose(b: &mut Builder, c: &mut dyn Cotangents, s: &Stmt, ct: A
     match &s.expr {
         Expr::Atom(a) => c.add(b, a, ct),
         Expr::StopGradient(_) | Expr::Iota { .. } | Expr::ArgExt { .. } | Expr::Fail { .. } => {}
+        // derivatives pass through a trace (reverse mode's sweep handles one
+        // with several operands; forward mode never traces a tangent)
+        Expr::Trace { args, .. } if args.len() == 1 => c.add(b, &args[0], ct),
+        Expr::Trace { .. } => return Err(internal("trace")),
         Expr::Prim(op, args) => prim(b, c, *op, args, ct, ty.elem)?,
         Expr::Index { arr, idx, .. } => c.add_at(b, arr, idx, ct),
         Expr::Slice { arr, lo, .. } => {

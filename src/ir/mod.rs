@@ -296,6 +296,15 @@ pub enum Expr {
     },
     /// the operand unchanged; its derivative is zero (`stop_gradient`)
     StopGradient(Atom),
+    /// the operands unchanged (one binder each), printed with `label` to
+    /// standard error when the statement runs (`trace "label" e`; the
+    /// operands are the leaves of `e`). An effect: kept when nothing reads
+    /// it, never duplicated or moved out of its loop; derivatives pass
+    /// through it unprinted.
+    Trace {
+        label: String,
+        args: Vec<Atom>,
+    },
     /// Forward-mode derivative, expanded by the `ad` stage: binds the
     /// results of `lam` applied to `primals`, then their tangents along
     /// `tangents` (one per parameter). `lam` may read variables in scope,

@@ -337,6 +337,10 @@ impl<'a> Printer<'a> {
             Expr::StopGradient(a) => {
                 let _ = write!(out, "stop_gradient {}", self.atom(a));
             }
+            Expr::Trace { label, args } => {
+                let list = args.iter().map(|a| self.atom(a)).collect::<Vec<_>>().join(", ");
+                let _ = write!(out, "trace {label:?} ({list})");
+            }
             Expr::Jvp { lam, primals, tangents } => {
                 let list = |xs: &[Atom]| xs.iter().map(|a| self.atom(a)).collect::<Vec<_>>().join(", ");
                 let _ = write!(out, "jvp ({}) ({}) \\({}) ", list(primals), list(tangents), self.binders(&lam.params));

@@ -597,6 +597,7 @@ impl Verifier<'_> {
             }
             Expr::Fail { .. } => Checked,
             Expr::StopGradient(a) => Exactly(vec![self.atom(a)?]),
+            Expr::Trace { args, .. } => Exactly(args.iter().map(|a| self.atom(a)).collect::<R<Vec<_>>>()?),
             Expr::Jvp { lam, primals, tangents } => {
                 if lam.params.len() != primals.len() || lam.params.len() != tangents.len() {
                     return err(format!("`jvp` has {} parameters, {} primals and {} tangents", lam.params.len(), primals.len(), tangents.len()));
@@ -758,6 +759,7 @@ fn expr_name(e: &Expr) -> String {
         Expr::Coerce { .. } => "coerce",
         Expr::Fail { .. } => "fail",
         Expr::StopGradient(_) => "stop_gradient",
+        Expr::Trace { .. } => "trace",
         Expr::Jvp { .. } => "jvp",
         Expr::Vjp { .. } => "vjp",
     };

@@ -155,7 +155,8 @@ pub fn scopes(e: &Expr) -> Scopes<'_, &Block> {
         | Expr::Rotate { .. }
         | Expr::Coerce { .. }
         | Expr::Fail { .. }
-        | Expr::StopGradient(_) => no_blocks(),
+        | Expr::StopGradient(_)
+        | Expr::Trace { .. } => no_blocks(),
     }
 }
 
@@ -192,7 +193,8 @@ pub fn scopes_mut(e: &mut Expr) -> Scopes<'_, &mut Block> {
         | Expr::Rotate { .. }
         | Expr::Coerce { .. }
         | Expr::Fail { .. }
-        | Expr::StopGradient(_) => no_blocks(),
+        | Expr::StopGradient(_)
+        | Expr::Trace { .. } => no_blocks(),
     }
 }
 
@@ -233,7 +235,7 @@ pub fn for_each_stmt<'b>(b: &'b Block, f: &mut dyn FnMut(&'b Stmt)) {
 pub fn for_each_operand(e: &Expr, f: &mut dyn FnMut(&Atom)) {
     match e {
         Expr::Atom(a) | Expr::Transpose(a) | Expr::Flatten(a) | Expr::Reverse(a) | Expr::StopGradient(a) => f(a),
-        Expr::Prim(_, args) | Expr::ArrayLit(args) => args.iter().for_each(f),
+        Expr::Prim(_, args) | Expr::ArrayLit(args) | Expr::Trace { args, .. } => args.iter().for_each(f),
         Expr::Index { arr, idx, .. } => std::iter::once(arr).chain(idx).for_each(f),
         Expr::Slice { arr, lo, hi, .. } => [arr, lo, hi].into_iter().for_each(f),
         Expr::For { .. } | Expr::ForAcc { .. } | Expr::Fail { .. } => {}
@@ -427,6 +429,7 @@ impl Copier<'_> {
             Expr::Iota { n } => Expr::Iota { n: a(self, n) },
             Expr::Replicate { n, val } => Expr::Replicate { n: a(self, n), val: a(self, val) },
             Expr::ArrayLit(xs) => Expr::ArrayLit(self.atoms(xs)),
+            Expr::Trace { label, args } => Expr::Trace { label: label.clone(), args: self.atoms(args) },
             Expr::Concat(x, y) => Expr::Concat(a(self, x), a(self, y)),
             Expr::Transpose(x) => Expr::Transpose(a(self, x)),
             Expr::Flatten(x) => Expr::Flatten(a(self, x)),
@@ -477,8 +480,9 @@ pub fn row_built_in_place(body: &Block, j: usize, ty: &Type) -> bool {
 
 /// Whether running `s` can stop the program with an error (a checked
 /// index, a failed coercion, integer division, `iota`/`replicate` of a
-/// count that is not a non-negative literal...): such statements are kept
-/// even when nothing reads their results.
+/// count that is not a non-negative literal...) or has another effect
+/// (`trace` prints): such statements are kept even when nothing reads
+/// their results, and the optimiser neither duplicates nor hoists them.
 pub fn can_fail(s: &Stmt) -> bool {
     can_fail_with(s, &|_| false)
 }
@@ -505,9 +509,29 @@ pub fn can_fail_with(s: &Stmt, nonneg: &dyn Fn(VarId) -> bool) -> bool {
         Expr::Slice { check, .. } => check.is_some(),
         Expr::Prim(p, xs) => int_div(p, xs),
         Expr::Coerce { .. } | Expr::Fail { .. } | Expr::ScatterAdd { .. } | Expr::Update { .. } | Expr::ArgExt { .. } | Expr::Unflatten { .. } => true,
+        // printing is an effect: kept, never duplicated or hoisted, like a check
+        Expr::Trace { .. } => true,
         // the rest fails only where a statement nested in it does
         e => sub_blocks(e).any(block_fails),
     }
+}
+
+/// Replace every `trace` in `b` (nested blocks too) by copies of its
+/// operands: the program computes the same and prints nothing.
+pub fn remove_traces(b: &mut Block) {
+    let mut out = Vec::with_capacity(b.stmts.len());
+    for mut s in std::mem::take(&mut b.stmts) {
+        sub_blocks_mut(&mut s.expr).for_each(remove_traces);
+        match s.expr {
+            Expr::Trace { args, .. } => {
+                for (x, a) in s.binds.into_iter().zip(args) {
+                    out.push(Stmt { binds: vec![x], expr: Expr::Atom(a), loc: s.loc.clone() });
+                }
+            }
+            _ => out.push(s),
+        }
+    }
+    b.stmts = out;
 }
 
 /// Remove the statements of `b` (and of its nested blocks) whose results

@@ -37,6 +37,7 @@ impl Lowerer<'_> {
             }
             ExprKind::Bool(b) => Val::data(Ty::Scalar(Scalar::Bool), Atom::Lit(Lit::Bool(*b))),
             ExprKind::Var(name) => self.lookup(name, span, env),
+            ExprKind::Trace(label, inner) => self.trace(label, inner, span, env),
             ExprKind::Tuple(es) => {
                 let t = Val::Tuple(es.iter().map(|x| self.expr(x, env)).collect());
                 self.within_tuple_budget(t, span)
@@ -252,6 +253,28 @@ impl Lowerer<'_> {
                 None
             }
         }
+    }
+
+    /// `trace "label" e`: `e`, its leaves passed through a statement that
+    /// prints them when it runs.
+    fn trace(&mut self, label: &str, e: &Expr, span: &Span, env: &Env) -> Val {
+        let v = self.expr(e, env);
+        if v.contains_error() {
+            return Val::Error;
+        }
+        let Some((ty, leaves)) = self.to_data(&v) else {
+            let d = self.describe(&v);
+            return self.error(
+                Diagnostic::new(format!("only data can be traced, but this is {d}"), e.span.clone())
+                    .label("not data")
+                    .hint("trace a value the function computes, e.g. `trace \"y\" (f x)`"),
+            );
+        };
+        if leaves.is_empty() {
+            return v;
+        }
+        let out = self.emit(IExpr::Trace { label: label.to_string(), args: leaves }, ty.leaf_types(), "traced", Some(self.loc(span)));
+        Self::from_data(&ty, &out)
     }
 
     pub(super) fn unop(&mut self, op: UnOp, v: Val, span: &Span) -> Val {

@@ -58,11 +58,14 @@ pub struct OptOptions {
     /// optimise only these entry points (the others stay as `ad` left
     /// them): `arden run` needs only the entry it runs
     pub entries: Option<Vec<String>>,
+    /// keep `trace` statements (false: each becomes the value it traces,
+    /// at every level, `-O0` too)
+    pub traces: bool,
 }
 
 impl Default for OptOptions {
     fn default() -> Self {
-        OptOptions { level: Level::O1, schedule: None, fuel: DEFAULT_FUEL, extra_rules: vec![], trace: false, entries: None }
+        OptOptions { level: Level::O1, schedule: None, fuel: DEFAULT_FUEL, extra_rules: vec![], trace: false, entries: None, traces: true }
     }
 }
 
@@ -135,6 +138,9 @@ pub fn default_schedule() -> Schedule {
 pub fn optimize(m: &Module, opts: &OptOptions) -> Result<(Module, Report), OptError> {
     let mut out = m.clone();
     let mut report = Report::default();
+    if !opts.traces {
+        out.functions.iter_mut().for_each(|f| crate::ir::walk::remove_traces(&mut f.body));
+    }
     if opts.level == Level::O0 {
         return Ok((out, report));
     }

@@ -6,6 +6,7 @@ pub mod data;
 pub mod json_stream;
 pub mod npy;
 pub mod output;
+pub mod trace;
 pub mod value;
 
 pub use buf::Buf;

@@ -267,7 +267,7 @@ impl ExprKind {
                     }
                 }
             }
-            ExprKind::Proj(e, _, _) | ExprKind::Un(_, e) | ExprKind::Lambda(_, e) | ExprKind::Coerce(e, _) => f(e),
+            ExprKind::Proj(e, _, _) | ExprKind::Un(_, e) | ExprKind::Lambda(_, e) | ExprKind::Coerce(e, _) | ExprKind::Trace(_, e) => f(e),
             ExprKind::App(h, args) => {
                 f(h);
                 args.iter().for_each(f);
@@ -317,7 +317,7 @@ impl ExprKind {
                     }
                 }
             }
-            ExprKind::Proj(e, _, _) | ExprKind::Un(_, e) | ExprKind::Lambda(_, e) | ExprKind::Coerce(e, _) => f(e),
+            ExprKind::Proj(e, _, _) | ExprKind::Un(_, e) | ExprKind::Lambda(_, e) | ExprKind::Coerce(e, _) | ExprKind::Trace(_, e) => f(e),
             ExprKind::App(h, args) => {
                 f(h);
                 args.iter_mut().for_each(f);
@@ -404,6 +404,8 @@ pub enum ExprKind {
     /// `a with [i, j] = v`: a copy of `a` with the element (or row) at the
     /// indexes replaced; the first expression is the `a[i, j]` it replaces.
     With(Box<Expr>, Box<Expr>),
+    /// `trace "label" e`: `e`, printed with its label when it is computed.
+    Trace(String, Box<Expr>),
 }
 
 #[cfg(test)]

@@ -97,7 +97,7 @@ fn free_vars_inner(e: &Expr, bound: &mut Bound, out: &mut Vec<String>) {
                 }
             }
         }
-        ExprKind::Proj(a, _, _) | ExprKind::Un(_, a) | ExprKind::Coerce(a, _) => free_vars(a, bound, out),
+        ExprKind::Proj(a, _, _) | ExprKind::Un(_, a) | ExprKind::Coerce(a, _) | ExprKind::Trace(_, a) => free_vars(a, bound, out),
         ExprKind::App(f, args) => {
             free_vars(f, bound, out);
             args.iter().for_each(|x| free_vars(x, bound, out));

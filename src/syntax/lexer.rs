@@ -44,6 +44,10 @@ pub enum TokenKind {
 
     #[regex(r"[a-zA-Z_][a-zA-Z0-9_']*")]
     Ident,
+    /// A string literal, the label of `trace "label" e` (no escapes but
+    /// `\"` and `\\`, on one line).
+    #[regex(r#""([^"\\\n]|\\.)*""#)]
+    Str,
     /// Any number literal; see [`decode_number`].
     #[regex(r"[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?([a-zA-Z_][a-zA-Z0-9_']*)?")]
     Number,
@@ -128,6 +132,7 @@ impl TokenKind {
             False => "`false`",
             Ident => "an identifier",
             Number => "a number",
+            Str => "a string",
             LParen => "`(`",
             RParen => "`)`",
             LBracket => "`[`",
@@ -188,6 +193,10 @@ pub fn lex(text: &str) -> (Vec<Token>, Vec<Diagnostic>) {
                     continue;
                 }
                 let first = bad.chars().next().unwrap_or('?');
+                if first == '"' {
+                    diags.push(Diagnostic::new("this string is not closed on its line", span).label("no closing `\"`").hint(unknown_char_hint(first)));
+                    continue;
+                }
                 diags.push(
                     Diagnostic::new(format!("unknown character {}", show_chars(bad)), span).label("not part of arden's syntax").hint(unknown_char_hint(first)),
                 );
@@ -219,7 +228,8 @@ fn unknown_char_hint(c: char) -> &'static str {
         '&' => "did you mean `&&` (and)?",
         '^' => "write powers as `x ** y`",
         ';' => "arden has no statements; chain bindings with `let x = e in ...`",
-        '"' | '\'' => "arden has no strings or characters",
+        '"' => "strings are only the labels of `trace \"label\" e`, on one line, closed by `\"`",
+        '\'' => "arden has no characters",
         '{' | '}' => "arden has no braces; group with parentheses",
         '#' => "comments start with `--`",
         '~' => "write negation as `-x` and logical not as `!b`",

@@ -190,12 +190,15 @@ struct Parser<'a> {
 use TokenKind as T;
 
 fn starts_expr(k: TokenKind) -> bool {
-    matches!(k, T::Ident | T::Number | T::True | T::False | T::LParen | T::LBracket | T::Backslash | T::Minus | T::Bang | T::Let | T::If | T::For | T::Loop)
+    matches!(
+        k,
+        T::Ident | T::Number | T::True | T::False | T::LParen | T::LBracket | T::Backslash | T::Minus | T::Bang | T::Let | T::If | T::For | T::Loop | T::Str
+    )
 }
 
 /// Tokens that can start an argument of an application.
 fn starts_arg(k: TokenKind) -> bool {
-    matches!(k, T::Ident | T::Number | T::True | T::False | T::LParen | T::LBracket | T::Backslash)
+    matches!(k, T::Ident | T::Number | T::True | T::False | T::LParen | T::LBracket | T::Backslash | T::Str)
 }
 
 fn binop_of(k: TokenKind) -> Option<BinOp> {
@@ -880,7 +883,10 @@ impl<'a> Parser<'a> {
         if matches!(self.peek(), T::Let | T::If | T::For | T::Loop | T::Backslash) {
             return self.block();
         }
-        let head = self.postfix_atom()?;
+        let mut head = self.postfix_atom()?;
+        if matches!(&head.kind, ExprKind::Var(v) if v == "trace") && self.at(T::Str) {
+            head = self.trace(head.span.start)?;
+        }
         let mut args = vec![];
         while starts_arg(self.peek()) {
             if self.at(T::Backslash) {
@@ -895,6 +901,22 @@ impl<'a> Parser<'a> {
         }
         let span = head.span.start..args.last().map_or(head.span.end, |a| a.span.end);
         Ok(mk(ExprKind::App(Box::new(head), args), span))
+    }
+
+    /// `trace "label" e`, after `trace`: the label, then one argument.
+    fn trace(&mut self, start: usize) -> PResult<Expr> {
+        let t = self.bump();
+        let quoted = self.slice(&t.span);
+        let label = quoted[1..quoted.len() - 1].replace("\\\"", "\"").replace("\\\\", "\\");
+        if !starts_arg(self.peek()) {
+            return self.error_expected_hint(
+                "expected the value to trace after the label".to_string(),
+                Some("write `trace \"label\" e`; parenthesise `e` unless it is a name or a literal".to_string()),
+            );
+        }
+        let e = if self.at(T::Backslash) { self.block()? } else { self.postfix_atom()? };
+        let span = start..e.span.end;
+        Ok(mk(ExprKind::Trace(label, Box::new(e)), span))
     }
 
     fn postfix_atom(&mut self) -> PResult<Expr> {
@@ -998,6 +1020,15 @@ impl<'a> Parser<'a> {
             T::LParen => self.paren(),
             T::LBracket => self.array(),
             T::Let | T::If | T::For | T::Loop | T::Backslash => self.block(),
+            T::Str => {
+                let t = self.bump();
+                self.diags.push(
+                    Diagnostic::new("a string can only be the label of `trace`", t.span)
+                        .label("a string here")
+                        .hint("arden has no string values; `trace \"label\" e` prints `e` with its label"),
+                );
+                Err(())
+            }
             _ => self.error_expected("expected an expression".to_string()),
         }
     }
@@ -1336,6 +1367,7 @@ mod tests {
             }
             Coerce(e, t) => format!("(:> {} {})", sx(e), ty(t)),
             With(a, v) => format!("(with {} {})", sx(a), sx(v)),
+            Trace(l, e) => format!("(trace {l:?} {})", sx(e)),
         }
     }
 

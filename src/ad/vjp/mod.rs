@@ -353,6 +353,14 @@ impl Rev {
             Expr::Jvp { .. } | Expr::Vjp { .. } => {
                 return Err(AdError { message: "internal: a nested derivative was not expanded first".into(), loc: s.loc.clone() });
             }
+            // printed in the forward sweep; cotangents pass through unprinted
+            Expr::Trace { args, .. } => {
+                for (x, a) in s.binds.clone().iter().zip(args.clone()) {
+                    if let Some(ct) = self.take(b, x.var) {
+                        Cotangents::add(self, b, &a, ct);
+                    }
+                }
+            }
             _ => {
                 if let Some(ct) = s.binds.first().and_then(|x| self.take(b, x.var)) {
                     transpose(b, self, s, ct)?;

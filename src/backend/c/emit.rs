@@ -899,6 +899,54 @@ impl Em {
         self.line(&format!("{out_s} = {src}; ard_retain({out_s}.b);"));
     }
 
+    /// `trace label args`: print the operands (rt.h's `ard_trace_*`), then
+    /// bind each binder to its operand.
+    fn trace(&mut self, s: &Stmt, label: &str, args: &[Atom], dying: &[VarId], consumed: &mut Vec<VarId>) {
+        let k = self.fresh();
+        self.open("{");
+        self.line(&format!("char *ard_tb{k} = NULL; size_t ard_tl{k} = 0;"));
+        self.line(&format!("FILE *ard_tf{k} = ard_trace_open(&ard_tb{k}, &ard_tl{k}, {}, {});", cstr(label), label.len()));
+        self.open(&format!("if (ard_tf{k}) {{"));
+        let several = args.len() > 1;
+        if several {
+            self.line(&format!("fputc('(', ard_tf{k});"));
+        }
+        for (j, a) in args.iter().enumerate() {
+            if j > 0 {
+                self.line(&format!("fputs(\", \", ard_tf{k});"));
+            }
+            let t = self.atom_ty(a);
+            let kind = match t.elem {
+                Scalar::F64 => 0,
+                Scalar::F32 => 1,
+                Scalar::I64 => 2,
+                Scalar::I32 => 3,
+                Scalar::Bool => 4,
+            };
+            let src = self.atom(a);
+            if t.rank() > 0 {
+                self.line(&format!("ard_trace_array(ard_tf{k}, {kind}, {src}.p, {}, {src}.d, 0);", t.rank()));
+            } else {
+                self.line(&format!("{{ {} ard_tx = {src}; ard_trace_scalar(ard_tf{k}, {kind}, &ard_tx, 0); }}", ctype(t.elem)));
+            }
+        }
+        if several {
+            self.line(&format!("fputc(')', ard_tf{k});"));
+        }
+        self.close("}");
+        self.line(&format!("ard_trace_close(ard_tf{k}, &ard_tb{k}, &ard_tl{k});"));
+        self.close("}");
+        for (b, a) in s.binds.iter().zip(args) {
+            let o = self.v(b.var);
+            if self.is_arr(a) {
+                self.alias_var(Some(b.var), &o, a, s, dying, consumed);
+            } else {
+                let src = self.atom(a);
+                self.line(&format!("{o} = {src};"));
+            }
+        }
+    }
+
     fn alias(&mut self, out: &str, a: &Atom, s: &Stmt, dying: &[VarId], consumed: &mut Vec<VarId>) {
         let ov = s.binds.first().map(|b| b.var).filter(|v| out == format!("v{}", v.0));
         self.alias_var(ov, out, a, s, dying, consumed)
@@ -976,6 +1024,7 @@ impl Em {
             return Ok(consumed);
         }
         match &s.expr {
+            Expr::Trace { label, args } => self.trace(s, label, args, dying, &mut consumed),
             Expr::Atom(a) | Expr::StopGradient(a) => {
                 let o = self.v(self.one(s)?.var);
                 if self.is_arr(a) {

@@ -768,3 +768,55 @@ ARD_SLOW static double ard_trigamma(double x) {
     double series = inv + 0.5 * inv2 + inv * inv2 * (1.0 / 6.0 - inv2 * (1.0 / 30.0 - inv2 * (1.0 / 42.0 - inv2 * (1.0 / 30.0 - inv2 * (5.0 / 66.0)))));
     return acc + series;
 }
+
+/* ---- trace "label" e: the line `label: value` on stderr, in the format of
+   src/runtime/trace.rs (the interpreter's), so both backends print the same
+   text. A line is built in memory and written at once, so lines from
+   threads do not interleave. */
+ARD_SLOW static void ard_trace_float(FILE *f, double x, int most, int single) {
+    if (isnan(x)) { fputs("nan", f); return; }
+    if (isinf(x)) { fputs(x < 0 ? "-inf" : "inf", f); return; }
+    char buf[64];
+    int p = 1;
+    for (; p < most; p++) {
+        snprintf(buf, sizeof buf, "%.*e", p - 1, x);
+        if (single ? strtof(buf, NULL) == (float)x : strtod(buf, NULL) == x) break;
+    }
+    fprintf(f, "%.*g", p, x);
+}
+/* kinds: 0 f64, 1 f32, 2 i64, 3 i32, 4 bool */
+ARD_SLOW static void ard_trace_scalar(FILE *f, int kind, const void *p, int64_t k) {
+    switch (kind) {
+    case 0: ard_trace_float(f, ((const double *)p)[k], 17, 0); break;
+    case 1: ard_trace_float(f, ((const float *)p)[k], 9, 1); break;
+    case 2: fprintf(f, "%lld", (long long)((const int64_t *)p)[k]); break;
+    case 3: fprintf(f, "%d", (int)((const int32_t *)p)[k]); break;
+    default: fputs(((const uint8_t *)p)[k] ? "true" : "false", f); break;
+    }
+}
+ARD_SLOW static void ard_trace_array(FILE *f, int kind, const void *p, int rank, const int64_t *d, int64_t start) {
+    if (rank == 0) { ard_trace_scalar(f, kind, p, start); return; }
+    int64_t stride = 1;
+    for (int r = 1; r < rank; r++) stride *= d[r];
+    fputc('[', f);
+    for (int64_t i = 0; i < d[0]; i++) {
+        if (i > 0) fputs(", ", f);
+        ard_trace_array(f, kind, p, rank - 1, d + 1, start + i * stride);
+    }
+    fputc(']', f);
+}
+ARD_SLOW static FILE *ard_trace_open(char **buf, size_t *len, const char *label, size_t label_len) {
+    FILE *f = open_memstream(buf, len);
+    if (f) { fwrite(label, 1, label_len, f); fputs(": ", f); }
+    return f;
+}
+ARD_SLOW static void ard_trace_close(FILE *f, char **buf, size_t *len) {
+    if (!f) return;
+    fputc('\n', f);
+    fclose(f);
+    flockfile(stderr);
+    fwrite(*buf, 1, *len, stderr);
+    fflush(stderr);
+    funlockfile(stderr);
+    free(*buf);
+}

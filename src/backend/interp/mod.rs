@@ -594,6 +594,11 @@ impl Interp<'_> {
                 let v = self.take_if(a, moves)?;
                 self.bind1(s, v)
             }
+            Expr::Trace { label, args } => {
+                let vals = args.iter().map(|a| self.atom(a)).collect::<R<Vec<_>>>()?;
+                eprint!("{}", crate::runtime::trace::line(label, &vals));
+                self.bind(s, vals)
+            }
             Expr::Jvp { .. } => Err(internal("`jvp` reached the interpreter; the `ad` stage expands it first")),
             Expr::Vjp { .. } => Err(internal("`vjp` reached the interpreter; the `ad` stage expands it first")),
         }
