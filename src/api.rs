@@ -101,7 +101,7 @@ impl Program {
     /// user schedule, fuel, extra rules).
     pub fn from_source_with(name: &str, text: &str, opt: &crate::opt::OptOptions) -> Result<Program, Error> {
         let source = Source::new(name, text);
-        let diagnostics = check_source(&source);
+        let diagnostics = check_source(&source, opt.single_precision);
         if !diagnostics.0.is_empty() {
             return Err(Error::Compile { rendered: diag::render(&source, &diagnostics.0), diagnostics: diagnostics.0 });
         }
@@ -184,8 +184,11 @@ fn optimize_error(e: crate::opt::OptError) -> Error {
 }
 
 /// Parse and lower, collecting every diagnostic of both stages.
-fn check_source(source: &Source) -> (Vec<Diagnostic>, Option<lower::Lowered>) {
-    let (ast, mut diags) = crate::syntax::parse_checkable(source);
+fn check_source(source: &Source, single_precision: bool) -> (Vec<Diagnostic>, Option<lower::Lowered>) {
+    let (mut ast, mut diags) = crate::syntax::parse_checkable(source);
+    if single_precision {
+        ast.in_single_precision();
+    }
     if !diags.is_empty() {
         // Still check the declarations that are independent of the syntax errors.
         if !ast.decls.is_empty()

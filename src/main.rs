@@ -124,6 +124,14 @@ struct OptArgs {
     /// the program runs as if it had no traces (for benchmarks).
     #[arg(long)]
     no_trace: bool,
+
+    /// The float type `f64` stands for: `f32` runs the program in single
+    /// precision (every `f64` type, literal suffix and conversion `f64 x`
+    /// read as `f32`; unsuffixed literals follow), so one program serves
+    /// both precisions. Array arguments must then be f32 (`.npy` files of
+    /// float32); JSON numbers are rounded to f32.
+    #[arg(long, value_name = "f64|f32", default_value = "f64", value_parser = ["f64", "f32"])]
+    precision: String,
 }
 
 impl OptArgs {
@@ -135,6 +143,7 @@ impl OptArgs {
         let mut o = arden::opt::OptOptions::level(self.opt_level);
         o.fuel = self.fuel;
         o.traces = !self.no_trace;
+        o.single_precision = self.precision == "f32";
         if let Some(path) = &self.schedule {
             check_program_file(path)?;
             let text = std::fs::read_to_string(path).map_err(|e| Failure::User(format!("cannot read {}: {e}", path.display())))?;

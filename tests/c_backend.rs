@@ -56,6 +56,10 @@ fn count_arrays(v: &Value) -> i64 {
 /// programs use `-O1`, which compiles in half the time of `-O3`; the
 /// examples use the default flags).
 fn run_dir(dir: &str, flags: &[&str]) {
+    run_dir_with(dir, flags, &arden::opt::OptOptions::default())
+}
+
+fn run_dir_with(dir: &str, flags: &[&str], opt: &arden::opt::OptOptions) {
     if !c_compiler_or_skip(dir) {
         return;
     }
@@ -68,7 +72,7 @@ fn run_dir(dir: &str, flags: &[&str]) {
         if std::env::var("ARDEN_TEST_TRACE").is_ok() {
             eprintln!("{name}");
         }
-        let prog = Program::from_file(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let prog = Program::from_file_with(&path, opt).unwrap_or_else(|e| panic!("{name}: {e}"));
         let interp = prog.compile(Backend::Interp).unwrap();
         let opts = arden::backend::c::COptions { extra_flags: flags.iter().map(|s| s.to_string()).collect() };
         let native = match prog.compile_with(Backend::C, &opts) {
@@ -131,6 +135,14 @@ fn differentiation_programs_agree() {
 #[test]
 fn examples_agree() {
     with_big_stack(|| run_dir("examples", &[]));
+}
+
+/// `--precision f32` (issue 28 item 6): every example compiles as a
+/// single-precision program and C gives the interpreter's f32 bits.
+#[test]
+fn examples_agree_in_single_precision() {
+    let single = arden::opt::OptOptions { single_precision: true, ..Default::default() };
+    with_big_stack(move || run_dir_with("examples", &["-O1"], &single));
 }
 
 /// Many threads calling one compiled entry at once (`Compiled` is `Send +

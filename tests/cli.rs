@@ -507,3 +507,26 @@ entry g [n] (x: [n]f64) : [n]f64 = grad (\v -> sum (trace "sq" (v * v))) x
         assert_eq!((stdout(&o).trim(), stderr(&o).as_str()), ("6.1", ""), "{backend:?}");
     }
 }
+
+/// `--precision f32` (issue 28 item 6): the same `f64` program runs in
+/// single precision, literals included, on both backends.
+#[test]
+fn one_program_runs_in_both_precisions() {
+    let dir = TempDir::new("precision");
+    let file = dir.path("p.ard");
+    std::fs::write(&file, "entry f [n] (x: [n]f64) : f64 = sum (for i. x[i] / 3.0) + f64 n * 1.0f64\n").unwrap();
+    let f = file.to_str().unwrap();
+    let o = arden(&["run", f, "--arg", "[1, 1]"]);
+    assert_exit(&o, 0);
+    assert_eq!(stdout(&o).trim(), "2.6666666666666665");
+    for backend in ["interp", "c"] {
+        let o = arden(&["run", f, "--arg", "[1, 1]", "--precision", "f32", "--backend", backend]);
+        assert_exit(&o, 0);
+        assert_eq!(stdout(&o).trim(), "2.6666667", "{backend}");
+    }
+    let o = arden(&["ir", f, "--precision", "f32"]);
+    assert_exit(&o, 0);
+    assert!(stdout(&o).contains("[n]f32") && !stdout(&o).contains("f64"), "{}", stdout(&o));
+    let o = arden(&["run", f, "--arg", "[1, 2]", "--precision", "f16"]);
+    assert_exit(&o, 2);
+}

@@ -61,11 +61,23 @@ pub struct OptOptions {
     /// keep `trace` statements (false: each becomes the value it traces,
     /// at every level, `-O0` too)
     pub traces: bool,
+    /// read every `f64` of the program as `f32` (`--precision f32`; see
+    /// `syntax::ast::Program::in_single_precision`)
+    pub single_precision: bool,
 }
 
 impl Default for OptOptions {
     fn default() -> Self {
-        OptOptions { level: Level::O1, schedule: None, fuel: DEFAULT_FUEL, extra_rules: vec![], trace: false, entries: None, traces: true }
+        OptOptions {
+            level: Level::O1,
+            schedule: None,
+            fuel: DEFAULT_FUEL,
+            extra_rules: vec![],
+            trace: false,
+            entries: None,
+            traces: true,
+            single_precision: false,
+        }
     }
 }
 

@@ -15,6 +15,21 @@ pub struct Program {
     pub decls: Vec<Decl>,
 }
 
+impl Program {
+    /// The program with every `f64` read as `f32`: types, float literals
+    /// (suffixed `f64` or not) and the conversion `f64 x` (`--precision
+    /// f32`), so one program serves both precisions.
+    pub fn in_single_precision(&mut self) {
+        for d in &mut self.decls {
+            d.params.iter_mut().filter_map(|p| p.ty.as_mut()).for_each(TypeExpr::in_single_precision);
+            if let Some(t) = &mut d.ret {
+                t.in_single_precision();
+            }
+            d.body.in_single_precision();
+        }
+    }
+}
+
 /// `def name [n][m] (p: t) ... : ret = body` or the same with `entry`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decl {
@@ -75,6 +90,23 @@ pub enum TypeExpr {
 }
 
 impl TypeExpr {
+    fn in_single_precision(&mut self) {
+        match self {
+            TypeExpr::Scalar(k, _) => {
+                if *k == ScalarKind::F64 {
+                    *k = ScalarKind::F32;
+                }
+            }
+            TypeExpr::Idx(..) => {}
+            TypeExpr::Array(_, t, _) => t.in_single_precision(),
+            TypeExpr::Tuple(ts, _) => ts.iter_mut().for_each(TypeExpr::in_single_precision),
+            TypeExpr::Fun(a, b, _) => {
+                a.in_single_precision();
+                b.in_single_precision();
+            }
+        }
+    }
+
     pub fn span(&self) -> Span {
         match self {
             TypeExpr::Scalar(_, s) | TypeExpr::Idx(_, s) | TypeExpr::Array(_, _, s) | TypeExpr::Tuple(_, s) | TypeExpr::Fun(_, _, s) => s.clone(),
@@ -230,6 +262,24 @@ impl Drop for Expr {
 }
 
 impl Expr {
+    /// [`Program::in_single_precision`] of one expression. (A variable
+    /// the program itself names `f64` is renamed too: type names are not
+    /// keywords, but shadowing the conversion is not worth supporting here.)
+    pub fn in_single_precision(&mut self) {
+        stacker::maybe_grow(RED_ZONE, SEGMENT, || {
+            match &mut self.kind {
+                // an unsuffixed float literal is f32 too: no f64 is left for it
+                // to be (`if c then 1.0 else 0.0`, `log 2.0` have no context)
+                ExprKind::Float(_, suffix @ (None | Some(FloatSuffix::F64))) => *suffix = Some(FloatSuffix::F32),
+                ExprKind::Var(v) if v == "f64" => *v = "f32".to_string(),
+                ExprKind::Let(_, Some(t), _, _) | ExprKind::Coerce(_, t) => t.in_single_precision(),
+                ExprKind::Lambda(ps, _) => ps.iter_mut().filter_map(|p| p.ty.as_mut()).for_each(TypeExpr::in_single_precision),
+                _ => {}
+            }
+            self.kind.for_each_child_mut(&mut |c| c.in_single_precision());
+        })
+    }
+
     /// Whether the tree has more than `limit` levels (this node is level 1);
     /// found without recursion.
     pub fn is_deeper_than(&self, limit: usize) -> bool {
