@@ -893,6 +893,8 @@ def compile(
     opt_level: int = 1,
     name: str = "<string>",
     fast_math: bool = False,
+    trace: bool = True,
+    precision: str = "f64",
 ) -> Module:
     """Compile arden source text into a :class:`Module`.
 
@@ -914,6 +916,15 @@ def compile(
             products vectorise, results differ from the exact ones in the
             last bits, the sign of a zero result is unspecified and ``x - x``
             may be 0 for an infinite or NaN ``x``. The interpreter ignores it.
+        trace: False compiles every ``trace "label" e`` of the program to
+            plain ``e`` (nothing printed), like ``arden run --no-trace``. A
+            trace prints ``label: value`` on the process's standard error
+            (a terminal shows it as the call runs; Jupyter only in the
+            server's log).
+        precision: ``"f32"`` reads every ``f64`` of the program (types,
+            float literals, ``f64 x``) as ``f32``, like ``arden run
+            --precision f32``: one program, both precisions. Array arguments
+            must then be float32.
 
     Raises:
         CompileError: the program does not compile (``str(e)`` is the
@@ -923,7 +934,7 @@ def compile(
     if not isinstance(source, str):
         raise TypeError(f"source must be a str, not {type(source).__name__} (use arden.load for a file)")
     _check_options(backend, threads, opt_level, fast_math)
-    native = _arden.NativeProgram.build(source, name, None, backend, threads, opt_level, fast_math)
+    native = _arden.NativeProgram.build(source, name, None, backend, threads, opt_level, fast_math, trace, precision)
     return Module(native)
 
 
@@ -934,6 +945,8 @@ def load(
     threads: Optional[int] = None,
     opt_level: int = 1,
     fast_math: bool = False,
+    trace: bool = True,
+    precision: str = "f64",
 ) -> Module:
     """Read and compile a ``.ard`` file; see :func:`compile` for the options.
 
@@ -943,5 +956,5 @@ def load(
     """
     _check_options(backend, threads, opt_level, fast_math)
     p = os.fspath(path)
-    native = _arden.NativeProgram.build(None, p, p, backend, threads, opt_level, fast_math)
+    native = _arden.NativeProgram.build(None, p, p, backend, threads, opt_level, fast_math, trace, precision)
     return Module(native)

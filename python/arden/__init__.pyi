@@ -113,6 +113,8 @@ def compile(
     opt_level: int = ...,
     name: str = ...,
     fast_math: bool = ...,
+    trace: bool = ...,
+    precision: str = ...,
 ) -> Module:
     """Compile arden source text into a Module."""
 
@@ -123,6 +125,8 @@ def load(
     threads: Optional[int] = ...,
     opt_level: int = ...,
     fast_math: bool = ...,
+    trace: bool = ...,
+    precision: str = ...,
 ) -> Module:
     """Read and compile a .ard file."""
 

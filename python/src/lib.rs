@@ -469,7 +469,7 @@ impl NativeProgram {
     /// Compile `source` (`name` is the file name shown in messages) or, with
     /// `path`, read and compile a file.
     #[staticmethod]
-    #[pyo3(signature = (source, name, path, backend, threads, opt_level, fast_math=false))]
+    #[pyo3(signature = (source, name, path, backend, threads, opt_level, fast_math=false, trace=true, precision="f64"))]
     #[allow(clippy::too_many_arguments)]
     fn build(
         py: Python<'_>,
@@ -480,6 +480,8 @@ impl NativeProgram {
         threads: Option<usize>,
         opt_level: u8,
         fast_math: bool,
+        trace: bool,
+        precision: &str,
     ) -> PyResult<NativeProgram> {
         let (backend, explicit, notes) = parse_backend(backend)?;
         if opt_level > 1 {
@@ -488,10 +490,16 @@ impl NativeProgram {
         if threads == Some(0) {
             return Err(PyValueError::new_err("threads must be at least 1"));
         }
+        let single_precision = match precision {
+            "f64" => false,
+            "f32" => true,
+            other => return Err(PyValueError::new_err(format!("precision must be \"f64\" or \"f32\", not {other:?}"))),
+        };
+        let options = move || arden::opt::OptOptions { traces: trace, single_precision, ..arden::opt::OptOptions::level(opt_level) };
         let src2 = source.clone();
         let path2 = path;
         let result = on_big_stack(py, move || {
-            let opt = arden::opt::OptOptions::level(opt_level);
+            let opt = options();
             // a file is read once, at most MAX_SOURCE_BYTES + 1 bytes of it
             // (as the command line reads it), and kept for the line and
             // column of a compile error
@@ -525,7 +533,7 @@ impl NativeProgram {
         })?;
         match result {
             Ok(program) => {
-                let opt = arden::opt::OptOptions::level(opt_level);
+                let opt = options();
                 Ok(NativeProgram {
                     program: Arc::new(program),
                     generated: Mutex::new(HashMap::new()),

@@ -108,3 +108,23 @@ def test_threads_option(backend: str) -> None:
     x = np.arange(100000.0)
     assert m.dot(x, x, threads=1) == pytest.approx(float(x @ x), rel=1e-12)
     assert m.dot(x, x) == pytest.approx(float(x @ x), rel=1e-12)
+
+
+def test_trace_and_precision(backend: str, capfd: pytest.CaptureFixture[str]) -> None:
+    src = 'entry f [n] (x: [n]f64) : f64 = sum (trace "x" (for i. x[i] / 3.0))\n'
+    x = np.array([1.0, 2.0])
+    m = arden.compile(src, backend=backend)
+    assert m.f(x) == pytest.approx(1.0)
+    assert capfd.readouterr().err == "x: [0.3333333333333333, 0.6666666666666666]\n"
+    # derivatives pass through a trace; the primal is printed
+    np.testing.assert_allclose(m.grad("f")(x), [1 / 3, 1 / 3])
+    assert capfd.readouterr().err == "x: [0.3333333333333333, 0.6666666666666666]\n"
+    quiet = arden.compile(src, backend=backend, trace=False)
+    assert quiet.f(x) == pytest.approx(1.0)
+    assert capfd.readouterr().err == ""
+    single = arden.compile(src, backend=backend, precision="f32")
+    r = single.f(x.astype(np.float32))
+    assert r == pytest.approx(1.0, rel=1e-6) and "f64" not in single.ir("f", "opt")
+    assert capfd.readouterr().err == "x: [0.33333334, 0.6666667]\n"
+    with pytest.raises(ValueError, match="precision"):
+        arden.compile(src, precision="f16")
