@@ -131,6 +131,22 @@ impl Jvp {
                     self.tan.insert(s.binds[0].var, t);
                 }
             }
+            // a user rule: the tangents are the rule applied to the
+            // arguments and their tangents (the node stays, as the primal)
+            Expr::CustomJvp { rule, args, .. } => {
+                b.push(s.clone());
+                if args.iter().all(|a| self.tan(a).is_none()) {
+                    return Ok(());
+                }
+                let tangents: Vec<Atom> = args.iter().map(|a| self.tan_or_zero(b, a, &b.type_of(a))).collect();
+                let inputs: Vec<Atom> = args.iter().copied().chain(tangents).collect();
+                let outs = super::inline_lambda(b, rule, &inputs);
+                for (x, d) in s.binds.iter().zip(outs) {
+                    if x.ty.elem.is_float() {
+                        self.tan.insert(x.var, d);
+                    }
+                }
+            }
             // the primal is printed; its tangents pass through unprinted
             Expr::Trace { args, .. } => {
                 b.push(s.clone());

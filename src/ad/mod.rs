@@ -137,6 +137,53 @@ fn g_name(f: &Function, v: crate::ir::VarId) -> String {
     f.names.get(v.0 as usize).cloned().unwrap_or_default()
 }
 
+/// The statements of `lam`'s body with its parameters bound to `args`
+/// (every variable it binds renamed, so a lambda can be inlined many
+/// times), pushed onto `b`; its results.
+fn inline_lambda(b: &mut Builder, lam: &crate::ir::Lambda, args: &[Atom]) -> Vec<Atom> {
+    let map = lam.params.iter().map(|p| p.var).zip(args.iter().copied()).collect();
+    let mut fresh = |v: VarId| {
+        let n = b.name(v);
+        b.fresh(&n)
+    };
+    let copy = crate::ir::walk::Copier { map, fresh: Some(&mut fresh) }.block(&lam.body);
+    for st in copy.stmts {
+        b.push(st);
+    }
+    copy.result
+}
+
+/// Replace every `custom_jvp` node left in `block` (nested blocks too) by
+/// its primal lambda's body: after differentiation the rule has done its
+/// part, and no later stage knows the node.
+fn inline_custom(b: &mut Builder, block: Block) -> Block {
+    b.begin();
+    for mut s in block.stmts {
+        match s.expr {
+            Expr::CustomJvp { primal, args, .. } => {
+                b.begin();
+                let outs = inline_lambda(b, &primal, &args);
+                let inlined = b.end();
+                // the inlined body may itself hold custom nodes
+                let inlined = inline_custom(b, Block { stmts: inlined, result: vec![] });
+                for st in inlined.stmts {
+                    b.push(st);
+                }
+                for (x, o) in s.binds.into_iter().zip(outs) {
+                    b.push(Stmt { binds: vec![x], expr: Expr::Atom(o), loc: None });
+                }
+            }
+            _ => {
+                for blk in crate::ir::walk::sub_blocks_mut(&mut s.expr) {
+                    *blk = inline_custom(b, std::mem::take(blk));
+                }
+                b.push(s);
+            }
+        }
+    }
+    Block { stmts: b.end(), result: block.result }
+}
+
 /// Expand every `jvp` node of every function.
 pub fn expand(module: &Module) -> Result<Module, AdError> {
     let mut out = module.clone();
@@ -156,7 +203,7 @@ fn expand_function(f: &mut Function) -> Result<(), AdError> {
         let message = format!("internal: differentiating `{}` asked for the type of `{}_{}`, which is not bound", f.name, b.name(v), v.0);
         return Err(AdError { message, loc: None });
     }
-    let expanded = expanded?;
+    let expanded = inline_custom(&mut b, expanded?);
     let top: rustc_hash::FxHashSet<crate::ir::VarId> = expanded.stmts.iter().flat_map(|s| s.binds.iter().map(|x| x.var)).collect();
     f.stored = b.residuals.iter().copied().filter(|v| top.contains(v)).collect();
     f.onehot.extend(std::mem::take(&mut b.onehot));

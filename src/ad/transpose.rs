@@ -160,7 +160,9 @@ pub(super) fn transpose(b: &mut Builder, c: &mut dyn Cotangents, s: &Stmt, ct: A
             c.add(b, arr, r);
         }
         Expr::Reduce { .. } | Expr::Scan { .. } => return Err(internal("reduce")),
-        Expr::For { .. } | Expr::ForAcc { .. } | Expr::Loop { .. } | Expr::If { .. } | Expr::Jvp { .. } | Expr::Vjp { .. } => return Err(internal("block")),
+        Expr::For { .. } | Expr::ForAcc { .. } | Expr::Loop { .. } | Expr::If { .. } | Expr::Jvp { .. } | Expr::Vjp { .. } | Expr::CustomJvp { .. } => {
+            return Err(internal("block"));
+        }
     }
     Ok(())
 }

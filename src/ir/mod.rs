@@ -14,6 +14,7 @@
 //!   with the source location to report; proven ones carry `None`.
 
 pub mod accumulate;
+pub mod linear;
 pub mod pass;
 pub mod prim;
 pub mod print;
@@ -303,6 +304,18 @@ pub enum Expr {
     /// through it unprinted.
     Trace {
         label: String,
+        args: Vec<Atom>,
+    },
+    /// A call of a function with a user derivative rule (`derivative f`):
+    /// binds `primal` applied to `args` (the leaves of the arguments).
+    /// `rule` takes the same parameters and then one tangent per
+    /// parameter, and returns the tangents of the results, linearly in the
+    /// tangents (checked when lowering). The `ad` stage applies the rule in
+    /// forward mode and transposes it in reverse mode, then replaces what
+    /// is left of the node by `primal`'s body: nothing after `ad` sees it.
+    CustomJvp {
+        primal: Lambda,
+        rule: Lambda,
         args: Vec<Atom>,
     },
     /// Forward-mode derivative, expanded by the `ad` stage: binds the

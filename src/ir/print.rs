@@ -337,6 +337,13 @@ impl<'a> Printer<'a> {
             Expr::StopGradient(a) => {
                 let _ = write!(out, "stop_gradient {}", self.atom(a));
             }
+            Expr::CustomJvp { primal, rule, args } => {
+                let list = args.iter().map(|a| self.atom(a)).collect::<Vec<_>>().join(", ");
+                let _ = write!(out, "custom_jvp ({list}) \\({}) ", self.binders(&primal.params));
+                self.braced(&primal.body, level, out);
+                let _ = write!(out, " rule \\({}) ", self.binders(&rule.params));
+                self.braced(&rule.body, level, out);
+            }
             Expr::Trace { label, args } => {
                 let list = args.iter().map(|a| self.atom(a)).collect::<Vec<_>>().join(", ");
                 let _ = write!(out, "trace {label:?} ({list})");

@@ -617,6 +617,31 @@ impl Verifier<'_> {
                 let res = self.scoped_block(&lam.params, &lam.body)?;
                 Exactly(res.iter().chain(res.iter()).cloned().collect())
             }
+            Expr::CustomJvp { primal, rule, args } => {
+                let k = primal.params.len();
+                if args.len() != k || rule.params.len() != 2 * k {
+                    return err(format!("`custom_jvp` has {k} parameters, {} arguments and a rule of {} parameters", args.len(), rule.params.len()));
+                }
+                for (j, a) in args.iter().enumerate() {
+                    let at = self.atom(a)?;
+                    let (p, q, t) = (&primal.params[j].ty, &rule.params[j].ty, &rule.params[k + j].ty);
+                    if at != *p || at != *q || at != *t {
+                        return err(format!(
+                            "`custom_jvp` argument {j} has type {}, its parameters {}, {} and tangent {}",
+                            self.tn(&at),
+                            self.tn(p),
+                            self.tn(q),
+                            self.tn(t)
+                        ));
+                    }
+                }
+                let res = self.scoped_block(&primal.params, &primal.body)?;
+                let dres = self.scoped_block(&rule.params, &rule.body)?;
+                if res.len() != dres.len() || res.iter().zip(&dres).any(|(a, b)| a.elem != b.elem || a.rank() != b.rank()) {
+                    return err("`custom_jvp`: the rule's results are not the tangents of the primal's".to_string());
+                }
+                Exactly(res)
+            }
             Expr::Vjp { lam, primals, cotangents } => {
                 if lam.params.len() != primals.len() {
                     return err(format!("`vjp` has {} parameters but {} primals", lam.params.len(), primals.len()));
@@ -760,6 +785,7 @@ fn expr_name(e: &Expr) -> String {
         Expr::Fail { .. } => "fail",
         Expr::StopGradient(_) => "stop_gradient",
         Expr::Trace { .. } => "trace",
+        Expr::CustomJvp { .. } => "custom_jvp",
         Expr::Jvp { .. } => "jvp",
         Expr::Vjp { .. } => "vjp",
     };

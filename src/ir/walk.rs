@@ -137,6 +137,10 @@ pub fn scopes(e: &Expr) -> Scopes<'_, &Block> {
             ReduceOp::Add | ReduceOp::Mul | ReduceOp::Max | ReduceOp::Min => no_blocks(),
         },
         Expr::Jvp { lam, .. } | Expr::Vjp { lam, .. } => one(&lam.body, Binds::Derivative { params: &lam.params }),
+        Expr::CustomJvp { primal, rule, .. } => two(
+            Scope { block: &primal.body, binds: Binds::Derivative { params: &primal.params } },
+            Scope { block: &rule.body, binds: Binds::Derivative { params: &rule.params } },
+        ),
         Expr::Atom(_)
         | Expr::Prim(..)
         | Expr::Index { .. }
@@ -175,6 +179,10 @@ pub fn scopes_mut(e: &mut Expr) -> Scopes<'_, &mut Block> {
             ReduceOp::Add | ReduceOp::Mul | ReduceOp::Max | ReduceOp::Min => no_blocks(),
         },
         Expr::Jvp { lam, .. } | Expr::Vjp { lam, .. } => one(&mut lam.body, Binds::Derivative { params: &lam.params }),
+        Expr::CustomJvp { primal, rule, .. } => two(
+            Scope { block: &mut primal.body, binds: Binds::Derivative { params: &primal.params } },
+            Scope { block: &mut rule.body, binds: Binds::Derivative { params: &rule.params } },
+        ),
         Expr::Atom(_)
         | Expr::Prim(..)
         | Expr::Index { .. }
@@ -235,7 +243,7 @@ pub fn for_each_stmt<'b>(b: &'b Block, f: &mut dyn FnMut(&'b Stmt)) {
 pub fn for_each_operand(e: &Expr, f: &mut dyn FnMut(&Atom)) {
     match e {
         Expr::Atom(a) | Expr::Transpose(a) | Expr::Flatten(a) | Expr::Reverse(a) | Expr::StopGradient(a) => f(a),
-        Expr::Prim(_, args) | Expr::ArrayLit(args) | Expr::Trace { args, .. } => args.iter().for_each(f),
+        Expr::Prim(_, args) | Expr::ArrayLit(args) | Expr::Trace { args, .. } | Expr::CustomJvp { args, .. } => args.iter().for_each(f),
         Expr::Index { arr, idx, .. } => std::iter::once(arr).chain(idx).for_each(f),
         Expr::Slice { arr, lo, hi, .. } => [arr, lo, hi].into_iter().for_each(f),
         Expr::For { .. } | Expr::ForAcc { .. } | Expr::Fail { .. } => {}
@@ -446,6 +454,10 @@ impl Copier<'_> {
             Expr::Vjp { lam, primals, cotangents } => {
                 let (primals, cotangents) = (self.atoms(primals), self.atoms(cotangents));
                 Expr::Vjp { lam: self.lambda(lam), primals, cotangents }
+            }
+            Expr::CustomJvp { primal, rule, args } => {
+                let args = self.atoms(args);
+                Expr::CustomJvp { primal: self.lambda(primal), rule: self.lambda(rule), args }
             }
         }
     }

@@ -230,12 +230,157 @@ impl Lowerer<'_> {
         if !prelude && self.broken.contains(&index) {
             return Val::Error;
         }
+        if !prelude
+            && let Some(&rule) = self.rules.get(&index)
+            && !self.plain.contains(&index)
+        {
+            return self.call_with_rule(index, rule, args, span);
+        }
         let decl = self.decl(index, prelude);
         let over = if prelude { Some(self.at(span)) } else { None };
         self.span_override.push(over);
         let out = self.call_decl_inner(decl, args, span);
         self.span_override.pop();
         out
+    }
+
+    /// Check the `derivative f` declarations and record which `def` each
+    /// is for: a `def` of that name, at most one rule each, two parameters
+    /// (a value and its tangent) per parameter of `f`.
+    pub(super) fn register_rules(&mut self) {
+        for (r, rule) in self.prog.rules.iter().enumerate() {
+            let name = &rule.name.name;
+            let Some(&f) = self.decls.get(name.as_str()).filter(|&&f| !self.prog.decls[f].is_entry) else {
+                self.error(
+                    Diagnostic::new(format!("`derivative {name}` is a rule for a `def {name}`, but there is none"), rule.name.span.clone())
+                        .label("no such `def`")
+                        .hint("write the rule after `def NAME (x: t) … = …`, with the same name; entry points cannot have rules"),
+                );
+                continue;
+            };
+            let decl = &self.prog.decls[f];
+            if let Some(&other) = self.rules.get(&f) {
+                let first = self.prog.rules[other].name.span.clone();
+                self.error(
+                    Diagnostic::new(format!("`{name}` has two derivative rules"), rule.name.span.clone()).label("second rule").note(first, "first rule here"),
+                );
+                continue;
+            }
+            if rule.params.len() != 2 * decl.params.len() {
+                let k = decl.params.len();
+                self.error(
+                    Diagnostic::new(
+                        format!(
+                            "`derivative {name}` takes {} parameter{}, but `{name}` takes {k}: it needs {}",
+                            rule.params.len(),
+                            if rule.params.len() == 1 { "" } else { "s" },
+                            2 * k
+                        ),
+                        rule.name.span.clone(),
+                    )
+                    .label("wrong number of parameters")
+                    .note(decl.name.span.clone(), format!("`{name}` is declared here"))
+                    .hint(format!(
+                        "a rule takes `{name}`'s parameters and then one tangent per parameter, of the same types, and returns the tangent of the result"
+                    )),
+                );
+                continue;
+            }
+            self.rules.insert(f, r);
+        }
+    }
+
+    /// A call of `def f` that has a rule: a `custom_jvp` node with `f`'s body
+    /// and the rule's as lambdas of the arguments' leaves (and tangents).
+    fn call_with_rule(&mut self, index: usize, rule: usize, args: Vec<(Val, Span)>, span: &Span) -> Val {
+        let f = self.decl(index, false);
+        let r = &self.prog.rules[rule];
+        let mut datas = vec![];
+        for (v, s) in &args {
+            match self.to_data(v) {
+                Some(d) => datas.push(d),
+                None => {
+                    let d = self.describe(v);
+                    return self.error(
+                        Diagnostic::new(format!("`{}` has a derivative rule, so its arguments must be data, but this is {d}", f.name.name), s.clone())
+                            .label("not data")
+                            .note(r.name.span.clone(), "the rule"),
+                    );
+                }
+            }
+        }
+        let leaf_types: Vec<ir::Type> = datas.iter().flat_map(|(ty, _)| ty.leaf_types()).collect();
+        let params = |l: &mut Self, hint: &str| -> (Vec<Binder>, Vec<(Val, Span)>) {
+            let binders: Vec<Binder> = leaf_types.iter().map(|t| Binder { var: l.fresh(hint), ty: t.clone() }).collect();
+            let mut at = 0;
+            let vals = datas
+                .iter()
+                .zip(&args)
+                .map(|((ty, leaves), (_, s))| {
+                    let atoms: Vec<Atom> = binders[at..at + leaves.len()].iter().map(|b| Atom::Var(b.var)).collect();
+                    at += leaves.len();
+                    (Self::from_data(ty, &atoms), s.clone())
+                })
+                .collect();
+            (binders, vals)
+        };
+        self.plain.push(index);
+        let (pparams, pvals) = params(self, "x");
+        self.begin_block();
+        let out = self.call_decl(index, false, pvals, span);
+        let pstmts = self.blocks.pop().unwrap_or_default();
+        let (rparams, rvals) = params(self, "x");
+        let (tparams, tvals) = params(self, "dx");
+        self.begin_block();
+        let dout = self.call_decl_inner(r, rvals.into_iter().chain(tvals).collect(), span);
+        let rstmts = self.blocks.pop().unwrap_or_default();
+        self.plain.pop();
+        if out.contains_error() || dout.contains_error() {
+            return Val::Error;
+        }
+        let (Some((rty, rleaves)), Some((dty, dleaves))) = (self.to_data(&out), self.to_data(&dout)) else {
+            return self.error(Diagnostic::new(format!("`{}` has a derivative rule, so it must return data", f.name.name), span.clone()).label("in this call"));
+        };
+        if rty != dty {
+            let (want, got) = (self.show(&rty), self.show(&dty));
+            return self.error(
+                Diagnostic::new(
+                    format!("the derivative rule of `{}` must return the tangent of its result, of type {want}, but returns {got}", f.name.name),
+                    r.body.span.clone(),
+                )
+                .label(format!("type {got}"))
+                .note(span.clone(), "in this call"),
+            );
+        }
+        let tangents: rustc_hash::FxHashSet<crate::ir::VarId> = tparams.iter().map(|b| b.var).collect();
+        let rule_body = ir::Block { stmts: rstmts, result: dleaves };
+        if let Some((what, loc)) = crate::ir::linear::nonlinear_use(&rule_body, &tangents) {
+            let at = loc.map(|l| self.source.offset_of(l.line, l.col)).map_or(r.body.span.clone(), |o| o..o + 1);
+            return self.error(
+                Diagnostic::new(format!("the derivative rule of `{}` is not linear in its tangents: {what}", f.name.name), at)
+                    .label("not linear in the tangents")
+                    .note(r.name.span.clone(), "the rule")
+                    .hint("a rule returns a linear function of the tangents: sums of tangents times values of the arguments, as `sigmoid x * dx`"),
+            );
+        }
+        // results whose sizes name something of the lambda cannot leave it
+        let inner: rustc_hash::FxHashSet<crate::ir::VarId> =
+            pparams.iter().map(|b| b.var).chain(pstmts.iter().flat_map(|s| s.binds.iter().map(|b| b.var))).collect();
+        let out_types = rty.leaf_types();
+        if out_types.iter().any(|t| t.shape.iter().any(|d| d.vars().iter().any(|v| inner.contains(v)))) {
+            return self.error(
+                Diagnostic::new(
+                    format!("`{}` has a derivative rule, so the sizes of its result must follow from the sizes of its arguments", f.name.name),
+                    span.clone(),
+                )
+                .label("in this call"),
+            );
+        }
+        let primal = ir::Lambda { params: pparams, body: ir::Block { stmts: pstmts, result: rleaves } };
+        let rule = ir::Lambda { params: rparams.into_iter().chain(tparams).collect(), body: rule_body };
+        let all_args: Vec<Atom> = datas.into_iter().flat_map(|(_, leaves)| leaves).collect();
+        let outs = self.emit(ir::Expr::CustomJvp { primal, rule, args: all_args }, out_types, "rule", Some(self.loc(span)));
+        Self::from_data(&rty, &outs)
     }
 
     fn call_decl_inner(&mut self, decl: &Decl, args: Vec<(Val, Span)>, span: &Span) -> Val {

@@ -98,6 +98,7 @@ pub fn lower(program: &ast::Program, source: &Source, opts: &LowerOptions) -> Re
     l.broken.extend(on_cycle.iter().copied());
     l.broken.extend(program.decls.iter().enumerate().filter(|(_, d)| twice.contains(d.name.name.as_str())).map(|(i, _)| i));
     let mut module = Module::default();
+    l.register_rules();
     // Defs first: one that fails on its own is marked broken, and calls to
     // it are not checked again (one mistake, one message).
     for (i, d) in program.decls.iter().enumerate() {
@@ -125,6 +126,11 @@ pub(crate) struct Lowerer<'a> {
     source: &'a Source,
     decls: FxHashMap<&'a str, usize>,
     prelude_decls: FxHashMap<&'a str, usize>,
+    /// `derivative f`: the index (in `prog.rules`) of each `def`'s rule
+    rules: FxHashMap<usize, usize>,
+    /// declarations whose rule is being elaborated: inside it (and inside
+    /// the function itself) their calls are plain calls
+    plain: Vec<usize>,
     diags: Vec<Diagnostic>,
     unproven: Vec<(Loc, String)>,
     /// Variable names, indexed by id (for the printer and messages).
@@ -237,6 +243,8 @@ impl<'a> Lowerer<'a> {
             source,
             decls: prog.decls.iter().enumerate().map(|(i, d)| (d.name.name.as_str(), i)).collect(),
             prelude_decls: prelude.decls.iter().enumerate().map(|(i, d)| (d.name.name.as_str(), i)).collect(),
+            rules: FxHashMap::default(),
+            plain: vec![],
             diags: vec![],
             unproven: vec![],
             names: vec![],

@@ -13,6 +13,9 @@ pub struct Ident {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Program {
     pub decls: Vec<Decl>,
+    /// `derivative f …` declarations: user derivative rules, by the name
+    /// of the function they are for (not in `decls`: the name is `f`'s)
+    pub rules: Vec<Decl>,
 }
 
 impl Program {
@@ -20,7 +23,7 @@ impl Program {
     /// (suffixed `f64` or not) and the conversion `f64 x` (`--precision
     /// f32`), so one program serves both precisions.
     pub fn in_single_precision(&mut self) {
-        for d in &mut self.decls {
+        for d in self.decls.iter_mut().chain(self.rules.iter_mut()) {
             d.params.iter_mut().filter_map(|p| p.ty.as_mut()).for_each(TypeExpr::in_single_precision);
             if let Some(t) = &mut d.ret {
                 t.in_single_precision();
@@ -34,6 +37,9 @@ impl Program {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decl {
     pub is_entry: bool,
+    /// `derivative f (params) (tangents) = …`: the forward derivative rule
+    /// of the `def f` of the same name
+    pub is_rule: bool,
     pub name: Ident,
     pub size_params: Vec<Ident>,
     pub params: Vec<Param>,

@@ -17,6 +17,8 @@ pub enum TokenKind {
     Def,
     #[token("entry")]
     Entry,
+    #[token("derivative")]
+    Derivative,
     #[token("let")]
     Let,
     #[token("in")]
@@ -118,6 +120,7 @@ impl TokenKind {
         match self {
             Def => "`def`",
             Entry => "`entry`",
+            Derivative => "`derivative`",
             Let => "`let`",
             In => "`in`",
             If => "`if`",

@@ -54,7 +54,7 @@ pub fn source_too_large(len: Option<u64>) -> Diagnostic {
 /// is not parsed: one diagnostic says so.
 pub fn parse(source: &Source) -> (Program, Vec<Diagnostic>) {
     if source.text.len() > MAX_SOURCE_BYTES {
-        return (Program { decls: vec![] }, vec![source_too_large(Some(source.text.len() as u64))]);
+        return (Program { decls: vec![], rules: vec![] }, vec![source_too_large(Some(source.text.len() as u64))]);
     }
     let (toks, lex_diags) = lex(&source.text);
     let mut p = Parser { text: &source.text, toks, pos: 0, diags: lex_diags, depth: 0 };
@@ -78,7 +78,7 @@ pub fn parse_checkable(source: &Source) -> (Program, Vec<Diagnostic>) {
     }
     // Region of declaration i: from its keyword to the next `def`/`entry`.
     let (toks, _) = lex(&source.text);
-    let decl_toks: Vec<usize> = (0..toks.len()).filter(|&j| matches!(toks[j].kind, T::Def | T::Entry)).collect();
+    let decl_toks: Vec<usize> = (0..toks.len()).filter(|&j| matches!(toks[j].kind, T::Def | T::Entry | T::Derivative)).collect();
     let decl_starts: Vec<usize> = decl_toks.iter().map(|&j| toks[j].span.start).collect();
     let region_end = |start: usize| {
         let k = decl_starts.partition_point(|&s| s <= start);
@@ -91,7 +91,7 @@ pub fn parse_checkable(source: &Source) -> (Program, Vec<Diagnostic>) {
         diag_starts.get(k).is_some_and(|&s| s < hi)
     };
     // Names of the declarations that did not parse, or only with errors.
-    let parsed: std::collections::HashSet<usize> = prog.decls.iter().map(|d| d.span.start).collect();
+    let parsed: std::collections::HashSet<usize> = prog.decls.iter().chain(&prog.rules).map(|d| d.span.start).collect();
     let mut bad: Vec<String> = vec![];
     for &j in &decl_toks {
         if !parsed.contains(&toks[j].span.start)
@@ -266,7 +266,7 @@ impl<'a> Parser<'a> {
     /// end of input or belongs to the next declaration.
     fn culprit(&self) -> Span {
         let t = self.tok();
-        if matches!(t.kind, T::Eof | T::Def | T::Entry) && self.pos > 0 {
+        if matches!(t.kind, T::Eof | T::Def | T::Entry | T::Derivative) && self.pos > 0 {
             let e = self.prev_end();
             e..e
         } else {
@@ -279,8 +279,8 @@ impl<'a> Parser<'a> {
         match t.kind {
             T::Ident | T::Number => format!("found `{}`", self.slice(&t.span)),
             T::Eof => "found end of input".to_string(),
-            T::Def | T::Entry if self.pos > 0 => "the declaration ends here, incomplete".to_string(),
-            T::Def | T::Entry => format!("found {}", t.kind.describe()),
+            T::Def | T::Entry | T::Derivative if self.pos > 0 => "the declaration ends here, incomplete".to_string(),
+            T::Def | T::Entry | T::Derivative => format!("found {}", t.kind.describe()),
             k => format!("found {}", k.describe()),
         }
     }
@@ -294,7 +294,7 @@ impl<'a> Parser<'a> {
         let mut d = Diagnostic::new(msg, self.culprit()).label(self.found());
         let hint = hint.or_else(|| match self.peek() {
             T::Assign => Some("to compare two values use `==`; `=` only appears in `let`, `loop` and declarations".to_string()),
-            T::Def | T::Entry => Some(format!("the next {} starts before this declaration is complete", self.peek().describe())),
+            T::Def | T::Entry | T::Derivative => Some(format!("the next {} starts before this declaration is complete", self.peek().describe())),
             _ => None,
         });
         if let Some(h) = hint {
@@ -342,11 +342,11 @@ impl<'a> Parser<'a> {
     // ----- declarations --------------------------------------------------
 
     fn program(&mut self) -> Program {
-        let mut decls = vec![];
+        let (mut decls, mut rules) = (vec![], vec![]);
         loop {
             match self.peek() {
                 T::Eof => break,
-                T::Def | T::Entry => match self.decl() {
+                T::Def | T::Entry | T::Derivative => match self.decl() {
                     Ok(d) if d.body.is_deeper_than(MAX_EXPR_DEPTH) => {
                         let at = d.body.span.start;
                         self.diags.push(
@@ -358,8 +358,12 @@ impl<'a> Parser<'a> {
                     }
                     Ok(d) => {
                         let name = d.name.name.clone();
-                        decls.push(d);
-                        if !matches!(self.peek(), T::Eof | T::Def | T::Entry | T::Let) {
+                        if d.is_rule {
+                            rules.push(d);
+                        } else {
+                            decls.push(d);
+                        }
+                        if !matches!(self.peek(), T::Eof | T::Def | T::Entry | T::Derivative | T::Let) {
                             let what = match self.peek() {
                                 T::Ident | T::Number => format!("`{}`", self.slice(&self.tok().span)),
                                 k => k.describe().to_string(),
@@ -392,7 +396,7 @@ impl<'a> Parser<'a> {
                 }
             }
         }
-        Program { decls }
+        Program { decls, rules }
     }
 
     /// Skip to the next `def`/`entry` (or the end of input), or to a `let`
@@ -401,7 +405,7 @@ impl<'a> Parser<'a> {
     fn recover(&mut self) {
         loop {
             match self.peek() {
-                T::Eof | T::Def | T::Entry => return,
+                T::Eof | T::Def | T::Entry | T::Derivative => return,
                 T::Let if self.at_line_start() => return,
                 _ => {
                     self.bump();
@@ -419,7 +423,11 @@ impl<'a> Parser<'a> {
     fn decl(&mut self) -> PResult<Decl> {
         let kw = self.bump();
         let is_entry = kw.kind == T::Entry;
-        let what = if is_entry { "entry" } else { "def" };
+        let what = match kw.kind {
+            T::Entry => "entry",
+            T::Derivative => "derivative",
+            _ => "def",
+        };
         let name = self.ident(&format!("expected a name after `{what}`"))?;
         let mut size_params = vec![];
         while self.at(T::LBracket) {
@@ -469,7 +477,7 @@ impl<'a> Parser<'a> {
         self.bump();
         let body = self.expr_after("`=`")?;
         let span = kw.span.start..body.span.end;
-        Ok(Decl { is_entry, name, size_params, params, ret, body, span })
+        Ok(Decl { is_entry, is_rule: kw.kind == T::Derivative, name, size_params, params, ret, body, span })
     }
 
     /// A function or lambda parameter: `x`, `(x)`, `(x: t)`, `((a, b): t)`,

@@ -353,6 +353,10 @@ impl Rev {
             Expr::Jvp { .. } | Expr::Vjp { .. } => {
                 return Err(AdError { message: "internal: a nested derivative was not expanded first".into(), loc: s.loc.clone() });
             }
+            Expr::CustomJvp { rule, args, .. } => {
+                let (rule, args) = (rule.clone(), args.clone());
+                self.rev_custom(b, s, &rule, &args)?;
+            }
             // printed in the forward sweep; cotangents pass through unprinted
             Expr::Trace { args, .. } => {
                 for (x, a) in s.binds.clone().iter().zip(args.clone()) {
@@ -368,6 +372,44 @@ impl Rev {
             }
         }
         Ok(None)
+    }
+
+    /// A user rule in reverse: the rule is linear in its tangents, so its
+    /// transpose at the arguments is the reverse derivative, at any point,
+    /// of the rule as a function of the tangents alone (the arguments
+    /// constants to it); that derivative is expanded here, and its
+    /// cotangents of the tangents are those of the arguments.
+    fn rev_custom(&mut self, b: &mut Builder, s: &Stmt, rule: &Lambda, args: &[Atom]) -> Result<(), AdError> {
+        let cts: Vec<Option<Atom>> = s.binds.iter().map(|x| if x.ty.elem.is_float() { self.take(b, x.var) } else { None }).collect();
+        if cts.iter().all(Option::is_none) {
+            return Ok(());
+        }
+        let cts: Vec<Atom> = s.binds.iter().zip(cts).map(|(x, c)| c.unwrap_or_else(|| b.zeros(&x.ty))).collect();
+        let k = args.len();
+        let mut map: FxHashMap<VarId, Atom> = rule.params[..k].iter().map(|p| p.var).zip(args.iter().copied()).collect();
+        let mut tangents = vec![];
+        for p in &rule.params[k..] {
+            let n = b.name(p.var);
+            let t = Binder { var: b.fresh(&n), ty: p.ty.clone() };
+            map.insert(p.var, Atom::Var(t.var));
+            tangents.push(t);
+        }
+        let mut fresh = |v: VarId| {
+            let n = b.name(v);
+            b.fresh(&n)
+        };
+        let body = Copier { map, fresh: Some(&mut fresh) }.block(&rule.body);
+        let at: Vec<Atom> = tangents.iter().map(|t| b.zeros(&t.ty)).collect();
+        let lam = Lambda { params: tangents, body };
+        let mut binds: Vec<Binder> = s.binds.iter().map(|x| Binder { var: b.fresh("dres"), ty: x.ty.clone() }).collect();
+        binds.extend(lam.params.iter().map(|t| Binder { var: b.fresh("tbar"), ty: t.ty.clone() }));
+        expand_vjp(b, &lam, &at, &cts, &binds, s.loc.as_ref())?;
+        for (a, x) in args.iter().zip(&binds[s.binds.len()..]) {
+            if x.ty.elem.is_float() {
+                Cotangents::add(self, b, a, Atom::Var(x.var));
+            }
+        }
+        Ok(())
     }
 
     /// Linearize `y = op(args)` with its JVP rule on placeholder tangents,

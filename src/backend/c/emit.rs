@@ -1370,8 +1370,8 @@ impl Em {
             Expr::Fail { msg, loc } => {
                 self.fail("%s at %s", &[cstr(msg), loc_str(loc)]);
             }
-            Expr::Jvp { .. } | Expr::Vjp { .. } => {
-                return Err("a `jvp`/`vjp` node reached the C backend (the `ad` stage expands them first)".into());
+            Expr::Jvp { .. } | Expr::Vjp { .. } | Expr::CustomJvp { .. } => {
+                return Err("a `jvp`/`vjp`/`custom_jvp` node reached the C backend (the `ad` stage expands them first)".into());
             }
         }
         Ok(consumed)

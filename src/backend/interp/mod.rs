@@ -600,6 +600,7 @@ impl Interp<'_> {
                 self.bind(s, vals)
             }
             Expr::Jvp { .. } => Err(internal("`jvp` reached the interpreter; the `ad` stage expands it first")),
+            Expr::CustomJvp { .. } => Err(internal("`custom_jvp` reached the interpreter; the `ad` stage expands it first")),
             Expr::Vjp { .. } => Err(internal("`vjp` reached the interpreter; the `ad` stage expands it first")),
         }
     }
