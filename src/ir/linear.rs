@@ -29,8 +29,10 @@ fn block(b: &Block, lin: &mut FxHashSet<VarId>, zeros: &mut FxHashSet<VarId>) ->
         if let Some(what) = stmt(&s.expr, lin, zeros) {
             return Some((what, s.loc.clone()));
         }
-        // nested blocks: their results must be linear too
-        for scope in scopes(&s.expr) {
+        // nested blocks: their results must be linear too (a derivative's
+        // lambda is a function of values, not of the tangents)
+        let derivative = matches!(s.expr, Expr::Jvp { .. } | Expr::Vjp { .. } | Expr::CustomJvp { .. });
+        for scope in scopes(&s.expr).filter(|_| !derivative) {
             // a loop's state is a tangent where it starts as one
             if let Expr::Loop { init, .. } = &s.expr {
                 let starts: Vec<VarId> =
@@ -47,7 +49,13 @@ fn block(b: &Block, lin: &mut FxHashSet<VarId>, zeros: &mut FxHashSet<VarId>) ->
                 return Some(("a branch or loop whose result is not a linear function of the tangents".into(), s.loc.clone()));
             }
         }
-        lin.extend(s.binds.iter().map(|x| x.var));
+        // a derivative's primal results are not tangents
+        let primal_results = match &s.expr {
+            Expr::Jvp { .. } => s.binds.len() / 2,
+            Expr::Vjp { cotangents, .. } => cotangents.len(),
+            _ => 0,
+        };
+        lin.extend(s.binds[primal_results..].iter().map(|x| x.var));
     }
     None
 }
@@ -98,10 +106,13 @@ fn stmt(e: &Expr, lin: &FxHashSet<VarId>, zeros: &FxHashSet<VarId>) -> Option<St
         Expr::Loop { init, .. } => ok(init.iter().all(lz), "a loop whose state starts from a value that is not a tangent"),
         Expr::ArgExt { .. } => Some("`argmax`/`argmin` of a tangent".into()),
         Expr::Iota { .. } | Expr::Fail { .. } => Some("a tangent used as a count".into()),
-        Expr::Jvp { .. } | Expr::Vjp { .. } | Expr::CustomJvp { .. } => {
+        // a derivative is linear in its tangents (cotangents) at a point
+        // that is not one: `jvp g x dx` may state a rule
+        Expr::Jvp { primals, .. } | Expr::Vjp { primals, .. } => ok(!primals.iter().any(l), "a derivative taken at a tangent"),
+        Expr::CustomJvp { .. } => {
             let mut reads = false;
             for_each_operand(e, &mut |a| reads |= l(a));
-            ok(!reads, "a derivative taken of the tangents")
+            ok(!reads, "a function with its own rule applied to a tangent")
         }
     }
 }

@@ -410,8 +410,11 @@ mod tests {
         assert!(d[1].message.contains("∑∑"), "{}", d[1].message);
         assert!(d[0].hint.is_some());
         // Printed as written, not with Rust escapes.
-        let (_, d) = lex("x \"a\" y\\");
-        assert_eq!(d[0].message, "unknown character `\"`");
+        let (_, d) = lex("x 'a' y");
+        assert_eq!(d[0].message, "unknown character `'`");
+        let (t, d) = lex("trace \"a \\\"b\\\" c\" x \"open");
+        assert_eq!(t.iter().map(|t| t.kind).collect::<Vec<_>>(), vec![Ident, Str, Ident, Eof]);
+        assert_eq!(d[0].message, "this string is not closed on its line");
         let (_, d) = lex("a \u{200b} b \u{1}");
         assert_eq!(d[0].message, "unknown character U+200B");
         assert_eq!(d[1].message, "unknown character U+0001");
