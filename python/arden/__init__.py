@@ -796,6 +796,69 @@ class Module:
         on its first call."""
         return self._derive("grad", f, argnums, has_aux)
 
+    def vmap(self, f: Union[str, Entry], in_axes: Union[int, None, Sequence[Optional[int]]] = 0) -> Entry:
+        """Map an entry over the leading axis of some arguments, as ``jax.vmap``:
+        ``m.vmap("f", in_axes=(0, None))(xs, w)`` is ``f`` applied to each row
+        ``xs[i]`` with the same ``w``, stacked along a new leading axis (a
+        tuple result gives a tuple of stacked parts). ``in_axes`` is ``0``
+        (every argument mapped), or one entry per parameter: ``0`` (mapped
+        along its leading axis) or ``None`` (the same for every row); a
+        tuple or dict argument is mapped part by part. One compiled arden
+        call, ``for`` over the rows (parallel on the C backend). `f` may be
+        what :meth:`grad` returns: ``m.vmap(m.grad("loss"), in_axes=(None, 0))``
+        gives per-example gradients."""
+        e = self._entry_for_ad(f)
+        sig = e.signature
+        params = sig.params
+        axes = tuple(in_axes) if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(params)
+        if len(axes) != len(params):
+            raise ValueError(f"vmap of `{e.name}`: in_axes has {len(axes)} entries but `{e.name}` takes {len(params)} arguments")
+        for a in axes:
+            if a is not None and (isinstance(a, bool) or a != 0):
+                raise ValueError(f"vmap of `{e.name}`: in_axes entries are 0 (map over the leading axis) or None (broadcast), not {a!r}")
+        if all(a is None for a in axes):
+            raise ValueError(f"vmap of `{e.name}`: at least one argument must be mapped (in_axes 0)")
+        key = ("vmap", e._native_name, axes)
+        cached = self._derived.get(key)
+        if cached is not None:
+            return cached
+        self._counter += 1
+        gname = f"__arden_vmap{self._counter}"
+        pnames = [p.name for p in params]
+        if e._native_name in pnames or len(set(pnames)) != len(pnames) or "__i" in pnames:
+            pnames = [f"__p{i}" for i in range(len(params))]
+        # the batch size is called `batch` in messages, unless that is taken
+        b = "batch" if "batch" not in sig.sizes and "batch" not in pnames else "__b"
+        # entry points take and return tuples of arrays, not arrays of
+        # tuples: a mapped tuple is a tuple of mapped parts, rebuilt per row,
+        # and a tuple result is split into its stacked parts
+        def batched(shape: Any) -> str:
+            return f"[{b}]{_type_str(shape)}" if shape[0] == "leaf" else "(" + ", ".join(batched(c) for c in shape[1]) + ")"
+
+        def row(expr: str, shape: Any) -> str:
+            return f"{expr}[__i]" if shape[0] == "leaf" else "(" + ", ".join(row(f"{expr}.{k}", c) for k, c in enumerate(shape[1])) + ")"
+
+        def stacked(path: str, shape: Any) -> str:
+            if shape[0] == "leaf":
+                return f"for (__j < {b}). __r[__j]{path}"
+            return "(" + ", ".join(stacked(f"{path}.{k}", c) for k, c in enumerate(shape[1])) + ")"
+
+        sizes = "".join(f"[{z}]" for z in sig.sizes) + f"[{b}]"
+        decls = [f"({n}: {batched(p._shape) if a == 0 else p.type})" for n, p, a in zip(pnames, params, axes)]
+        args = [f"({row(n, p._shape)})" if a == 0 else n for n, p, a in zip(pnames, params, axes)]
+        rshape = sig._result_shape
+        rows = f"for (__i < {b}). {e._native_name} {' '.join(args)}"
+        body = rows if rshape[0] == "leaf" else f"let __r = {rows}\n  in {stacked('', rshape)}"
+        text = f"{e._text}entry {gname} {sizes} {' '.join(decls)} : {batched(rshape)} =\n  {body}\n"
+        self._native.define(gname, text)
+        raw = self._native.signature(gname)
+        raw = ([(p.name, s) for p, (_, s) in zip(params, raw[0])], raw[1], raw[2])
+        vsig = Signature(f"vmap({e.name})", raw)
+        v = Entry(self, vsig.name, native_name=gname, text=text, signature=vsig, post=e._post, has_aux=e._has_aux)
+        v.__doc__ = f"vmap of {sig} with in_axes={in_axes}."
+        self._derived[key] = v
+        return v
+
     def _jac(self, f: Union[str, Entry], argnums: Union[int, Sequence[int]], forward: bool) -> Callable[..., Any]:
         e = self._entry_for_ad(f)
         sig = e.signature

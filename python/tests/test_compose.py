@@ -290,3 +290,39 @@ def test_lazy_compile_does_not_wait_for_the_c_compiler(tmp_path, monkeypatch) ->
     # the faster of the two (by a wide margin, even on a loaded machine)
     assert t_compile < t_first
     assert [e for e in m.entries if m._native.is_compiled("call", e)] == ["e3"]
+
+
+# ---------------------------------------------------------------- vmap
+
+
+def test_vmap_maps_entries_and_derivatives(m: arden.Module) -> None:
+    xs, w = np.array([[1.0, 2.0], [3.0, -1.0], [0.5, 0.0]]), np.array([2.0, 1.0])
+    got = m.vmap("wsum", in_axes=(0, None))(xs, w)
+    np.testing.assert_allclose(got, [m.wsum(x, w) for x in xs])
+    # per-row gradients: vmap of grad, one compiled call
+    g = m.vmap(m.grad("wsum"), in_axes=(0, None))(xs, w)
+    np.testing.assert_allclose(g, [m.grad("wsum")(x, w) for x in xs])
+    # both mapped; a tuple result comes back as a tuple of stacked parts
+    a, b = m.vmap("pair")(np.array([1.0, 2.0, 3.0]))
+    np.testing.assert_allclose(a, [1.0, 2.0, 3.0])
+    np.testing.assert_allclose(b, [1.0, 4.0, 9.0])
+    # a dict argument mapped part by part, its gradient in the same structure
+    p = {"b": np.array([0.1, 0.2]), "w": np.array([[1.0, 2.0], [3.0, 4.0]])}
+    x = np.array([0.5, -0.5])
+    gp = m.vmap(m.grad("model"), in_axes=(0, None))(p, x)
+    for k in range(2):
+        one = m.grad("model")({"b": p["b"][k], "w": p["w"][k]}, x)
+        np.testing.assert_allclose(gp["b"][k], one["b"])
+        np.testing.assert_allclose(gp["w"][k], one["w"])
+    assert m.vmap("wsum", in_axes=(0, None)) is m.vmap("wsum", in_axes=[0, None])
+
+
+def test_vmap_errors(m: arden.Module) -> None:
+    with pytest.raises(ValueError, match="in_axes entries are 0"):
+        m.vmap("wsum", in_axes=(1, None))
+    with pytest.raises(ValueError, match="in_axes has 1 entries"):
+        m.vmap("wsum", in_axes=(0,))
+    with pytest.raises(ValueError, match="at least one argument"):
+        m.vmap("wsum", in_axes=(None, None))
+    with pytest.raises(arden.ShapeError, match="batch"):
+        m.vmap("wsum")(np.ones((3, 2)), np.ones((4, 2)))
