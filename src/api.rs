@@ -113,7 +113,9 @@ impl Program {
             Error::Compile { rendered: diag::render(&source, std::slice::from_ref(&d)), diagnostics: vec![d] }
         })?;
         crate::ir::pass::check_module("ad", &module)?;
-        let (optimized, report) = crate::opt::optimize(&module, opt).map_err(optimize_error)?;
+        // `expanded` keeps calls with user rules as `custom_jvp` nodes, for
+        // derivatives of whole entries; what runs has their bodies
+        let (optimized, report) = crate::opt::optimize(&crate::ad::inline_rules(&module), opt).map_err(optimize_error)?;
         Ok(Program { source, lowered: lowered.module, expanded: module, module: optimized, report, opt: opt.clone(), unproven_checks: lowered.unproven_checks })
     }
 
@@ -275,7 +277,10 @@ impl<'p> Entry<'p> {
     /// without the rules whose output differentiates badly
     /// (`opt::NOT_BEFORE_AD`); the entry itself where those never fired.
     fn primal_before_ad(&self) -> Result<Function, Error> {
-        let Some(expanded) = self.expanded.filter(|_| self.opt.level != crate::opt::Level::O0) else { return Ok(self.func.clone()) };
+        let Some(expanded) = self.expanded else { return Ok(self.func.clone()) };
+        if self.opt.level == crate::opt::Level::O0 {
+            return Ok(expanded.clone());
+        }
         let module = crate::ir::Module { functions: vec![expanded.clone()] };
         let (mut m, _) = crate::opt::optimize(&module, &self.opt.before_ad()).map_err(optimize_error)?;
         Ok(m.functions.pop().expect("one function in, one out"))

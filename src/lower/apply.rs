@@ -230,11 +230,10 @@ impl Lowerer<'_> {
         if !prelude && self.broken.contains(&index) {
             return Val::Error;
         }
-        if !prelude
-            && let Some(&rule) = self.rules.get(&index)
-            && !self.plain.contains(&index)
+        if let Some(&rule) = self.rules.get(&(index, prelude))
+            && !self.plain.contains(&(index, prelude))
         {
-            return self.call_with_rule(index, rule, args, span);
+            return self.call_with_rule(index, prelude, rule, args, span);
         }
         let decl = self.decl(index, prelude);
         let over = if prelude { Some(self.at(span)) } else { None };
@@ -247,10 +246,11 @@ impl Lowerer<'_> {
     /// Check the `derivative f` declarations and record which `def` each
     /// is for: a `def` of that name, at most one rule each, two parameters
     /// (a value and its tangent) per parameter of `f`.
-    pub(super) fn register_rules(&mut self) {
-        for (r, rule) in self.prog.rules.iter().enumerate() {
+    pub(super) fn register_rules(&mut self, prelude: bool) {
+        let (prog, decls) = if prelude { (self.prelude, self.prelude_decls.clone()) } else { (self.prog, self.decls.clone()) };
+        for (r, rule) in prog.rules.iter().enumerate() {
             let name = &rule.name.name;
-            let Some(&f) = self.decls.get(name.as_str()).filter(|&&f| !self.prog.decls[f].is_entry) else {
+            let Some(&f) = decls.get(name.as_str()).filter(|&&f| !prog.decls[f].is_entry) else {
                 self.error(
                     Diagnostic::new(format!("`derivative {name}` is a rule for a `def {name}`, but there is none"), rule.name.span.clone())
                         .label("no such `def`")
@@ -258,9 +258,9 @@ impl Lowerer<'_> {
                 );
                 continue;
             };
-            let decl = &self.prog.decls[f];
-            if let Some(&other) = self.rules.get(&f) {
-                let first = self.prog.rules[other].name.span.clone();
+            let decl = &prog.decls[f];
+            if let Some(&other) = self.rules.get(&(f, prelude)) {
+                let first = prog.rules[other].name.span.clone();
                 self.error(
                     Diagnostic::new(format!("`{name}` has two derivative rules"), rule.name.span.clone()).label("second rule").note(first, "first rule here"),
                 );
@@ -286,15 +286,15 @@ impl Lowerer<'_> {
                 );
                 continue;
             }
-            self.rules.insert(f, r);
+            self.rules.insert((f, prelude), r);
         }
     }
 
     /// A call of `def f` that has a rule: a `custom_jvp` node with `f`'s body
     /// and the rule's as lambdas of the arguments' leaves (and tangents).
-    fn call_with_rule(&mut self, index: usize, rule: usize, args: Vec<(Val, Span)>, span: &Span) -> Val {
-        let f = self.decl(index, false);
-        let r = &self.prog.rules[rule];
+    fn call_with_rule(&mut self, index: usize, prelude: bool, rule: usize, args: Vec<(Val, Span)>, span: &Span) -> Val {
+        let f = self.decl(index, prelude);
+        let r = if prelude { &self.prelude.rules[rule] } else { &self.prog.rules[rule] };
         let mut datas = vec![];
         for (v, s) in &args {
             match self.to_data(v) {
@@ -324,15 +324,18 @@ impl Lowerer<'_> {
                 .collect();
             (binders, vals)
         };
-        self.plain.push(index);
+        self.plain.push((index, prelude));
         let (pparams, pvals) = params(self, "x");
         self.begin_block();
-        let out = self.call_decl(index, false, pvals, span);
+        let out = self.call_decl(index, prelude, pvals, span);
         let pstmts = self.blocks.pop().unwrap_or_default();
         let (rparams, rvals) = params(self, "x");
         let (tparams, tvals) = params(self, "dx");
         self.begin_block();
+        // a prelude rule's messages point at the user's call, as its body's do
+        self.span_override.push(if prelude { Some(self.at(span)) } else { None });
         let dout = self.call_decl_inner(r, rvals.into_iter().chain(tvals).collect(), span);
+        self.span_override.pop();
         let rstmts = self.blocks.pop().unwrap_or_default();
         self.plain.pop();
         if out.contains_error() || dout.contains_error() {

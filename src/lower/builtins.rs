@@ -44,6 +44,12 @@ const TABLE: &[(&str, usize)] = &[
     ("outer", 2),
     ("logsumexp", 1),
     ("softmax", 1),
+    ("cholesky", 1),
+    ("logdet", 1),
+    ("inverse", 1),
+    ("trisolve_lower", 2),
+    ("trisolve_upper", 2),
+    ("solve", 2),
     // differentiation (LANGUAGE.md §7), lowered in `lower/diff.rs`
     ("jvp", 3),
     ("jvp2", 3),
@@ -355,6 +361,26 @@ pub(super) fn call(l: &mut Lowerer, name: &str, args: Vec<(Val, Span)>, span: &S
             }
             l.call_prelude(name, args, span)
         }
+        "cholesky" | "logdet" | "inverse" => {
+            let (x, xs) = a(0);
+            if l.square_matrix(&x, &xs, name).is_none() {
+                return Val::Error;
+            }
+            l.call_prelude(name, args, span)
+        }
+        "trisolve_lower" | "trisolve_upper" | "solve" => {
+            let ((x, xs), (y, ys)) = (a(0), a(1));
+            let Some((tx, sx)) = l.square_matrix(&x, &xs, name) else { return Val::Error };
+            let Some((ty, _, sy)) = l.numeric_array(&y, &ys, name) else { return Val::Error };
+            if sx != sy || ty.dims().len() > 2 {
+                return l.mismatch(name, &tx, &ty, span, "the right-hand side is a vector or a matrix of the matrix's element type");
+            }
+            if tx.dims()[0] != ty.dims()[0] {
+                let why = format!("the right-hand side needs {} rows, one per row of the matrix", l.show_size(&tx.dims()[0]));
+                return l.mismatch(name, &tx, &ty, span, &why);
+            }
+            l.call_prelude(name, args, span)
+        }
         "logsumexp" | "softmax" => {
             let (x, xs) = a(0);
             if l.float_vector(&x, &xs, name).is_none() {
@@ -489,6 +515,21 @@ impl Lowerer<'_> {
             let t = self.show(&ty);
             let want = if rank == 1 { "a vector" } else { "a matrix" };
             self.error(Diagnostic::new(format!("`{name}` needs {want} of f64 or f32, found {t}"), s.clone()).label(format!("type {t}")));
+            return None;
+        }
+        Some((ty, sc))
+    }
+
+    /// A square matrix of floats (the sizes equal at compile time).
+    fn square_matrix(&mut self, v: &Val, s: &Span, name: &str) -> Option<(Ty, Scalar)> {
+        let (ty, sc) = self.float_array_rank(v, s, name, 2)?;
+        if ty.dims()[0] != ty.dims()[1] {
+            let t = self.show(&ty);
+            self.error(
+                Diagnostic::new(format!("`{name}` needs a square matrix, found {t}"), s.clone())
+                    .label(format!("type {t}"))
+                    .hint("if the sizes are equal at run time, coerce with `:> [n][n]f64`"),
+            );
             return None;
         }
         Some((ty, sc))

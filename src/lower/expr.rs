@@ -38,6 +38,7 @@ impl Lowerer<'_> {
             ExprKind::Bool(b) => Val::data(Ty::Scalar(Scalar::Bool), Atom::Lit(Lit::Bool(*b))),
             ExprKind::Var(name) => self.lookup(name, span, env),
             ExprKind::Trace(label, inner) => self.trace(label, inner, span, env),
+            ExprKind::Assert(msg, cond, inner) => self.assert(msg, cond, inner, span, env),
             ExprKind::Tuple(es) => {
                 let t = Val::Tuple(es.iter().map(|x| self.expr(x, env)).collect());
                 self.within_tuple_budget(t, span)
@@ -253,6 +254,36 @@ impl Lowerer<'_> {
                 None
             }
         }
+    }
+
+    /// `assert "message" cond e`: `e` where `cond` holds, else the call
+    /// stops with the message (an `if` whose other branch fails).
+    fn assert(&mut self, msg: &str, cond: &Expr, e: &Expr, span: &Span, env: &Env) -> Val {
+        let c = self.expr(cond, env);
+        let v = self.expr(e, env);
+        if c.contains_error() || v.contains_error() {
+            return Val::Error;
+        }
+        let Some((sc, catom)) = self.scalar_operand(&c, &cond.span, "the condition of `assert`") else { return Val::Error };
+        if sc != Scalar::Bool {
+            return self.error(
+                Diagnostic::new(format!("the condition of `assert` must be a bool, found {}", sc.name()), cond.span.clone())
+                    .label("not a bool")
+                    .hint("compare: `assert \"…\" (x > 0.0) e`"),
+            );
+        }
+        let Some((ty, leaves)) = self.to_data(&v) else {
+            let d = self.describe(&v);
+            return self.error(Diagnostic::new(format!("`assert` guards data, but this is {d}"), e.span.clone()).label("not data"));
+        };
+        let tys = ty.leaf_types();
+        let loc = self.loc(span);
+        self.begin_block();
+        let failed = self.emit(IExpr::Fail { msg: format!("assertion failed: {msg}"), loc: loc.clone() }, tys.clone(), "failed", Some(loc.clone()));
+        let else_b = ir::Block { stmts: self.blocks.pop().unwrap_or_default(), result: failed };
+        let then_b = ir::Block { stmts: vec![], result: leaves };
+        let out = self.emit(IExpr::If { cond: catom, then_b, else_b }, tys, "checked", Some(loc));
+        Self::from_data(&ty, &out)
     }
 
     /// `trace "label" e`: `e`, its leaves passed through a statement that

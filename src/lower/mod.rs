@@ -98,7 +98,8 @@ pub fn lower(program: &ast::Program, source: &Source, opts: &LowerOptions) -> Re
     l.broken.extend(on_cycle.iter().copied());
     l.broken.extend(program.decls.iter().enumerate().filter(|(_, d)| twice.contains(d.name.name.as_str())).map(|(i, _)| i));
     let mut module = Module::default();
-    l.register_rules();
+    l.register_rules(false);
+    l.register_rules(true);
     // Defs first: one that fails on its own is marked broken, and calls to
     // it are not checked again (one mistake, one message).
     for (i, d) in program.decls.iter().enumerate() {
@@ -126,11 +127,12 @@ pub(crate) struct Lowerer<'a> {
     source: &'a Source,
     decls: FxHashMap<&'a str, usize>,
     prelude_decls: FxHashMap<&'a str, usize>,
-    /// `derivative f`: the index (in `prog.rules`) of each `def`'s rule
-    rules: FxHashMap<usize, usize>,
+    /// `derivative f`: the index (in `prog.rules`, or the prelude's) of
+    /// each `def`'s rule, by (declaration index, whether in the prelude)
+    rules: FxHashMap<(usize, bool), usize>,
     /// declarations whose rule is being elaborated: inside it (and inside
     /// the function itself) their calls are plain calls
-    plain: Vec<usize>,
+    plain: Vec<(usize, bool)>,
     diags: Vec<Diagnostic>,
     unproven: Vec<(Loc, String)>,
     /// Variable names, indexed by id (for the printer and messages).

@@ -328,7 +328,7 @@ impl ExprKind {
                 f(h);
                 args.iter().for_each(f);
             }
-            ExprKind::Bin(_, a, b) | ExprKind::Let(_, _, a, b) | ExprKind::With(a, b) => {
+            ExprKind::Bin(_, a, b) | ExprKind::Let(_, _, a, b) | ExprKind::With(a, b) | ExprKind::Assert(_, a, b) => {
                 f(a);
                 f(b);
             }
@@ -378,7 +378,7 @@ impl ExprKind {
                 f(h);
                 args.iter_mut().for_each(f);
             }
-            ExprKind::Bin(_, a, b) | ExprKind::Let(_, _, a, b) | ExprKind::With(a, b) => {
+            ExprKind::Bin(_, a, b) | ExprKind::Let(_, _, a, b) | ExprKind::With(a, b) | ExprKind::Assert(_, a, b) => {
                 f(a);
                 f(b);
             }
@@ -462,6 +462,9 @@ pub enum ExprKind {
     With(Box<Expr>, Box<Expr>),
     /// `trace "label" e`: `e`, printed with its label when it is computed.
     Trace(String, Box<Expr>),
+    /// `assert "message" cond e`: `e`, or a run-time error with the
+    /// message where `cond` is false.
+    Assert(String, Box<Expr>, Box<Expr>),
 }
 
 #[cfg(test)]

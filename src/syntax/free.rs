@@ -102,7 +102,7 @@ fn free_vars_inner(e: &Expr, bound: &mut Bound, out: &mut Vec<String>) {
             free_vars(f, bound, out);
             args.iter().for_each(|x| free_vars(x, bound, out));
         }
-        ExprKind::Bin(_, a, b) | ExprKind::With(a, b) => {
+        ExprKind::Bin(_, a, b) | ExprKind::With(a, b) | ExprKind::Assert(_, a, b) => {
             free_vars(a, bound, out);
             free_vars(b, bound, out);
         }

@@ -231,7 +231,7 @@ fn unknown_char_hint(c: char) -> &'static str {
         '&' => "did you mean `&&` (and)?",
         '^' => "write powers as `x ** y`",
         ';' => "arden has no statements; chain bindings with `let x = e in ...`",
-        '"' => "strings are only the labels of `trace \"label\" e`, on one line, closed by `\"`",
+        '"' => "strings are only `trace` labels and `assert` messages, on one line, closed by `\"`",
         '\'' => "arden has no characters",
         '{' | '}' => "arden has no braces; group with parentheses",
         '#' => "comments start with `--`",

@@ -894,6 +894,8 @@ impl<'a> Parser<'a> {
         let mut head = self.postfix_atom()?;
         if matches!(&head.kind, ExprKind::Var(v) if v == "trace") && self.at(T::Str) {
             head = self.trace(head.span.start)?;
+        } else if matches!(&head.kind, ExprKind::Var(v) if v == "assert") && self.at(T::Str) {
+            head = self.assert(head.span.start)?;
         }
         let mut args = vec![];
         while starts_arg(self.peek()) {
@@ -911,11 +913,36 @@ impl<'a> Parser<'a> {
         Ok(mk(ExprKind::App(Box::new(head), args), span))
     }
 
-    /// `trace "label" e`, after `trace`: the label, then one argument.
-    fn trace(&mut self, start: usize) -> PResult<Expr> {
+    /// A string literal's text.
+    fn string(&mut self) -> String {
         let t = self.bump();
         let quoted = self.slice(&t.span);
-        let label = quoted[1..quoted.len() - 1].replace("\\\"", "\"").replace("\\\\", "\\");
+        quoted[1..quoted.len() - 1].replace("\\\"", "\"").replace("\\\\", "\\")
+    }
+
+    /// One argument of `trace` or `assert`.
+    fn form_arg(&mut self, form: &str) -> PResult<Expr> {
+        if !starts_arg(self.peek()) {
+            return self.error_expected_hint(
+                format!("expected an argument of `{form}`"),
+                Some(format!("write `{form} \"…\" …`; parenthesise an argument unless it is a name or a literal")),
+            );
+        }
+        if self.at(T::Backslash) { self.block() } else { self.postfix_atom() }
+    }
+
+    /// `assert "message" cond e`, after `assert`.
+    fn assert(&mut self, start: usize) -> PResult<Expr> {
+        let msg = self.string();
+        let cond = self.form_arg("assert")?;
+        let e = self.form_arg("assert")?;
+        let span = start..e.span.end;
+        Ok(mk(ExprKind::Assert(msg, Box::new(cond), Box::new(e)), span))
+    }
+
+    /// `trace "label" e`, after `trace`: the label, then one argument.
+    fn trace(&mut self, start: usize) -> PResult<Expr> {
+        let label = self.string();
         if !starts_arg(self.peek()) {
             return self.error_expected_hint(
                 "expected the value to trace after the label".to_string(),
@@ -1031,9 +1058,9 @@ impl<'a> Parser<'a> {
             T::Str => {
                 let t = self.bump();
                 self.diags.push(
-                    Diagnostic::new("a string can only be the label of `trace`", t.span)
+                    Diagnostic::new("a string can only be the label of `trace` or the message of `assert`", t.span)
                         .label("a string here")
-                        .hint("arden has no string values; `trace \"label\" e` prints `e` with its label"),
+                        .hint("arden has no string values; `trace \"label\" e` prints `e` with its label, `assert \"message\" cond e` checks `cond`"),
                 );
                 Err(())
             }
@@ -1376,6 +1403,7 @@ mod tests {
             Coerce(e, t) => format!("(:> {} {})", sx(e), ty(t)),
             With(a, v) => format!("(with {} {})", sx(a), sx(v)),
             Trace(l, e) => format!("(trace {l:?} {})", sx(e)),
+            Assert(m, c, e) => format!("(assert {m:?} {} {})", sx(c), sx(e)),
         }
     }
 

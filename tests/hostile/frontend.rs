@@ -124,8 +124,12 @@ fn out_of_range_literals_are_errors() {
 
 #[test]
 fn unknown_character_is_shown_as_written() {
+    let o = check("quote.ard", b"entry f (x: f64) : f64 = 'x'\n");
+    assert_user_error(&o, "unknown character `'`", true);
+    assert!(!o.stderr.contains("\\'"), "{}", o.stderr);
+    // a string (only a `trace` label) elsewhere is named as written too
     let o = check("quote.ard", b"entry f (x: f64) : f64 = \"x\"\n");
-    assert_user_error(&o, "unknown character `\"`", true);
+    assert_user_error(&o, "a string can only be the label of `trace`", true);
     assert!(!o.stderr.contains("\\\""), "{}", o.stderr);
 }
 
