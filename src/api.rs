@@ -191,16 +191,17 @@ fn check_source(source: &Source, single_precision: bool) -> (Vec<Diagnostic>, Op
     if single_precision {
         ast.in_single_precision();
     }
+    let opts = LowerOptions { single_precision, ..LowerOptions::default() };
     if !diags.is_empty() {
         // Still check the declarations that are independent of the syntax errors.
         if !ast.decls.is_empty()
-            && let Err(ds) = lower::lower(&ast, source, &LowerOptions::default())
+            && let Err(ds) = lower::lower(&ast, source, &opts)
         {
             diags.extend(ds);
         }
         return (diags, None);
     }
-    match lower::lower(&ast, source, &LowerOptions::default()) {
+    match lower::lower(&ast, source, &opts) {
         Ok(l) => (diags, Some(l)),
         Err(ds) => {
             diags.extend(ds);

@@ -41,6 +41,9 @@ pub struct LowerOptions {
     pub max_inline_statements: usize,
     /// Most calls that may be nested while inlining.
     pub max_inline_depth: usize,
+    /// the program was read in single precision (`--precision f32`): the
+    /// prelude's literals are `f32` too
+    pub single_precision: bool,
 }
 
 /// Default of [`LowerOptions::max_inline_statements`]. The largest programs
@@ -62,6 +65,7 @@ impl Default for LowerOptions {
         LowerOptions {
             max_inline_statements: env("ARDEN_MAX_INLINE_STATEMENTS", DEFAULT_MAX_INLINE_STATEMENTS),
             max_inline_depth: env("ARDEN_MAX_INLINE_DEPTH", DEFAULT_MAX_INLINE_DEPTH),
+            single_precision: false,
         }
     }
 }
@@ -81,8 +85,11 @@ const PRELUDE: &str = include_str!("prelude.ard");
 /// Type-check and lower a parsed program: one IR function per entry.
 pub fn lower(program: &ast::Program, source: &Source, opts: &LowerOptions) -> Result<Lowered, Vec<Diagnostic>> {
     let prelude_src = Source::new("<prelude>", PRELUDE);
-    let (prelude, pdiags) = crate::syntax::parse(&prelude_src);
+    let (mut prelude, pdiags) = crate::syntax::parse(&prelude_src);
     assert!(pdiags.is_empty(), "the prelude must parse: {pdiags:?}");
+    if opts.single_precision {
+        prelude.in_single_precision();
+    }
 
     let mut diags = decls::check_duplicates(program);
     // A name defined twice is reported once; the other declarations are
