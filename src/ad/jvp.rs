@@ -139,7 +139,8 @@ impl Jvp {
                     return Ok(());
                 }
                 let tangents: Vec<Atom> = args.iter().map(|a| self.tan_or_zero(b, a, &b.type_of(a))).collect();
-                let inputs: Vec<Atom> = args.iter().copied().chain(tangents).collect();
+                let results = s.binds.iter().map(|x| Atom::Var(x.var));
+                let inputs: Vec<Atom> = args.iter().copied().chain(tangents).chain(results).collect();
                 let outs = super::inline_lambda(b, rule, &inputs);
                 for (x, d) in s.binds.iter().zip(outs) {
                     if x.ty.elem.is_float() {

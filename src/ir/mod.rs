@@ -308,9 +308,10 @@ pub enum Expr {
     },
     /// A call of a function with a user derivative rule (`derivative f`):
     /// binds `primal` applied to `args` (the leaves of the arguments).
-    /// `rule` takes the same parameters and then one tangent per
-    /// parameter, and returns the tangents of the results, linearly in the
-    /// tangents (checked when lowering). The `ad` stage applies the rule in
+    /// `rule` takes the same parameters, then one tangent per parameter,
+    /// then the primal's results (which its own call of the function at
+    /// those values reads), and returns the tangents of the results,
+    /// linearly in the tangents (checked when lowering). The `ad` stage applies the rule in
     /// forward mode and transposes it in reverse mode, then replaces what
     /// is left of the node by `primal`'s body: nothing after `ad` sees it.
     CustomJvp {

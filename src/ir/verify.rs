@@ -619,7 +619,7 @@ impl Verifier<'_> {
             }
             Expr::CustomJvp { primal, rule, args } => {
                 let k = primal.params.len();
-                if args.len() != k || rule.params.len() != 2 * k {
+                if args.len() != k || rule.params.len() != 2 * k + binds.len() {
                     return err(format!("`custom_jvp` has {k} parameters, {} arguments and a rule of {} parameters", args.len(), rule.params.len()));
                 }
                 for (j, a) in args.iter().enumerate() {

@@ -235,6 +235,16 @@ impl Lowerer<'_> {
         {
             return self.call_with_rule(index, prelude, rule, args, span);
         }
+        // a rule's own call of its function at the rule's values: the results
+        if let Some((key, at, results, ty)) = self.rule_results.last()
+            && *key == (index, prelude)
+        {
+            let leaves: Option<Vec<Atom>> = args.iter().map(|(v, _)| self.to_data(v).map(|(_, l)| l)).collect::<Option<Vec<_>>>().map(|ls| ls.concat());
+            if leaves.as_ref() == Some(at) {
+                let (results, ty) = (results.clone(), ty.clone());
+                return Self::from_data(&ty, &results);
+            }
+        }
         let decl = self.decl(index, prelude);
         let over = if prelude { Some(self.at(span)) } else { None };
         self.span_override.push(over);
@@ -331,12 +341,21 @@ impl Lowerer<'_> {
         let pstmts = self.blocks.pop().unwrap_or_default();
         let (rparams, rvals) = params(self, "x");
         let (tparams, tvals) = params(self, "dx");
+        // the function's results at the rule's values, given to the rule
+        let Some((rty, _)) = self.to_data(&out) else {
+            self.plain.pop();
+            return self.error(Diagnostic::new(format!("`{}` has a derivative rule, so it must return data", f.name.name), span.clone()).label("in this call"));
+        };
+        let yparams: Vec<Binder> = rty.leaf_types().into_iter().map(|t| Binder { var: self.fresh("y"), ty: t }).collect();
+        let at: Vec<Atom> = rparams.iter().map(|b| Atom::Var(b.var)).collect();
+        self.rule_results.push(((index, prelude), at, yparams.iter().map(|b| Atom::Var(b.var)).collect(), rty));
         self.begin_block();
         // a prelude rule's messages point at the user's call, as its body's do
         self.span_override.push(if prelude { Some(self.at(span)) } else { None });
         let dout = self.call_decl_inner(r, rvals.into_iter().chain(tvals).collect(), span);
         self.span_override.pop();
         let rstmts = self.blocks.pop().unwrap_or_default();
+        self.rule_results.pop();
         self.plain.pop();
         if out.contains_error() || dout.contains_error() {
             return Val::Error;
@@ -380,7 +399,7 @@ impl Lowerer<'_> {
             );
         }
         let primal = ir::Lambda { params: pparams, body: ir::Block { stmts: pstmts, result: rleaves } };
-        let rule = ir::Lambda { params: rparams.into_iter().chain(tparams).collect(), body: rule_body };
+        let rule = ir::Lambda { params: rparams.into_iter().chain(tparams).chain(yparams).collect(), body: rule_body };
         let all_args: Vec<Atom> = datas.into_iter().flat_map(|(_, leaves)| leaves).collect();
         let outs = self.emit(ir::Expr::CustomJvp { primal, rule, args: all_args }, out_types, "rule", Some(self.loc(span)));
         Self::from_data(&rty, &outs)

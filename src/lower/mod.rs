@@ -140,6 +140,10 @@ pub(crate) struct Lowerer<'a> {
     /// declarations whose rule is being elaborated: inside it (and inside
     /// the function itself) their calls are plain calls
     plain: Vec<(usize, bool)>,
+    /// while a rule is elaborated: its function, the leaves of its value
+    /// parameters, and the rule's parameters standing for the function's
+    /// results there (its own call at those values reads them, not recomputes)
+    rule_results: Vec<((usize, bool), Vec<crate::ir::Atom>, Vec<crate::ir::Atom>, crate::types::Ty)>,
     diags: Vec<Diagnostic>,
     unproven: Vec<(Loc, String)>,
     /// Variable names, indexed by id (for the printer and messages).
@@ -254,6 +258,7 @@ impl<'a> Lowerer<'a> {
             prelude_decls: prelude.decls.iter().enumerate().map(|(i, d)| (d.name.name.as_str(), i)).collect(),
             rules: FxHashMap::default(),
             plain: vec![],
+            rule_results: vec![],
             diags: vec![],
             unproven: vec![],
             names: vec![],

@@ -387,8 +387,10 @@ impl Rev {
         let cts: Vec<Atom> = s.binds.iter().zip(cts).map(|(x, c)| c.unwrap_or_else(|| b.zeros(&x.ty))).collect();
         let k = args.len();
         let mut map: FxHashMap<VarId, Atom> = rule.params[..k].iter().map(|p| p.var).zip(args.iter().copied()).collect();
+        // the rule's parameters for the function's results: the primal's
+        map.extend(rule.params[2 * k..].iter().map(|p| p.var).zip(s.binds.iter().map(|x| Atom::Var(x.var))));
         let mut tangents = vec![];
-        for p in &rule.params[k..] {
+        for p in &rule.params[k..2 * k] {
             let n = b.name(p.var);
             let t = Binder { var: b.fresh(&n), ty: p.ty.clone() };
             map.insert(p.var, Atom::Var(t.var));
