@@ -67,8 +67,9 @@ def taskset(cpus):
     return ["taskset", "-c", cpus] if shutil.which("taskset") else []
 
 
-def arden_args(row):
-    d = os.path.join(HERE, "data", row["data"])
+def arden_args(row, data_dir=None):
+    """The row's `--arg`s, its data read from `data_dir` (default bench/data/DATA)."""
+    d = data_dir or os.path.join(HERE, "data", row["data"])
     with open(os.path.join(d, "params.json")) as f:
         params = json.load(f)
     out = []

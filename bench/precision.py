@@ -10,7 +10,6 @@ means the generated loops use twice the SIMD lanes in f32.
 """
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -42,17 +41,7 @@ def f32_copy(data):
 
 
 def bench(row, data_dir, precision, cache, runs, min_seconds):
-    args = []
-    with open(os.path.join(data_dir, "params.json")) as f:
-        params = json.load(f)
-    for a in row["args"]:
-        if a.startswith("@"):
-            args += ["--arg", "@" + os.path.join(data_dir, a[1:] + ".npy")]
-        elif a.startswith("$"):
-            args += ["--arg", json.dumps(params[a[1:]])]
-        else:
-            args += ["--arg", a]
-    cmd = driver.taskset("0") + [driver.ARDEN, "bench", row["program"], "--entry", row["entry"], *args,
+    cmd = driver.taskset("0") + [driver.ARDEN, "bench", row["program"], "--entry", row["entry"], *driver.arden_args(row, data_dir),
                                  "--backend", "c", "--threads", "1", "--precision", precision,
                                  "--runs", str(runs), "--min-seconds", str(min_seconds), "--json"]
     r, _ = driver.run_json(cmd, driver.arden_env(cache))
