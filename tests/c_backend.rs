@@ -753,3 +753,66 @@ fn vertically_fused_loops_give_the_interpreters_bits() {
         }
     }
 }
+
+/// Float `maximum`/`minimum` run 16 elements at a time (rt.h's
+/// `ard_lanes_*`): the result is still the ordered fold's, bit for bit —
+/// the first NaN (of several, with different payloads and signs), else
+/// the first of the equal extremes (`-0.0` before `0.0` gives `-0.0`),
+/// infinities — at every length around the vector and chunk sizes and on
+/// every thread count.
+#[test]
+fn lane_extrema_keep_the_ordered_folds_bits() {
+    let src = "entry mx [n] (x: [n]f64) : (f64, f64) = (maximum x, minimum x)\n\
+               entry mx32 [n] (x: [n]f32) : (f32, f32) = (maximum x, minimum x)\n\
+               entry rows [m][n] (x: [m][n]f64) : [m]f64 = for r. maximum x[r] - minimum x[r]\n";
+    let Some((compiled, interp)) = c_and_interp("lane_extrema.ard", src) else { return };
+    let bits = |v: &Value| {
+        let mut xs = vec![];
+        common::floats(v, &mut xs);
+        xs.iter().map(|f| f.to_bits()).collect::<Vec<u64>>()
+    };
+    let nan_a = f64::from_bits(0x7ff8_0000_0000_0001);
+    let nan_b = f64::from_bits(0xfff8_0000_0000_0002);
+    let mut rng = common::Rng(0x1a9e_5eed);
+    let lengths: Vec<usize> = (0..=40).chain([63, 64, 65, 4095, 65_535, 65_536, 65_537, 200_001]).collect();
+    for n in lengths {
+        // kinds of arrays: ordinary; zeros of both signs among negative
+        // numbers (the maximum a tie of zeros);
+        // two NaNs; infinities; all -inf; ties of equal nonzero extremes
+        for kind in 0..6 {
+            let mut x: Vec<f64> = (0..n).map(|_| rng.unit() * 10.0 - 5.0).collect();
+            let at = |rng: &mut common::Rng| rng.below(n.max(1));
+            if n > 0 {
+                match kind {
+                    1 => x.iter_mut().for_each(|v| *v = [0.0, -0.0, -*v - 5.0, *v - 5.0][rng.below(4)]),
+                    2 => {
+                        let (i, j) = (at(&mut rng), at(&mut rng));
+                        x[j] = nan_b;
+                        x[i] = nan_a;
+                    }
+                    3 => {
+                        let (i, j) = (at(&mut rng), at(&mut rng));
+                        x[i] = f64::INFINITY;
+                        x[j] = f64::NEG_INFINITY;
+                    }
+                    4 => x.iter_mut().for_each(|v| *v = f64::NEG_INFINITY),
+                    5 => x.iter_mut().for_each(|v| *v = v.round()),
+                    _ => {}
+                }
+            }
+            let cases = [
+                ("mx", Value::array(vec![n], ArrayData::F64(x.clone().into()))),
+                ("mx32", Value::array(vec![n], ArrayData::F32(x.iter().map(|v| *v as f32).collect()))),
+                ("rows", Value::array(vec![1, n], ArrayData::F64(x.clone().into()))),
+            ];
+            for (e, arg) in cases {
+                let args = [arg];
+                let (want, _) = interp.entry(e).unwrap().call_with(&args, &CallOptions::default()).unwrap();
+                for opts in common::thread_options() {
+                    let (got, _) = compiled.entry(e).unwrap().call_with(&args, &opts).unwrap();
+                    assert_eq!(bits(&got), bits(&want), "{e}, n = {n}, kind {kind}, {} threads: {} vs {}", opts.threads, got.to_json(), want.to_json());
+                }
+            }
+        }
+    }
+}

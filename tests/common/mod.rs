@@ -229,12 +229,14 @@ pub fn shift(x: &Value, d: &Value, h: f64) -> Value {
 pub fn floats(v: &Value, out: &mut Vec<f64>) {
     match v {
         Value::F64(x) => out.push(*x),
+        // widened exactly (NaN payloads and signs included)
+        Value::F32(x) => out.push(*x as f64),
         Value::Tuple(vs) => vs.iter().for_each(|x| floats(x, out)),
-        Value::Array(a) => {
-            if let ArrayData::F64(xs) = &a.data {
-                out.extend(xs)
-            }
-        }
+        Value::Array(a) => match &a.data {
+            ArrayData::F64(xs) => out.extend(xs),
+            ArrayData::F32(xs) => out.extend(xs.iter().map(|x| *x as f64)),
+            _ => {}
+        },
         _ => {}
     }
 }

@@ -651,10 +651,15 @@ impl Em {
 
     /// `ard_acc` folded over `ard_x[0..ard_n]` on one thread: inline when
     /// the run is one chunk long (a short reduction inside other loops pays
-    /// no call), else chunk by chunk through `fold`, polled between chunks.
+    /// no call; rt.h's lane folds are inline already), else chunk by chunk
+    /// through `fold`, polled between chunks.
     fn sequential_fold(&mut self, fold: &str, opx: &str) {
         self.open("if (ard_n <= ARD_CHUNK) {");
-        self.line(&format!("for (int64_t ard_i = 0; ard_i < ard_n; ard_i++) ard_acc = {opx};"));
+        if fold.starts_with("ard_lanes_") {
+            self.line(&format!("ard_acc = {fold}(ard_x, 0, ard_n, ard_acc);"));
+        } else {
+            self.line(&format!("for (int64_t ard_i = 0; ard_i < ard_n; ard_i++) ard_acc = {opx};"));
+        }
         self.close("} else {");
         self.ind += 1;
         let (ch, c, e) = self.open_chunks("0", "ard_n", "ard_it", None);
@@ -2088,6 +2093,18 @@ impl Em {
         Ok(())
     }
 
+    /// rt.h's 8-lane fold of a float maximum or minimum (the same bits as
+    /// the ordered fold), where one exists.
+    fn lane_extremum(op: &ReduceOp, t: Scalar) -> Option<&'static str> {
+        Some(match (op, t) {
+            (ReduceOp::Max, Scalar::F64) => "ard_lanes_max_f64",
+            (ReduceOp::Min, Scalar::F64) => "ard_lanes_min_f64",
+            (ReduceOp::Max, Scalar::F32) => "ard_lanes_max_f32",
+            (ReduceOp::Min, Scalar::F32) => "ard_lanes_min_f32",
+            _ => return None,
+        })
+    }
+
     fn op_expr(op: &ReduceOp, t: Scalar, a: &str, b: &str) -> R<String> {
         Ok(match (op, t) {
             (ReduceOp::Add, Scalar::F64 | Scalar::F32) => format!("({a} + {b})"),
@@ -2146,12 +2163,18 @@ impl Em {
                 // the loop over a chunk is a function of its own: in the
                 // entry's large function gcc kept the accumulator of the
                 // chunked loop in memory (a store and a load per element)
-                let kf = self.fresh();
-                let fold = format!("ard_e{}_fold{kf}", self.entry);
-                let _ = write!(
-                    self.helpers,
-                    "ARD_SLOW static {ct} {fold}(const {ct} *restrict ard_x, int64_t ard_lo, int64_t ard_hi, {ct} ard_acc) {{\n    for (int64_t ard_i = ard_lo; ard_i < ard_hi; ard_i++) ard_acc = {opx};\n    return ard_acc;\n}}\n\n"
-                );
+                let fold = match Self::lane_extremum(op, t.elem) {
+                    Some(f) => f.to_string(),
+                    None => {
+                        let kf = self.fresh();
+                        let fold = format!("ard_e{}_fold{kf}", self.entry);
+                        let _ = write!(
+                            self.helpers,
+                            "ARD_SLOW static {ct} {fold}(const {ct} *restrict ard_x, int64_t ard_lo, int64_t ard_hi, {ct} ard_acc) {{\n    for (int64_t ard_i = ard_lo; ard_i < ard_hi; ard_i++) ard_acc = {opx};\n    return ard_acc;\n}}\n\n"
+                        );
+                        fold
+                    }
+                };
                 self.open("{");
                 self.line(&format!("const {ct} *restrict ard_x = {px}; int64_t ard_n = {x}.d[0]; {ct} ard_acc = {z};"));
                 if !self.par && !self.seq_only {

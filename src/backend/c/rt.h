@@ -692,6 +692,51 @@ static inline int64_t ard_imin64(int64_t a, int64_t b) { return b < a ? b : a; }
 static inline int64_t ard_imax64(int64_t a, int64_t b) { return b > a ? b : a; }
 static inline int32_t ard_imin32(int32_t a, int32_t b) { return b < a ? b : a; }
 static inline int32_t ard_imax32(int32_t a, int32_t b) { return b > a ? b : a; }
+/* a float maximum (minimum) of x[lo..hi) after acc, bit for bit what the
+ * ordered fold ard_fmax64(... ard_fmax64(acc, x[lo]) ...) gives (the first
+ * NaN, else the first of the equal largest) but 16 elements at a time, in
+ * vectors: equal nonzero numbers have equal bits, so only a NaN or a zero
+ * extremum (+0.0 and -0.0 compare equal and the first wins) can depend on
+ * which equal element came first, and those runs are folded again in
+ * order. (Written with vector types: gcc did not vectorise the lane loop
+ * with its NaN test.) */
+typedef double ard_x8d __attribute__((vector_size(64)));
+typedef int64_t ard_x8l __attribute__((vector_size(64)));
+typedef float ard_x8f __attribute__((vector_size(32)));
+typedef int32_t ard_x8i __attribute__((vector_size(32)));
+#define ARD_LANE_EXTREMUM(name, T, VT, VI, CMP, ORD) \
+    __attribute__((unused)) static T name(const T *restrict x, int64_t lo, int64_t hi, T acc) { \
+        if (isnan(acc)) return acc; \
+        VT m0 = {acc, acc, acc, acc, acc, acc, acc, acc}, m1 = m0; \
+        VI nan = {0}; \
+        int64_t i = lo; \
+        for (; i + 16 <= hi; i += 16) { \
+            VT v0, v1; \
+            memcpy(&v0, x + i, sizeof v0); \
+            memcpy(&v1, x + i + 8, sizeof v1); \
+            VI k0 = v0 CMP m0, k1 = v1 CMP m1; \
+            nan |= (v0 != v0) | (v1 != v1); \
+            m0 = (VT)(((VI)v0 & k0) | ((VI)m0 & ~k0)); \
+            m1 = (VT)(((VI)v1 & k1) | ((VI)m1 & ~k1)); \
+        } \
+        T r = acc; \
+        int bad = 0; \
+        for (int l = 0; l < 8; l++) { \
+            r = m0[l] CMP r ? m0[l] : r; \
+            r = m1[l] CMP r ? m1[l] : r; \
+            bad |= nan[l] != 0; \
+        } \
+        for (; i < hi; i++) { bad |= x[i] != x[i]; r = x[i] CMP r ? x[i] : r; } \
+        if (bad || r == 0) { \
+            for (int64_t k = lo; k < hi; k++) acc = ORD(acc, x[k]); \
+            return acc; \
+        } \
+        return r; \
+    }
+ARD_LANE_EXTREMUM(ard_lanes_max_f64, double, ard_x8d, ard_x8l, >, ard_fmax64)
+ARD_LANE_EXTREMUM(ard_lanes_min_f64, double, ard_x8d, ard_x8l, <, ard_fmin64)
+ARD_LANE_EXTREMUM(ard_lanes_max_f32, float, ard_x8f, ard_x8i, >, ard_fmax32)
+ARD_LANE_EXTREMUM(ard_lanes_min_f32, float, ard_x8f, ard_x8i, <, ard_fmin32)
 
 /* ---- conversions: float to int truncates and saturates, NaN gives 0 ---- */
 static inline int64_t ard_f2i64(double a) {
