@@ -764,7 +764,9 @@ fn vertically_fused_loops_give_the_interpreters_bits() {
 fn lane_extrema_keep_the_ordered_folds_bits() {
     let src = "entry mx [n] (x: [n]f64) : (f64, f64) = (maximum x, minimum x)\n\
                entry mx32 [n] (x: [n]f32) : (f32, f32) = (maximum x, minimum x)\n\
-               entry rows [m][n] (x: [m][n]f64) : [m]f64 = for r. maximum x[r] - minimum x[r]\n";
+               entry rows [m][n] (x: [m][n]f64) : [m]f64 = for r. maximum x[r] - minimum x[r]\n\
+               entry am [n] (x: [n]f64) : (i64, i64) = (argmax x, argmin x)\n\
+               entry am32 [n] (x: [n]f32) : (i64, i64) = (argmax x, argmin x)\n";
     let Some((compiled, interp)) = c_and_interp("lane_extrema.ard", src) else { return };
     let bits = |v: &Value| {
         let mut xs = vec![];
@@ -800,17 +802,15 @@ fn lane_extrema_keep_the_ordered_folds_bits() {
                     _ => {}
                 }
             }
-            let cases = [
-                ("mx", Value::array(vec![n], ArrayData::F64(x.clone().into()))),
-                ("mx32", Value::array(vec![n], ArrayData::F32(x.iter().map(|v| *v as f32).collect()))),
-                ("rows", Value::array(vec![1, n], ArrayData::F64(x.clone().into()))),
-            ];
+            let (x64, x32) = (Value::array(vec![n], ArrayData::F64(x.clone().into())), Value::array(vec![n], ArrayData::F32(x.iter().map(|v| *v as f32).collect())));
+            let cases = [("mx", x64.clone()), ("mx32", x32.clone()), ("rows", Value::array(vec![1, n], ArrayData::F64(x.clone().into()))), ("am", x64), ("am32", x32)];
             for (e, arg) in cases {
                 let args = [arg];
-                let (want, _) = interp.entry(e).unwrap().call_with(&args, &CallOptions::default()).unwrap();
+                let want = interp.entry(e).unwrap().call_with(&args, &CallOptions::default()).map(|(v, _)| v);
                 for opts in common::thread_options() {
-                    let (got, _) = compiled.entry(e).unwrap().call_with(&args, &opts).unwrap();
-                    assert_eq!(bits(&got), bits(&want), "{e}, n = {n}, kind {kind}, {} threads: {} vs {}", opts.threads, got.to_json(), want.to_json());
+                    let got = compiled.entry(e).unwrap().call_with(&args, &opts).map(|(v, _)| v);
+                    let show = |r: &Result<Value, _>| r.as_ref().map(|v| (v.to_json(), bits(v))).map_err(|e: &arden::Error| e.to_string());
+                    assert_eq!(show(&got), show(&want), "{e}, n = {n}, kind {kind}, {} threads", opts.threads);
                 }
             }
         }

@@ -1078,16 +1078,19 @@ impl Em {
                 let ct = ctype(t.elem);
                 let p = self.elem_ptr(&a, t.elem);
                 let cmp = if *max { ">" } else { "<" };
-                self.open("{");
-                self.line(&format!("const {ct} *ard_x = {p}; int64_t ard_b = 0;"));
-                self.open(&format!("for (int64_t ard_i = 0; ard_i < ard_n{k}; ard_i++) {{"));
-                if t.elem.is_float() {
-                    self.line("if (isnan(ard_x[ard_i])) { ard_b = ard_i; break; }");
+                if let Some(f) = Self::lane_extremum(&if *max { ReduceOp::Max } else { ReduceOp::Min }, t.elem) {
+                    // rt.h's vector search, the same index
+                    let f = f.replace("_max_", "_argmax_").replace("_min_", "_argmin_");
+                    self.line(&format!("{o} = {f}({p}, ard_n{k});"));
+                } else {
+                    self.open("{");
+                    self.line(&format!("const {ct} *ard_x = {p}; int64_t ard_b = 0;"));
+                    self.open(&format!("for (int64_t ard_i = 0; ard_i < ard_n{k}; ard_i++) {{"));
+                    self.line(&format!("if (ard_i > 0 && ard_x[ard_i] {cmp} ard_x[ard_b]) ard_b = ard_i;"));
+                    self.close("}");
+                    self.line(&format!("{o} = ard_b;"));
+                    self.close("}");
                 }
-                self.line(&format!("if (ard_i > 0 && ard_x[ard_i] {cmp} ard_x[ard_b]) ard_b = ard_i;"));
-                self.close("}");
-                self.line(&format!("{o} = ard_b;"));
-                self.close("}");
             }
             Expr::Loop { params, init, kind: LoopKind::Count { ivar, n, down: false }, body } if self.widened_loop(s, params, init, *ivar, n, body)? => {}
             Expr::Loop { params, init, kind, body } => {

@@ -737,6 +737,35 @@ ARD_LANE_EXTREMUM(ard_lanes_max_f64, double, ard_x8d, ard_x8l, >, ard_fmax64)
 ARD_LANE_EXTREMUM(ard_lanes_min_f64, double, ard_x8d, ard_x8l, <, ard_fmin64)
 ARD_LANE_EXTREMUM(ard_lanes_max_f32, float, ard_x8f, ard_x8i, >, ard_fmax32)
 ARD_LANE_EXTREMUM(ard_lanes_min_f32, float, ard_x8f, ard_x8i, <, ard_fmin32)
+/* argmax (argmin) of x[0..n), n > 0, as the ordered loop gives it (the
+ * first NaN, else the first element not beaten by a later one under the
+ * strict comparison): the extreme value in vectors, then the first element
+ * equal to it, 8 at a time (a zero extreme is the first zero of either
+ * sign, as the loop keeps it) */
+#define ARD_LANE_ARGEXT(name, T, VT, VI, EXT) \
+    __attribute__((unused)) static int64_t name(const T *restrict x, int64_t n) { \
+        T m = EXT(x, 1, n, x[0]); \
+        int64_t i = 0; \
+        if (isnan(m)) { \
+            while (!isnan(x[i])) i++; \
+            return i; \
+        } \
+        VT mv = {m, m, m, m, m, m, m, m}; \
+        for (; i + 8 <= n; i += 8) { \
+            VT v; \
+            memcpy(&v, x + i, sizeof v); \
+            VI k = v == mv; \
+            int64_t any = 0; \
+            for (int l = 0; l < 8; l++) any |= k[l]; \
+            if (any) break; \
+        } \
+        while (x[i] != m) i++; \
+        return i; \
+    }
+ARD_LANE_ARGEXT(ard_lanes_argmax_f64, double, ard_x8d, ard_x8l, ard_lanes_max_f64)
+ARD_LANE_ARGEXT(ard_lanes_argmin_f64, double, ard_x8d, ard_x8l, ard_lanes_min_f64)
+ARD_LANE_ARGEXT(ard_lanes_argmax_f32, float, ard_x8f, ard_x8i, ard_lanes_max_f32)
+ARD_LANE_ARGEXT(ard_lanes_argmin_f32, float, ard_x8f, ard_x8i, ard_lanes_min_f32)
 
 /* ---- conversions: float to int truncates and saturates, NaN gives 0 ---- */
 static inline int64_t ard_f2i64(double a) {
