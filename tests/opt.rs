@@ -1374,3 +1374,33 @@ fn traces_are_kept_in_place_or_removed_on_request() {
     let text = arden::ir::print::print_function(quiet.entry("f").unwrap().function());
     assert!(!text.contains("trace"), "{text}");
 }
+
+/// `guarded_index` in an `if`'s else branch, where the negated condition
+/// bounds the loop index: `if i == 0 then … else y[i - 1]` (RK4's chain,
+/// whose checked read kept its loop from vectorising), `i == n - 1` with
+/// `y[i + 1]`, and a negated comparison; the same results as `-O0`. A
+/// read the negated condition does not keep in the array (`y[i + 1]`
+/// after `i == 0`, `y[i - 3]` after `i < 2`) keeps its check and fails
+/// as before.
+#[test]
+fn reads_guarded_by_an_else_branch_are_unchecked() {
+    let src = "
+entry lo [n] (x: [n]f64) (y: [n]f64) : [n]f64 = for i. if i == 0 then x[i] else x[i] * y[i - 1]
+entry hi [n] (y: [n]f64) : [n]f64 = for i. if i == n - 1 then 0.0 else y[i + 1] - y[i]
+entry lt [n] (y: [n]f64) : [n]f64 = for i. if i < 2 then 0.0 else y[i - 2]
+entry bad [n] (y: [n]f64) : [n]f64 = for i. if i == 0 then 0.0 else y[i + 1]
+entry far [n] (y: [n]f64) : [n]f64 = for i. if i < 2 then 0.0 else y[i - 3]
+";
+    for (entry, a, unchecked) in [
+        ("lo", "[[1.0, 2.0, 3.0], [4.0, -0.0, 6.0]]", true),
+        ("lo", "[[], []]", true),
+        ("hi", "[[1.0, 2.5, 4.0]]", true),
+        ("lt", "[[1.0, 2.0, 3.0, 4.0]]", true),
+        ("bad", "[[1.0, 2.0, 3.0]]", false),
+        ("far", "[[1.0, 2.0, 3.0, 4.0]]", false),
+    ] {
+        let (fired, ir, _, _) = run_both(src, entry, a);
+        assert_eq!(fired.contains_key("guarded_index"), unchecked, "{entry}: {fired:?}\n{ir}");
+        assert_eq!(!ir.contains("!]"), unchecked, "{entry}:\n{ir}");
+    }
+}

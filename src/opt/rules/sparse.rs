@@ -559,38 +559,7 @@ fn guard_bands(a: &Atom, frame: &Frame, sizes: &[Size], bands: &mut [Band], ctx:
         return None;
     }
     match &def.expr {
-        Expr::Prim(p @ (Prim::Lt | Prim::Le | Prim::Gt | Prim::Ge), xs) => {
-            // as `index_d + c <op> bound`
-            let (x, y) = (lin(&xs[0], frame, ctx)?, lin(&xs[1], frame, ctx)?);
-            let (d, c, bound, op) = match (x, y) {
-                (Lin::Idx(d, c), Lin::Size(s)) => (d, c, s, *p),
-                (Lin::Size(s), Lin::Idx(d, c)) => {
-                    let flipped = match p {
-                        Prim::Lt => Prim::Gt,
-                        Prim::Le => Prim::Ge,
-                        Prim::Gt => Prim::Lt,
-                        _ => Prim::Le,
-                    };
-                    (d, c, s, flipped)
-                }
-                _ => return None,
-            };
-            let band = &mut bands[d];
-            match op {
-                // index < n - k - c (<= is one less)
-                Prim::Lt | Prim::Le => {
-                    let k = sizes[d].sub(&bound).as_const()?;
-                    let hi = k.checked_add(c)?.checked_sub(i64::from(op == Prim::Le))?;
-                    band.hi = band.hi.max(hi);
-                }
-                // index >= K - c (> is one more)
-                _ => {
-                    let lo = bound.as_const()?.checked_sub(c)?.checked_add(i64::from(op == Prim::Gt))?;
-                    band.lo = band.lo.max(lo);
-                }
-            }
-            Some(())
-        }
+        Expr::Prim(p @ (Prim::Lt | Prim::Le | Prim::Gt | Prim::Ge), xs) => compare_band(*p, xs, frame, sizes, bands, ctx),
         Expr::Prim(Prim::And, xs) => {
             guard_bands(&xs[0], frame, sizes, bands, ctx, depth - 1)?;
             guard_bands(&xs[1], frame, sizes, bands, ctx, depth - 1)
@@ -629,6 +598,79 @@ fn guard_bands(a: &Atom, frame: &Frame, sizes: &[Size], bands: &mut [Band], ctx:
                 inner.axes.push((*i, *d));
             }
             guard_bands(&r, &inner, sizes, bands, ctx, depth - 1)
+        }
+        _ => None,
+    }
+}
+
+/// The band `index_d + c <op> bound` gives (`bound` a constant or
+/// `n_d - k`); `None` for other comparisons.
+fn compare_band(op: Prim, xs: &[Atom], frame: &Frame, sizes: &[Size], bands: &mut [Band], ctx: &Ctx) -> Option<()> {
+    let (x, y) = (lin(&xs[0], frame, ctx)?, lin(&xs[1], frame, ctx)?);
+    let (d, c, bound, op) = match (x, y) {
+        (Lin::Idx(d, c), Lin::Size(s)) => (d, c, s, op),
+        (Lin::Size(s), Lin::Idx(d, c)) => {
+            let flipped = match op {
+                Prim::Lt => Prim::Gt,
+                Prim::Le => Prim::Ge,
+                Prim::Gt => Prim::Lt,
+                _ => Prim::Le,
+            };
+            (d, c, s, flipped)
+        }
+        _ => return None,
+    };
+    let band = &mut bands[d];
+    match op {
+        // index < n - k - c (<= is one less)
+        Prim::Lt | Prim::Le => {
+            let k = sizes[d].sub(&bound).as_const()?;
+            let hi = k.checked_add(c)?.checked_sub(i64::from(op == Prim::Le))?;
+            band.hi = band.hi.max(hi);
+        }
+        // index >= K - c (> is one more)
+        _ => {
+            let lo = bound.as_const()?.checked_sub(c)?.checked_add(i64::from(op == Prim::Gt))?;
+            band.lo = band.lo.max(lo);
+        }
+    }
+    Some(())
+}
+
+/// The band where the boolean `a` is false (an `if`'s else branch): the
+/// opposite comparison, or, for `index_d + c == e`, the axis without its
+/// first (`e` the constant `c`) or last (`e = n_d - 1 + c`) element
+/// (`if i == 0 then … else … x[i - 1]`, a chain or a scan).
+fn else_bands(a: &Atom, frame: &Frame, sizes: &[Size], bands: &mut [Band], ctx: &Ctx) -> Option<()> {
+    let def = frame.local(super::var(a)?).or_else(|| ctx.def(super::var(a)?))?;
+    if def.binds.len() != 1 {
+        return None;
+    }
+    match &def.expr {
+        Expr::Prim(p @ (Prim::Lt | Prim::Le | Prim::Gt | Prim::Ge), xs) => {
+            let not = match p {
+                Prim::Lt => Prim::Ge,
+                Prim::Le => Prim::Gt,
+                Prim::Gt => Prim::Le,
+                _ => Prim::Lt,
+            };
+            compare_band(not, xs, frame, sizes, bands, ctx)
+        }
+        Expr::Prim(Prim::Eq, xs) => {
+            let (d, c, bound) = match (lin(&xs[0], frame, ctx)?, lin(&xs[1], frame, ctx)?) {
+                (Lin::Idx(d, c), Lin::Size(s)) | (Lin::Size(s), Lin::Idx(d, c)) => (d, c, s),
+                _ => return None,
+            };
+            // index == bound - c
+            if bound.as_const() == Some(c) {
+                bands[d].lo = bands[d].lo.max(1);
+                Some(())
+            } else if sizes[d].sub(&bound).as_const().and_then(|k| k.checked_add(c)) == Some(1) {
+                bands[d].hi = bands[d].hi.max(1);
+                Some(())
+            } else {
+                None
+            }
         }
         _ => None,
     }
@@ -910,38 +952,53 @@ fn emit_gather(
 
 /// `if c then { … a[i + k!] … } else …` where `c` bounds the loop index
 /// `i` (as `scatter_stencil`'s guards do) so that `i + k` lies in the
-/// axis, the axis as long as `i`'s loop → the read unchecked. (`lower`
+/// axis, the axis as long as `i`'s loop → the read unchecked; the same in
+/// the else branch where `not c` bounds `i` (`if i == 0 then x[0] else
+/// x[i] * y[i - 1]`). (`lower`
 /// proves indices without looking at conditions: `if i > 0 then x[i - 1]`
 /// keeps its check, and a dead checked read stays because it could fail.)
 fn guarded_index(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let Expr::If { cond, then_b, else_b } = &s.expr else { return None };
     let loops: Vec<(VarId, Size)> = ctx.loops_around(8).into_iter().map(|(i, n)| (i, n.clone())).collect();
-    if loops.is_empty() || !then_b.stmts.iter().any(|st| matches!(&st.expr, Expr::Index { checks, .. } if checks.iter().any(|c| c.is_some()))) {
+    let checked = |b: &Block| b.stmts.iter().any(|st| matches!(&st.expr, Expr::Index { checks, .. } if checks.iter().any(|c| c.is_some())));
+    if loops.is_empty() || !checked(then_b) && !checked(else_b) {
         return None;
     }
     let sizes: Vec<Size> = loops.iter().map(|(_, n)| n.clone()).collect();
     let frame = Frame { blocks: vec![], axes: loops.iter().enumerate().map(|(d, (i, _))| (*i, d)).collect() };
-    let mut bands = vec![Band::default(); loops.len()];
-    guard_bands(cond, &frame, &sizes, &mut bands, ctx, 12)?;
-    let inner = Frame { blocks: vec![then_b], axes: frame.axes.clone() };
+    let mut then_bands = vec![Band::default(); loops.len()];
+    let mut else_bands_ = vec![Band::default(); loops.len()];
+    let then_known = guard_bands(cond, &frame, &sizes, &mut then_bands, ctx, 12).is_some();
+    let else_known = else_bands(cond, &frame, &sizes, &mut else_bands_, ctx).is_some();
+    let then_new = if then_known { unchecked_in_band(then_b, &frame, &sizes, &then_bands, ctx) } else { None };
+    let else_new = if else_known { unchecked_in_band(else_b, &frame, &sizes, &else_bands_, ctx) } else { None };
+    if then_new.is_none() && else_new.is_none() {
+        return None;
+    }
+    let then_b = then_new.unwrap_or_else(|| then_b.clone());
+    let else_b = else_new.unwrap_or_else(|| else_b.clone());
+    Some(vec![Stmt { binds: s.binds.clone(), expr: Expr::If { cond: *cond, then_b, else_b }, loc: s.loc.clone() }])
+}
+
+/// `b` with the checks dropped from its reads `a[… i_d + off …]` that the
+/// bands keep inside an axis as long as loop `d`; `None` when none is.
+fn unchecked_in_band(b: &Block, frame: &Frame, sizes: &[Size], bands: &[Band], ctx: &Ctx) -> Option<Block> {
+    let inner = Frame { blocks: vec![b], axes: frame.axes.clone() };
     let mut changed = false;
-    let mut stmts = then_b.stmts.clone();
+    let mut stmts = b.stmts.clone();
     for st in &mut stmts {
         let Expr::Index { arr, idx, checks } = &mut st.expr else { continue };
         let Some(ty) = ctx.type_of(arr) else { continue };
         for (k, (i, c)) in idx.iter().zip(checks.iter_mut()).enumerate() {
             let Some(Lin::Idx(d, off)) = c.as_ref().and_then(|_| lin(i, &inner, ctx)) else { continue };
-            let b = bands[d];
-            if ty.shape.get(k) == Some(&sizes[d]) && b.lo.checked_add(off).is_some_and(|x| x >= 0) && off <= b.hi {
+            let band = bands[d];
+            if ty.shape.get(k) == Some(&sizes[d]) && band.lo.checked_add(off).is_some_and(|x| x >= 0) && off <= band.hi {
                 *c = None;
                 changed = true;
             }
         }
     }
-    changed.then(|| {
-        let then_b = Block { stmts, result: then_b.result.clone() };
-        vec![Stmt { binds: s.binds.clone(), expr: Expr::If { cond: *cond, then_b, else_b: else_b.clone() }, loc: s.loc.clone() }]
-    })
+    changed.then(|| Block { stmts, result: b.result.clone() })
 }
 
 /// `if cells > 0 then A else B` where `cells` is the number of elements of
