@@ -1404,3 +1404,18 @@ entry far [n] (y: [n]f64) : [n]f64 = for i. if i < 2 then 0.0 else y[i - 3]
         assert_eq!(!ir.contains("!]"), unchecked, "{entry}:\n{ir}");
     }
 }
+
+/// The element count of an array parameter (`n * m` for `[n][m]`) is a
+/// size that can be neither negative nor overflowed: an unused
+/// `replicate` of that many elements (reverse mode's zero fill of a
+/// stencil's cotangent, a memset per step) goes. `n * k` with `k` not an
+/// axis of one array stays (it could be negative, and fail).
+#[test]
+fn zero_fills_sized_by_an_element_count_are_dead() {
+    let src = "entry f [n][m] (x: [n][m]f64) : f64 = let z = replicate (n * m) 0.0 in sum (flatten x)\n\
+               entry g [n][m] (x: [n][m]f64) (k: i64) : f64 = let z = replicate (n * k) 0.0 in sum (flatten x)\n";
+    let (_, ir, _, _) = run_both(src, "f", "[[[1.0, 2.0], [3.0, -0.0]]]");
+    assert!(!ir.contains("replicate"), "{ir}");
+    let (_, ir, _, _) = run_both(src, "g", "[[[1.0, 2.0], [3.0, -0.0]], -1]");
+    assert!(ir.contains("replicate"), "{ir}");
+}

@@ -261,12 +261,19 @@ fn mentions(sched: &Schedule, name: &str) -> bool {
 }
 
 /// The axes of `f`'s array parameters that are not plain size parameters
-/// or constants (those are known non-negative already).
+/// or constants (those are known non-negative already), and the element
+/// count of each parameter of rank 2 or more (`n * m` for `[n][m]`: the
+/// array exists, so the product neither is negative nor overflowed; a
+/// product of only some axes could have, beside an empty axis). Reverse
+/// mode sizes its zero fills by such counts.
 fn parameter_axes(f: &Function) -> Vec<crate::ir::Size> {
     let mut out: Vec<crate::ir::Size> = vec![];
-    for d in f.params.iter().flat_map(|p| p.ty.shape.iter()) {
-        if d.as_var().is_none() && d.as_const().is_none() && !out.contains(d) {
-            out.push(d.clone());
+    for p in &f.params {
+        let count = (p.ty.shape.len() >= 2).then(|| p.ty.shape.iter().fold(crate::ir::Size::constant(1), |a, d| a.mul(d)));
+        for d in p.ty.shape.iter().chain(&count) {
+            if d.as_var().is_none() && d.as_const().is_none() && !out.contains(d) {
+                out.push(d.clone());
+            }
         }
     }
     out
