@@ -802,8 +802,10 @@ fn lane_extrema_keep_the_ordered_folds_bits() {
                     _ => {}
                 }
             }
-            let (x64, x32) = (Value::array(vec![n], ArrayData::F64(x.clone().into())), Value::array(vec![n], ArrayData::F32(x.iter().map(|v| *v as f32).collect())));
-            let cases = [("mx", x64.clone()), ("mx32", x32.clone()), ("rows", Value::array(vec![1, n], ArrayData::F64(x.clone().into()))), ("am", x64), ("am32", x32)];
+            let (x64, x32) =
+                (Value::array(vec![n], ArrayData::F64(x.clone().into())), Value::array(vec![n], ArrayData::F32(x.iter().map(|v| *v as f32).collect())));
+            let cases =
+                [("mx", x64.clone()), ("mx32", x32.clone()), ("rows", Value::array(vec![1, n], ArrayData::F64(x.clone().into()))), ("am", x64), ("am32", x32)];
             for (e, arg) in cases {
                 let args = [arg];
                 let want = interp.entry(e).unwrap().call_with(&args, &CallOptions::default()).map(|(v, _)| v);

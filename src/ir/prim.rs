@@ -62,6 +62,8 @@ pub enum Accepts {
     Numeric,
     Float,
     Bool,
+    /// `i64` and `i32`
+    Int,
 }
 
 impl Accepts {
@@ -71,6 +73,7 @@ impl Accepts {
             Accepts::Numeric => s != Scalar::Bool,
             Accepts::Float => s.is_float(),
             Accepts::Bool => s == Scalar::Bool,
+            Accepts::Int => s.is_int(),
         }
     }
 
@@ -81,6 +84,7 @@ impl Accepts {
             Accepts::Numeric => "numeric",
             Accepts::Float => "float",
             Accepts::Bool => "bool",
+            Accepts::Int => "integer",
         }
     }
 }
@@ -189,6 +193,11 @@ const fn numeric(float: Spell, int: Spell) -> CSpelling {
     CSpelling { float, int, bool: Spell::Undefined }
 }
 
+/// Defined on integers only.
+const fn ints(int: Spell) -> CSpelling {
+    CSpelling { float: Spell::Undefined, int, bool: Spell::Undefined }
+}
+
 /// Defined on bools only.
 const fn bools(bool: Spell) -> CSpelling {
     CSpelling { float: Spell::Undefined, int: Spell::Undefined, bool }
@@ -203,6 +212,7 @@ const FLOAT: Typing = Typing::Same(Accepts::Float);
 const NUMERIC: Typing = Typing::Same(Accepts::Numeric);
 const COMPARISON: Typing = Typing::Test(Accepts::Any);
 const LOGIC: Typing = Typing::Same(Accepts::Bool);
+const BITS: Typing = Typing::Same(Accepts::Int);
 
 /// Declares `Prim` with one variant per row (plus `Convert`, one row per
 /// target type), `Prim::ALL` and `Prim::row`, all from one list, so no
@@ -361,6 +371,19 @@ primitives! {
                 eval: Eval::Lits(eval::or), c: bools(Spell::BoolOp("||")) },
     Not => Row { name: "not", builtin: None, arity: 1, typing: LOGIC, cost: Cost::Cheap, traps: Traps::Never,
                  eval: Eval::Lits(eval::not), c: bools(Spell::BoolOp("!")) },
+    /// bitwise operations on integers (two's complement bits)
+    BitAnd => Row { name: "bit_and", builtin: Some("bit_and"), arity: 2, typing: BITS, cost: Cost::Cheap, traps: Traps::Never,
+                    eval: Eval::Lits(eval::bit_and), c: ints(Spell::Sized("ard_band")) },
+    BitOr => Row { name: "bit_or", builtin: Some("bit_or"), arity: 2, typing: BITS, cost: Cost::Cheap, traps: Traps::Never,
+                   eval: Eval::Lits(eval::bit_or), c: ints(Spell::Sized("ard_bor")) },
+    BitXor => Row { name: "bit_xor", builtin: Some("bit_xor"), arity: 2, typing: BITS, cost: Cost::Cheap, traps: Traps::Never,
+                    eval: Eval::Lits(eval::bit_xor), c: ints(Spell::Sized("ard_bxor")) },
+    /// `a` shifted left by `b` bits; 0 when `b` is negative or not below the width
+    ShiftLeft => Row { name: "shift_left", builtin: Some("shift_left"), arity: 2, typing: BITS, cost: Cost::Cheap, traps: Traps::Never,
+                       eval: Eval::Lits(eval::shift_left), c: ints(Spell::Sized("ard_shl")) },
+    /// logical right shift (zeros from the left); 0 for counts outside the width
+    ShiftRight => Row { name: "shift_right", builtin: Some("shift_right"), arity: 2, typing: BITS, cost: Cost::Cheap, traps: Traps::Never,
+                        eval: Eval::Lits(eval::shift_right), c: ints(Spell::Sized("ard_shr")) },
     /// `select c a b`: `c` is bool; `a`, `b` scalars of one type
     Select => Row { name: "select", builtin: None, arity: 3, typing: Typing::Select, cost: Cost::Cheap, traps: Traps::Never,
                     eval: Eval::Lits(eval::select), c: every(Spell::Conditional) },

@@ -50,6 +50,12 @@ const TABLE: &[(&str, usize)] = &[
     ("trisolve_lower", 2),
     ("trisolve_upper", 2),
     ("solve", 2),
+    // random numbers (prelude.ard)
+    ("key", 1),
+    ("split", 2),
+    ("fold_in", 2),
+    ("uniform", 2),
+    ("uniform_f32", 2),
     // differentiation (LANGUAGE.md §7), lowered in `lower/diff.rs`
     ("jvp", 3),
     ("jvp2", 3),
@@ -100,12 +106,14 @@ fn scalar_builtin(l: &mut Lowerer, name: &str, p: Prim, args: &[(Val, Span)], sp
         (Typing::Same(accepts), [(x, xs), (y, ys)]) => {
             let what = format!("`{name}`");
             let Some((sc, a, b)) = l.unify_scalars(&what, x, xs, y, ys, span) else { return Val::Error };
-            let needs_float = accepts == Accepts::Float;
-            if (needs_float && !sc.is_float()) || sc == Scalar::Bool {
+            if !accepts.accepts(sc) || sc == Scalar::Bool {
+                let (needs, hint) = match accepts {
+                    Accepts::Float => ("f64 or f32", "convert with `f64 x`"),
+                    Accepts::Int => ("i64 or i32", "convert with `i64 x` (it truncates)"),
+                    _ => ("numbers", "convert with `f64 x`"),
+                };
                 return l.error(
-                    Diagnostic::new(format!("`{name}` needs {}, found {}", if needs_float { "f64 or f32" } else { "numbers" }, sc.name()), span.clone())
-                        .label(format!("{} arguments", sc.name()))
-                        .hint("convert with `f64 x`"),
+                    Diagnostic::new(format!("`{name}` needs {needs}, found {}", sc.name()), span.clone()).label(format!("{} arguments", sc.name())).hint(hint),
                 );
             }
             Val::data(Ty::Scalar(sc), l.prim(p, vec![a, b], sc, None))
@@ -388,6 +396,8 @@ pub(super) fn call(l: &mut Lowerer, name: &str, args: Vec<(Val, Span)>, span: &S
             }
             l.call_prelude(name, args, span)
         }
+        // typed in the prelude: its checks name the argument
+        "key" | "split" | "fold_in" | "uniform" | "uniform_f32" => l.call_prelude(name, args, span),
         "jvp" | "jvp2" => l.jvp(name == "jvp2", args, span),
         "jacfwd" => l.jacfwd(args, span),
         "grad" => l.grad(args, span),

@@ -586,6 +586,18 @@ static inline void ard_copy(void *dst, const void *src, int64_t bytes) {
 }
 
 /* ---- wrapping integer arithmetic (as Rust's wrapping_*) ---- */
+/* bitwise operations on the two's complement bits; shifts by a count
+ * outside 0..width give 0 (as the interpreter's checked shifts) */
+static inline int64_t ard_band64(int64_t a, int64_t b) { return a & b; }
+static inline int32_t ard_band32(int32_t a, int32_t b) { return a & b; }
+static inline int64_t ard_bor64(int64_t a, int64_t b) { return a | b; }
+static inline int32_t ard_bor32(int32_t a, int32_t b) { return a | b; }
+static inline int64_t ard_bxor64(int64_t a, int64_t b) { return a ^ b; }
+static inline int32_t ard_bxor32(int32_t a, int32_t b) { return a ^ b; }
+static inline int64_t ard_shl64(int64_t a, int64_t b) { return (uint64_t)b < 64 ? (int64_t)((uint64_t)a << b) : 0; }
+static inline int32_t ard_shl32(int32_t a, int32_t b) { return (uint32_t)b < 32 ? (int32_t)((uint32_t)a << b) : 0; }
+static inline int64_t ard_shr64(int64_t a, int64_t b) { return (uint64_t)b < 64 ? (int64_t)((uint64_t)a >> b) : 0; }
+static inline int32_t ard_shr32(int32_t a, int32_t b) { return (uint32_t)b < 32 ? (int32_t)((uint32_t)a >> b) : 0; }
 static inline int64_t ard_add64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
 static inline int64_t ard_sub64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
 static inline int64_t ard_mul64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }

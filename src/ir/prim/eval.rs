@@ -102,6 +102,46 @@ pub fn div(x: &[Lit]) -> Res {
     intdiv!(x, wrapping_div, /)
 }
 
+/// Integer binary operation on the two's complement bits (one expression
+/// per width: `$a`, `$b` are `u64` or `u32`).
+macro_rules! bits2 {
+    ($args:expr, $a:ident, $b:ident => $e64:expr, $e32:expr) => {
+        match ($args[0], $args[1]) {
+            (Lit::I64(x), Lit::I64(y)) => {
+                let ($a, $b) = (x as u64, y as u64);
+                Ok(Lit::I64(($e64) as i64))
+            }
+            (Lit::I32(x), Lit::I32(y)) => {
+                let ($a, $b) = (x as u32, y as u32);
+                Ok(Lit::I32(($e32) as i32))
+            }
+            _ => Err(Fault::IllTyped),
+        }
+    };
+}
+
+pub fn bit_and(x: &[Lit]) -> Res {
+    bits2!(x, a, b => a & b, a & b)
+}
+
+pub fn bit_or(x: &[Lit]) -> Res {
+    bits2!(x, a, b => a | b, a | b)
+}
+
+pub fn bit_xor(x: &[Lit]) -> Res {
+    bits2!(x, a, b => a ^ b, a ^ b)
+}
+
+/// Shifts by a count outside `0..width` (negative included) give 0.
+pub fn shift_left(x: &[Lit]) -> Res {
+    bits2!(x, a, b => a.checked_shl(b.try_into().unwrap_or(u32::MAX)).unwrap_or(0), a.checked_shl(b).unwrap_or(0))
+}
+
+/// Logical: zeros come in from the left.
+pub fn shift_right(x: &[Lit]) -> Res {
+    bits2!(x, a, b => a.checked_shr(b.try_into().unwrap_or(u32::MAX)).unwrap_or(0), a.checked_shr(b).unwrap_or(0))
+}
+
 pub fn rem(x: &[Lit]) -> Res {
     intdiv!(x, wrapping_rem, %)
 }
