@@ -112,7 +112,7 @@ fn differentiable(p: Prim) -> bool {
     match p.row().typing {
         Typing::Same(Accepts::Any | Accepts::Numeric | Accepts::Float) | Typing::Select => true,
         Typing::To(to) => to == Scalar::F64 || to == Scalar::F32,
-        Typing::Same(Accepts::Bool) | Typing::Test(_) => false,
+        Typing::Same(Accepts::Bool | Accepts::Int) | Typing::Test(_) => false,
     }
 }
 

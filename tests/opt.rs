@@ -1419,3 +1419,28 @@ fn zero_fills_sized_by_an_element_count_are_dead() {
     let (_, ir, _, _) = run_both(src, "g", "[[[1.0, 2.0], [3.0, -0.0]], -1]");
     assert!(ir.contains("replicate"), "{ir}");
 }
+
+/// `interchange_sum` on rows of rows: the filter gradient of a 1-d
+/// convolution, a sum over positions `t` of `[c][w]` rows reading
+/// `x[ch, t + o]`, becomes a scalar sum over `t` per `(ch, o)` (contiguous
+/// in `t`), bit for bit. Its loop's size `l - w + 1` is not known to be
+/// non-negative, so the nest runs under `l - w + 1 >= 0` and a window
+/// longer than the signal still fails as before.
+#[test]
+fn sums_of_rows_of_rows_interchange_under_a_size_guard() {
+    let src = "
+entry g [b][c][l][w] (x: [b][c][l]f64) (f: [c][w]f64) : [c][w]f64 =
+  grad (\\v -> sum (for s. sum (for ch. sum (for (t < l - w + 1). sigmoid (sum (for o. x[s, ch, t + o] * v[ch, o])))))) f
+";
+    let x = "[[[1.0, -2.0, 0.5, 1e16, -1e16, 3.0], [0.25, 1.0, -1.0, 2.0, 0.0, -0.0]]]";
+    for (f, ok) in
+        [("[[1.0, 0.5], [-1.0, 2.0]]", true), ("[[1.0, 0.5, 0.25], [-1.0, 2.0, 1.0]]", true), ("[[1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 3, 4, 5, 6, 7, 8]]", false)]
+    {
+        let (fired, ir, _, _) = run_both(src, "g", &format!("[{x}, {f}]"));
+        assert!(fired.contains_key("interchange_sum"), "{fired:?}\n{ir}");
+        if ok {
+            // the scalar sum over t reads x at t + o
+            assert!(ir.contains("ran_") && ir.contains("(add)"), "{ir}");
+        }
+    }
+}

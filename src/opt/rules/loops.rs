@@ -760,7 +760,8 @@ fn sum_cond_range(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
 
 /// `for j < m (sums/stacks) { P; let xs = for p < k { B }; in xs }` (P
 /// binding scalars, each result of the outer loop one of the inner loop's
-/// scalar rows, at least one summed over j) → the scalars of P that B needs stacked over j
+/// rows (of scalars, or of rows: a `[c][w]` filter gradient), at least one
+/// summed over j) → the scalars of P that B needs stacked over j
 /// first, then `for p < k. for j < m (sums/stacks) { B }`. A row summed
 /// over j becomes a scalar sum per p, built where it is made instead of
 /// written as a row and added back; a row stacked over j comes out
@@ -778,13 +779,20 @@ fn interchange_sum(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let pos: Vec<usize> = body.result.iter().map(|r| inner.binds.iter().position(|ib| Some(ib.var) == var(r))).collect::<Option<_>>()?;
     let mut sorted = pos.clone();
     sorted.sort_unstable();
-    if sorted != (0..inner.binds.len()).collect::<Vec<_>>() || !acc.iter().any(|a| *a) || inner.binds.iter().any(|ib| ib.ty.shape.len() != 1) {
+    if sorted != (0..inner.binds.len()).collect::<Vec<_>>() || !acc.iter().any(|a| *a) || inner.binds.iter().any(|ib| ib.ty.shape.is_empty()) {
         return None;
     }
     // P binds scalars (it is tabled over j); nothing in the nest can fail,
     // since its iterations run in another order
     let prefix_binds = || prefix.iter().flat_map(|st| st.binds.iter());
-    if prefix_binds().any(|x| !x.ty.shape.is_empty()) || ctx.can_fail(s) {
+    if prefix_binds().any(|x| !x.ty.shape.is_empty()) {
+        return None;
+    }
+    // where only the loop's own size can fail (a window's `l - w + 1`),
+    // the interchanged nest runs under `m >= 0` and the loop as it was,
+    // with its error, otherwise
+    let guarded = ctx.can_fail(s);
+    if guarded && (ctx.size_nonneg(m) || ctx.size_ran(m) || ctx.stmts_can_fail(&body.stmts) || s.binds.iter().any(|x| !x.ty.elem.is_float())) {
         return None;
     }
     let varies_with_j = |v: &VarId| *v == j || prefix_binds().any(|x| x.var == *v);
@@ -812,16 +820,21 @@ fn interchange_sum(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let raw = Block { stmts, result: pos.iter().map(|t| b.result[*t]).collect() };
     let (j2, p2) = (ctx.fresh_like(j), ctx.fresh_like(p));
     let inner_body = copy_block(&raw, FxHashMap::from_iter([(j, Atom::Var(j2)), (p, Atom::Var(p2))]), ctx);
-    // per p: a scalar sum over j, or a column stacked over j
+    // per p: a sum over j (a scalar, or the rest of a row of rank 2 or
+    // more), or a column stacked over j
+    let rest = |t: usize| inner.binds[pos[t]].ty.shape[1..].to_vec();
     let sums: Vec<Binder> = (0..pos.len())
-        .map(|t| Binder { var: ctx.fresh("r"), ty: Type { elem: s.binds[t].ty.elem, shape: if acc[t] { vec![] } else { vec![m.clone()] } } })
+        .map(|t| {
+            let shape = if acc[t] { rest(t) } else { std::iter::once(m.clone()).chain(rest(t)).collect() };
+            Binder { var: ctx.fresh("r"), ty: Type { elem: s.binds[t].ty.elem, shape } }
+        })
         .collect();
     let rows: Vec<Binder> = (0..pos.len())
         .map(|t| {
             if acc[t] {
                 s.binds[t].clone()
             } else {
-                Binder { var: ctx.fresh("cols"), ty: Type { elem: s.binds[t].ty.elem, shape: vec![k.clone(), m.clone()] } }
+                Binder { var: ctx.fresh("cols"), ty: Type { elem: s.binds[t].ty.elem, shape: [k.clone(), m.clone()].into_iter().chain(rest(t)).collect() } }
             }
         })
         .collect();
@@ -833,21 +846,71 @@ fn interchange_sum(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     for t in (0..pos.len()).filter(|t| !acc[*t]) {
         out.push(bind(s.binds[t].var, s.binds[t].ty.clone(), Expr::Transpose(Atom::Var(rows[t].var))));
     }
-    Some(out)
+    if !guarded {
+        return Some(out);
+    }
+    let results: Vec<Atom> = s.binds.iter().map(|x| Atom::Var(x.var)).collect();
+    let then_b = copy_block(&Block { stmts: out, result: results.clone() }, FxHashMap::default(), ctx);
+    // the else branch only fails: the loop over the negative size, summing
+    // rows of zeros (not the original body, which this rule would take again)
+    let mut els = vec![];
+    let mut zeros = vec![];
+    for (t, x) in s.binds.iter().enumerate() {
+        let shape = if acc[t] { &x.ty.shape[..] } else { &x.ty.shape[1..] };
+        let mut z = super::lit_f(x.ty.elem, 0.0);
+        for d in (0..shape.len()).rev() {
+            let n = materialized(&shape[d], &mut els, ctx);
+            let v = ctx.fresh("zeros");
+            els.push(bind(v, Type { elem: x.ty.elem, shape: shape[d..].to_vec() }, Expr::Replicate { n, val: z }));
+            z = Atom::Var(v);
+        }
+        zeros.push(z);
+    }
+    let failing: Vec<Binder> = s.binds.iter().map(|x| Binder { var: ctx.fresh_like(x.var), ty: x.ty.clone() }).collect();
+    let j3 = ctx.fresh_like(j);
+    let empty = Block { stmts: vec![], result: zeros };
+    els.push(Stmt { binds: failing.clone(), expr: Expr::ForAcc { ivar: j3, size: m.clone(), body: empty, acc: acc.clone() }, loc: s.loc.clone() });
+    let else_b = Block { stmts: els, result: failing.iter().map(|x| Atom::Var(x.var)).collect() };
+    let mut pre = vec![];
+    let n = materialized(m, &mut pre, ctx);
+    let ok = ctx.fresh("ran");
+    pre.push(bind(ok, Type::scalar(Scalar::Bool), Expr::Prim(Prim::Ge, vec![n, Atom::Lit(Lit::I64(0))])));
+    pre.push(Stmt { binds: s.binds.clone(), expr: Expr::If { cond: Atom::Var(ok), then_b, else_b }, loc: s.loc.clone() });
+    Some(pre)
+}
+
+/// `size` as an `i64` atom, its arithmetic appended to `out`.
+fn materialized(size: &Size, out: &mut Vec<Stmt>, ctx: &mut Ctx) -> Atom {
+    size.materialize(&mut |p, xs| {
+        let t = ctx.fresh("len");
+        out.push(bind(t, Type::scalar(Scalar::I64), Expr::Prim(p, xs)));
+        Atom::Var(t)
+    })
 }
 
 /// `interchange_sum`'s locality test on the inner body `b` (over `p`, in
-/// a loop over `j`): some read has `j` as its last index and none has
+/// a loop over `j`), nested loops in it included: some read has `j` (or
+/// `j` plus something, a window `x[t + o]`) as its last index and none has
 /// `p` last with `j` among its other indices.
 fn walks_better_interchanged(b: &Block, j: VarId, p: VarId) -> bool {
+    let mut stmts = vec![];
+    walk::for_each_stmt(b, &mut |st| stmts.push(st));
+    let (jv, pv) = (Atom::Var(j), Atom::Var(p));
+    // `j + x` and `x + j`, bound in b
+    let shifted_j: Vec<Atom> = stmts
+        .iter()
+        .filter_map(|st| match &st.expr {
+            Expr::Prim(crate::ir::Prim::Add, xs) if st.binds.len() == 1 && xs.contains(&jv) => Some(Atom::Var(st.binds[0].var)),
+            _ => None,
+        })
+        .collect();
     let reads = || {
-        b.stmts.iter().filter_map(|st| match &st.expr {
+        stmts.iter().filter_map(|st| match &st.expr {
             Expr::Index { idx, .. } => idx.last().map(|last| (last, idx)),
             _ => None,
         })
     };
-    let (jv, pv) = (Atom::Var(j), Atom::Var(p));
-    reads().any(|(last, _)| *last == jv) && !reads().any(|(last, idx)| *last == pv && idx.contains(&jv))
+    reads().any(|(last, _)| *last == jv || shifted_j.contains(last)) && !reads().any(|(last, idx)| *last == pv && idx.contains(&jv))
 }
 
 /// `for i (sums) { …; let y = transpose x; in …, y, … }` with the sum of
