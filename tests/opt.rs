@@ -1444,3 +1444,19 @@ entry g [b][c][l][w] (x: [b][c][l]f64) (f: [c][w]f64) : [c][w]f64 =
         }
     }
 }
+
+/// A `for` over a value parameter's count can fail (a negative count), and
+/// from a position after it the `for` that "ran over that size" is itself:
+/// fusing its elements into their reader must not count that as evidence
+/// (`Ctx::def_can_fail`), or `dce` keeps the loop and the copy computes
+/// every element twice (a stream of random draws in examples/mc_gradient.ard
+/// was hashed twice).
+#[test]
+fn a_loop_that_can_fail_is_not_copied_into_its_reader() {
+    let src = "entry g (n: i64) : f64 =\n  let u = for (i < n). f64 (bit_xor i 3)\n  let e = for i. u[i] * 2.0\n  in sum e + sum e\n";
+    for n in ["[5]", "[-1]"] {
+        let (_, ir, o0, o1) = run_both(src, "g", n);
+        assert_eq!(ir.matches("bit_xor").count(), 1, "{ir}");
+        assert!(o1 <= o0, "{o1} > {o0}\n{ir}");
+    }
+}

@@ -284,6 +284,23 @@ impl Ctx<'_, '_> {
         self.available(&super::engine::ran_key(size)).is_some()
     }
 
+    /// [`Ctx::can_fail`] of `def`, a statement before the position, for a
+    /// rewrite that copies it and drops it: its own run does not count as
+    /// the evidence that its size is non-negative (from a later position
+    /// the `for` that ran over the size may be `def` itself; `dce` then keeps
+    /// `def`, and the copy computes it twice).
+    pub fn def_can_fail(&self, def: &Stmt) -> bool {
+        if self.can_fail(def) {
+            return true;
+        }
+        match &def.expr {
+            Expr::For { size, .. } | Expr::ForAcc { size, .. } => {
+                !self.size_nonneg(size) && self.available(&super::engine::ran_key(size)).is_some_and(|st| st.binds == def.binds)
+            }
+            _ => false,
+        }
+    }
+
     /// Whether `size` is provably `>= 0` from what is known of its
     /// variables (size parameters, loop indices, axes of parameters), not
     /// from a `for` of that size having run.

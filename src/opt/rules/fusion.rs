@@ -174,7 +174,7 @@ fn worth_fusing(def: &Stmt, slice: &Block, (uses, depth, per_element): (u32, Opt
     // transpose): reading through it would make those reads strided
     let moves = moves_data(slice) && (uses == 1 || depth == Some(0));
     // a `for` that can fail stays (dce keeps it), so fusing is only worth a cheap copy
-    moves || recompute || (once && !ctx.can_fail(def))
+    moves || recompute || (once && !ctx.def_can_fail(def))
 }
 
 fn fuse_index_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
@@ -277,7 +277,7 @@ fn fuse_index_unflatten(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
         Some(2) => over(0, loops.get(1)) && over(1, loops.first()),
         _ => false,
     };
-    if ctx.uses(a) != 1 || ctx.can_fail(def) || !worth_fusing(def, &slice, (ctx.uses(*u), depth, per_element), ctx) {
+    if ctx.uses(a) != 1 || ctx.def_can_fail(def) || !worth_fusing(def, &slice, (ctx.uses(*u), depth, per_element), ctx) {
         return None;
     }
     let int = Type::scalar(crate::ir::Scalar::I64);
@@ -322,7 +322,7 @@ fn fuse_index_flatten(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     // every k would pay a division and a remainder per element to save a
     // store and a load, which made the C code twice as slow (n = m = 1000);
     // a read outside loops computes one element instead of n*m
-    if ctx.loop_depth_to(*v) != Some(0) || ctx.uses(a) != 1 || ctx.can_fail(def) || !worth_fusing(def, &elem, (ctx.uses(*v), Some(0), true), ctx) {
+    if ctx.loop_depth_to(*v) != Some(0) || ctx.uses(a) != 1 || ctx.def_can_fail(def) || !worth_fusing(def, &elem, (ctx.uses(*v), Some(0), true), ctx) {
         return None;
     }
     // k < n*m, so m > 0: neither the division nor the remainder fails
@@ -433,7 +433,7 @@ fn fuse_reduce_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     }
     let def = ctx.def(*x)?;
     let Expr::For { ivar, size, body } = &def.expr else { return None };
-    if def.binds.len() != 1 || ctx.can_fail(def) {
+    if def.binds.len() != 1 || ctx.def_can_fail(def) {
         return None;
     }
     let (ivar, size, body) = (*ivar, size.clone(), body.clone());
@@ -447,7 +447,7 @@ fn fuse_reduce_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
 /// built and computes nothing else.
 fn copyable_whole(def: &Stmt, a: crate::ir::VarId, ctx: &Ctx) -> bool {
     let Expr::For { body, .. } = &def.expr else { return false };
-    moves_data(body) || (ctx.uses(a) == 1 && def.binds.len() == 1 && ctx.loop_depth_to(a) == Some(0) && !ctx.can_fail(def))
+    moves_data(body) || (ctx.uses(a) == 1 && def.binds.len() == 1 && ctx.loop_depth_to(a) == Some(0) && !ctx.def_can_fail(def))
 }
 
 fn slice_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
@@ -711,7 +711,7 @@ fn fuse_consumer_for(b: &Block, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
                 let rest: Vec<usize> = (0..pvars.len()).filter(|j| !read.contains(j) && ctx.uses(pvars[*j]) > 0).collect();
                 // a loop that can fail keeps all its results while none is
                 // read (`dead_results` leaves it whole): it then shrinks not at all
-                let rest = if rest.is_empty() && ctx.can_fail(sp) { (0..pvars.len()).collect() } else { rest };
+                let rest = if rest.is_empty() && ctx.def_can_fail(sp) { (0..pvars.len()).collect() } else { rest };
                 let shared = kept_by(bp, &rest, ctx);
                 let both = Block { stmts: slice.stmts.iter().filter(|s| s.binds.iter().any(|x| shared.contains(&x.var))).cloned().collect(), result: vec![] };
                 !ctx.stmts_can_fail(&slice.stmts) && cheap_to_recompute(&both, &mut RECOMPUTE_BUDGET.clone())
