@@ -967,11 +967,11 @@ fn guarded_index(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let sizes: Vec<Size> = loops.iter().map(|(_, n)| n.clone()).collect();
     let frame = Frame { blocks: vec![], axes: loops.iter().enumerate().map(|(d, (i, _))| (*i, d)).collect() };
     let mut then_bands = vec![Band::default(); loops.len()];
-    let mut else_bands_ = vec![Band::default(); loops.len()];
+    let mut not_bands = vec![Band::default(); loops.len()];
     let then_known = guard_bands(cond, &frame, &sizes, &mut then_bands, ctx, 12).is_some();
-    let else_known = else_bands(cond, &frame, &sizes, &mut else_bands_, ctx).is_some();
+    let else_known = else_bands(cond, &frame, &sizes, &mut not_bands, ctx).is_some();
     let then_new = if then_known { unchecked_in_band(then_b, &frame, &sizes, &then_bands, ctx) } else { None };
-    let else_new = if else_known { unchecked_in_band(else_b, &frame, &sizes, &else_bands_, ctx) } else { None };
+    let else_new = if else_known { unchecked_in_band(else_b, &frame, &sizes, &not_bands, ctx) } else { None };
     if then_new.is_none() && else_new.is_none() {
         return None;
     }
