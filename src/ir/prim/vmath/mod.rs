@@ -9,8 +9,12 @@
 //! of a double (shifts, adds, masks), which gcc if-converts and vectorises;
 //! no integer/double conversion (AVX2 has none for 64-bit integers): an
 //! integer-valued double `k` is rounded with the `1.5·2^52` magic number and
-//! `2^k` is built from the bits. No fused multiply-add: C is compiled with
-//! `-ffp-contract=off`, and Rust never fuses.
+//! `2^k` is built from the bits. Fused multiply-adds only where written
+//! (`mul_add` here, `fma()` in C: one rounding each, so the same bits in
+//! both): the polynomial steps and the exact product. C is compiled with
+//! `-ffp-contract=off`, so gcc fuses nothing else, and Rust never fuses. A
+//! target without an FMA unit still gets these bits, from libm's `fma`,
+//! but its loops over the kernels then call it and stay scalar.
 //!
 //! The method of each function is the textbook one: reduce the argument
 //! (`x = k·ln2 + r`, `x = 2^k·m`, `x = j·π/2 + r`, `x = j/8 + t`), a
@@ -40,12 +44,12 @@ const EXP_BOUND: f64 = 1400.0;
 /// Below this `expm1` is -1 to the last bit.
 const EXPM1_LOW: f64 = -64.0;
 
-/// `c[0] + x·(c[1] + x·(…))`.
+/// `c[0] + x·(c[1] + x·(…))`, each step one fused multiply-add.
 #[inline(always)]
 fn horner(c: &[f64], x: f64) -> f64 {
     let mut acc = c[c.len() - 1];
     for k in (0..c.len() - 1).rev() {
-        acc = acc * x + c[k];
+        acc = acc.mul_add(x, c[k]);
     }
     acc
 }
@@ -288,21 +292,12 @@ pub fn erf(x: f64) -> f64 {
     if x.is_nan() { x } else { y }
 }
 
-/// Veltkamp's split: `a = hi + lo`, each with at most 26 significant bits.
-#[inline(always)]
-fn split(a: f64) -> (f64, f64) {
-    let c = 134217729.0 * a;
-    let hi = c - (c - a);
-    (hi, a - hi)
-}
-
-/// Dekker's exact product: `a·b = p + e`.
+/// The exact product `a·b = p + e`: `e` is the fused multiply-add
+/// `a·b - p`, exact wherever `e` is not below the normal range.
 #[inline(always)]
 fn two_prod(a: f64, b: f64) -> (f64, f64) {
     let p = a * b;
-    let (ah, al) = split(a);
-    let (bh, bl) = split(b);
-    (p, ((ah * bh - p) + ah * bl + al * bh) + al * bl)
+    (p, a.mul_add(b, -p))
 }
 
 /// Knuth's exact sum: `a + b = s + e`.
@@ -371,8 +366,8 @@ pub fn pow(x: f64, y: f64) -> f64 {
     let ay = y.abs();
     let (lh, ll) = log_dd(ax);
     let (ph, pe) = two_prod(y, lh);
-    // past the bounds `exp_dd` ignores the low part (which may be NaN: the
-    // split of a huge `y` overflows)
+    // past the bounds `exp_dd` ignores the low part (which is ±∞ or NaN
+    // where the product overflows)
     let (ph, pl) = two_sum(ph, if ph.abs() < EXP_BOUND { pe + y * ll } else { 0.0 });
     let m = exp_dd(ph, pl);
     let (int, odd) = int_odd(ay);

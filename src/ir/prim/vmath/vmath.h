@@ -1,6 +1,7 @@
-/* Vector math: the C twin of src/backend/vmath/mod.rs, operation for
- * operation (same constants, same order, no fused multiply-add under
- * -ffp-contract=off), so both give the same bits. Branch-free: selects are
+/* Vector math: the C twin of src/ir/prim/vmath/mod.rs, operation for
+ * operation (same constants, same order, fma() exactly where the Rust
+ * twin has mul_add and no other fusing under -ffp-contract=off), so both
+ * give the same bits. Branch-free: selects are
  * ternaries gcc if-converts, 2^k is built from bits, and no integer/double
  * conversion blocks AVX2, so `for (i) y[i] = ard_vm_exp(x[i]);` vectorises.
  * The tables ARD_VM_* are emitted before this text from the Rust ones
@@ -26,7 +27,7 @@ ARD_VM_INLINE double ard_vm_double(uint64_t u) { double x; memcpy(&x, &u, 8); re
 
 ARD_VM_INLINE double ard_vm_horner(const double *c, int n, double x) {
     double acc = c[n - 1];
-    for (int k = n - 2; k >= 0; k--) acc = acc * x + c[k];
+    for (int k = n - 2; k >= 0; k--) acc = fma(acc, x, c[k]);
     return acc;
 }
 ARD_VM_INLINE double ard_vm_round_int(double x) { return (x + ARD_VM_SHIFT) - ARD_VM_SHIFT; }
@@ -46,17 +47,10 @@ ARD_VM_INLINE double ard_vm_copysign_of(double y, double x) {
     return ard_vm_double(ard_vm_bits(y) | (ard_vm_bits(x) & ARD_VM_SIGN));
 }
 
-/* ---- double-double helpers (Veltkamp, Dekker, Knuth) ---- */
-ARD_VM_INLINE void ard_vm_split(double a, double *hi, double *lo) {
-    double c = 134217729.0 * a;
-    *hi = c - (c - a);
-    *lo = a - *hi;
-}
+/* ---- double-double helpers (exact product by fma, Knuth's sum) ---- */
 ARD_VM_INLINE double ard_vm_two_prod(double a, double b, double *e) {
-    double p = a * b, ah, al, bh, bl;
-    ard_vm_split(a, &ah, &al);
-    ard_vm_split(b, &bh, &bl);
-    *e = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
+    double p = a * b;
+    *e = fma(a, b, -p);
     return p;
 }
 ARD_VM_INLINE double ard_vm_two_sum(double a, double b, double *e) {
