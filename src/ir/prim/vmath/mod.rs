@@ -187,14 +187,16 @@ pub fn log1p(x: f64) -> f64 {
     if x.abs() < 5.551115123125783e-17 { x } else { y }
 }
 
-/// `(nh + nl) / (dh + dl)`, the first quotient corrected by its exact
-/// remainder: the operands' low parts count, so the result is rounded
-/// about once.
+/// `(nh + nl) / (dh + dl)`: a first quotient `q = nh·(1/dh)`, within two
+/// ULPs, corrected by its remainder `nh - q·dh` (exact as one fused
+/// multiply-add) and the operands' low parts, so the result is rounded
+/// about once. One division, not two: the correction is small, and an
+/// error in `1/dh` of one ULP changes it by a 2^-53 fraction of itself.
 #[inline(always)]
 fn div_dd(nh: f64, nl: f64, dh: f64, dl: f64) -> f64 {
-    let q = nh / dh;
-    let (p, pe) = two_prod(q, dh);
-    q + ((((nh - p) - pe) + nl) - q * dl) / dh
+    let r = 1.0 / dh;
+    let q = nh * r;
+    q + (((-q).mul_add(dh, nh) + nl) - q * dl) * r
 }
 
 /// `a + a·z·T(z)` below `TANH_SMALL`, else `(E - 1)/(E + 1)` with

@@ -60,9 +60,9 @@ ARD_VM_INLINE double ard_vm_two_sum(double a, double b, double *e) {
     return s;
 }
 ARD_VM_INLINE double ard_vm_div_dd(double nh, double nl, double dh, double dl) {
-    double q = nh / dh;
-    double pe, p = ard_vm_two_prod(q, dh, &pe);
-    return q + ((((nh - p) - pe) + nl) - q * dl) / dh;
+    double r = 1.0 / dh;
+    double q = nh * r;
+    return q + ((fma(-q, dh, nh) + nl) - q * dl) * r;
 }
 
 /* ---- exp, expm1 ---- */
