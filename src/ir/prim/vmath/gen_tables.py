@@ -58,11 +58,6 @@ p2, rest = split(rest, 30)
 p3, p4 = split(rest, 30)
 print("pub const PIO2: [f64; 4] = [" + ", ".join(lit(x) for x in (p1, p2, p3, p4)) + "];")
 print(f"pub const TWO_OVER_PI: f64 = {lit(2 / mp.pi)};")
-# tanh(a) = a + a z T(z), z = a^2 <= TANH_SMALL^2
-small = mp.mpf("0.3")
-tc = mp.taylor(mp.tanh, 0, 80)
-table("TANH_T", truncated(lambda n: tc[2 * n + 3], small ** 2, small ** 2, 0))
-print(f"pub const TANH_SMALL: f64 = {lit(small)};")
 # erf(a) = a E(z), z = a^2 <= ERF_SMALL^2
 esmall = mp.mpf("0.5")
 table("ERF_E", truncated(lambda n: 2 / mp.sqrt(mp.pi) * (-1) ** n / (mp.factorial(n) * (2 * n + 1)), esmall ** 2, 1, 0))

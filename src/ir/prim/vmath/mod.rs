@@ -41,6 +41,8 @@ const TWO_M23: f64 = 1.0 / 8388608.0;
 /// Past these bounds `exp` is 0 or ∞ whatever the polynomial says; inside
 /// them `k` fits twice into a normal exponent (see [`scale`]).
 const EXP_BOUND: f64 = 1400.0;
+/// 2^-27: below it `sin x` and `tanh x` round to `x`.
+const TINY27: f64 = 7.450580596923828e-9;
 /// Below this `expm1` is -1 to the last bit.
 const EXPM1_LOW: f64 = -64.0;
 
@@ -114,15 +116,22 @@ pub fn exp(x: f64) -> f64 {
     scale(1.0 + expm1_poly(r), kd)
 }
 
-/// `exp(x) = hi + lo` with `hi = 2^k·e`, `lo = 2^k·el` and `e + el =
+/// `exp(x) = 2^k·(e + el)`, returned as `(e, el, k)`, with `e + el =
 /// 1 + expm1(r)` exactly: the rounding of `1 + p` is kept.
 #[inline(always)]
-fn exp_split(x: f64, low: f64) -> (f64, f64) {
+fn exp_unscaled(x: f64, low: f64) -> (f64, f64, f64) {
     let (kd, r, rerr) = exp_reduce_dd(clamp(x, low, EXP_BOUND));
     let (p, pl) = two_sum(r, (r * r) * horner(&EXP_Q, r));
     let e = 1.0 + p;
     // exp(r + rerr) = (1 + p)(1 + rerr)
     let el = ((1.0 - e) + p) + (pl + (rerr + rerr * p));
+    (e, el, kd)
+}
+
+/// `exp(x) = hi + lo`, [`exp_unscaled`] scaled by `2^k`.
+#[inline(always)]
+fn exp_split(x: f64, low: f64) -> (f64, f64) {
+    let (e, el, kd) = exp_unscaled(x, low);
     (scale(e, kd), scale(el, kd))
 }
 
@@ -199,17 +208,20 @@ fn div_dd(nh: f64, nl: f64, dh: f64, dl: f64) -> f64 {
     q + (((-q).mul_add(dh, nh) + nl) - q * dl) * r
 }
 
-/// `a + a·z·T(z)` below `TANH_SMALL`, else `(E - 1)/(E + 1)` with
-/// `E = exp(2a)` as a double-double (`tanh 20` is 1 in double precision).
+/// `(E - 1)/(E + 1)` with `E = exp(2a) = 2^k·(e + el)` a double-double
+/// (`tanh 20` is 1 in double precision), computed as `(e + el - 2^-k)/(e +
+/// el + 2^-k)`: the same bits as with `E` scaled (`k ≤ 58`, nothing leaves
+/// the normal range), two scalings fewer. The double-double difference
+/// keeps `E - 1` accurate for small `a` too, so there is no separate
+/// series; below 2^-27, `tanh a` rounds to `a`.
 pub fn tanh(x: f64) -> f64 {
     let a = x.abs();
-    let z = a * a;
-    let small = a + a * (z * horner(&TANH_T, z));
-    let (eh, el) = exp_split(2.0 * (if a > 20.0 { 20.0 } else { a }), -EXP_BOUND);
-    let (nh, nl) = two_sum(eh, -1.0);
-    let (dh, dl) = two_sum(eh, 1.0);
+    let (e, el, kd) = exp_unscaled(2.0 * (if a > 20.0 { 20.0 } else { a }), -EXP_BOUND);
+    let one = pow2(-kd);
+    let (nh, nl) = two_sum(e, -one);
+    let (dh, dl) = two_sum(e, one);
     let large = div_dd(nh, nl + el, dh, dl + el);
-    copysign_of(if a < TANH_SMALL { small } else { large }, x)
+    copysign_of(if a < TINY27 { a } else { large }, x)
 }
 
 /// `1/(1 + e^-x)` for `x ≥ 0`, `e^x/(1 + e^x)` below: one `exp(-|x|)`
@@ -264,7 +276,7 @@ fn trig(x: f64, shift_quadrant: u64) -> f64 {
 pub fn sin(x: f64) -> f64 {
     let y = trig(x, 0);
     // below 2^-27, sin(x) rounds to x (and -0 stays -0)
-    if x.abs() < 7.450580596923828e-9 { x } else { y }
+    if x.abs() < TINY27 { x } else { y }
 }
 
 pub fn cos(x: f64) -> f64 {
@@ -450,14 +462,11 @@ pub fn c_source() -> String {
     use std::fmt::Write;
     let lit = |x: f64| format!("({x:?})");
     let mut s = String::from("/* vector math tables: src/ir/prim/vmath/tables.rs */\n");
-    for (name, x) in
-        [("LN2_HI", LN2_HI), ("LN2_LO", LN2_LO), ("TWO_OVER_PI", TWO_OVER_PI), ("TANH_SMALL", TANH_SMALL), ("ERF_SMALL", ERF_SMALL), ("ERF_C0_LO", ERF_C0_LO)]
-    {
+    for (name, x) in [("LN2_HI", LN2_HI), ("LN2_LO", LN2_LO), ("TWO_OVER_PI", TWO_OVER_PI), ("ERF_SMALL", ERF_SMALL), ("ERF_C0_LO", ERF_C0_LO)] {
         let _ = writeln!(s, "#define ARD_VM_{name} {}", lit(x));
     }
     let _ = writeln!(s, "#define ARD_VM_ERF_ROW {ERF_ROW}");
-    let tables: [(&str, &[f64]); 7] =
-        [("EXP_Q", &EXP_Q), ("LOG_R", &LOG_R), ("SIN_S", &SIN_S), ("COS_C", &COS_C), ("PIO2", &PIO2), ("TANH_T", &TANH_T), ("ERF_E", &ERF_E)];
+    let tables: [(&str, &[f64]); 6] = [("EXP_Q", &EXP_Q), ("LOG_R", &LOG_R), ("SIN_S", &SIN_S), ("COS_C", &COS_C), ("PIO2", &PIO2), ("ERF_E", &ERF_E)];
     for (name, t) in tables.into_iter().chain([("ERF_TAYLOR", &ERF_TAYLOR[..])]) {
         let body: Vec<String> = t.iter().map(|x| format!("{x:?}")).collect();
         let _ = writeln!(s, "static const double ARD_VM_{name}[{}] = {{{}}};", t.len(), body.join(", "));

@@ -78,13 +78,18 @@ ARD_VM_INLINE double ard_vm_exp(double x) {
     double r, kd = ard_vm_exp_reduce(ard_vm_clamp(x, -ARD_VM_EXP_BOUND, ARD_VM_EXP_BOUND), &r);
     return ard_vm_scale(1.0 + ard_vm_expm1_poly(r), kd);
 }
-ARD_VM_INLINE double ard_vm_exp_split(double x, double low, double *lo) {
+ARD_VM_INLINE double ard_vm_exp_unscaled(double x, double low, double *lo, double *k) {
     double xc = ard_vm_clamp(x, low, ARD_VM_EXP_BOUND);
     double kd = ard_vm_round_int(xc * ARD_VM_INV_LN2);
     double rerr, r = ard_vm_two_sum(xc - kd * ARD_VM_LN2_HI, -(kd * ARD_VM_LN2_LO), &rerr);
     double pl, p = ard_vm_two_sum(r, (r * r) * ard_vm_horner(ARD_VM_EXP_Q, ARD_VM_N(ARD_VM_EXP_Q), r), &pl);
     double e = 1.0 + p;
-    double el = ((1.0 - e) + p) + (pl + (rerr + rerr * p));
+    *lo = ((1.0 - e) + p) + (pl + (rerr + rerr * p));
+    *k = kd;
+    return e;
+}
+ARD_VM_INLINE double ard_vm_exp_split(double x, double low, double *lo) {
+    double el, kd, e = ard_vm_exp_unscaled(x, low, &el, &kd);
     *lo = ard_vm_scale(el, kd);
     return ard_vm_scale(e, kd);
 }
@@ -133,13 +138,12 @@ ARD_VM_INLINE double ard_vm_log1p(double x) {
 /* ---- tanh, sigmoid ---- */
 ARD_VM_INLINE double ard_vm_tanh(double x) {
     double a = fabs(x);
-    double z = a * a;
-    double small = a + a * (z * ard_vm_horner(ARD_VM_TANH_T, ARD_VM_N(ARD_VM_TANH_T), z));
-    double el, eh = ard_vm_exp_split(2.0 * (a > 20.0 ? 20.0 : a), -ARD_VM_EXP_BOUND, &el);
-    double nl, nh = ard_vm_two_sum(eh, -1.0, &nl);
-    double dl, dh = ard_vm_two_sum(eh, 1.0, &dl);
+    double el, kd, e = ard_vm_exp_unscaled(2.0 * (a > 20.0 ? 20.0 : a), -ARD_VM_EXP_BOUND, &el, &kd);
+    double one = ard_vm_pow2(-kd);
+    double nl, nh = ard_vm_two_sum(e, -one, &nl);
+    double dl, dh = ard_vm_two_sum(e, one, &dl);
     double large = ard_vm_div_dd(nh, nl + el, dh, dl + el);
-    return ard_vm_copysign_of(a < ARD_VM_TANH_SMALL ? small : large, x);
+    return ard_vm_copysign_of(a < ARD_VM_TINY27 ? a : large, x);
 }
 ARD_VM_INLINE double ard_vm_sigmoid(double x) {
     double el, eh = ard_vm_exp_split(-fabs(x), -ARD_VM_EXP_BOUND, &el);
