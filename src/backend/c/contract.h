@@ -69,9 +69,10 @@ static void ard_pack_a(int64_t kc, int64_t mr, const double *A, int64_t sai, int
 }
 
 /* One chunk of len <= C terms of an mr x NR tile into r: each lane's sum
- * (lane l: terms l, l + 8, ...), then the lanes' pairwise tree. */
-static inline __attribute__((always_inline)) void ard_tile_chunk(int mr, int64_t len, const double *restrict ap, const double *restrict bp,
-                                                                ard_vd r[ARD_MR][2]) {
+ * (lane l: terms l, l + 8, ...), then the lanes' pairwise tree. A(i, p)
+ * is ap[i * si + p * sp]: a packed panel (si = 1, sp = MR) or A itself. */
+static inline __attribute__((always_inline)) void ard_tile_chunk(int mr, int64_t len, const double *restrict ap, int64_t si, int64_t sp,
+                                                                const double *restrict bp, ard_vd r[ARD_MR][2]) {
     if (len == ARD_KLANES) {
         /* one term per lane (chunks of 8: sums of up to 512 terms): the
          * products and their tree stay in registers */
@@ -81,12 +82,12 @@ static inline __attribute__((always_inline)) void ard_tile_chunk(int mr, int64_t
             memcpy(&b[l][1], bp + l * ARD_NR + ARD_VW, sizeof(ard_vd));
         }
         for (int i = 0; i < mr; i++) {
-            const double *a = ap + i;
+            const double *a = ap + i * si;
             for (int h = 0; h < 2; h++) {
-                ard_vd t01 = a[0] * b[0][h] + a[ARD_MR] * b[1][h];
-                ard_vd t23 = a[2 * ARD_MR] * b[2][h] + a[3 * ARD_MR] * b[3][h];
-                ard_vd t45 = a[4 * ARD_MR] * b[4][h] + a[5 * ARD_MR] * b[5][h];
-                ard_vd t67 = a[6 * ARD_MR] * b[6][h] + a[7 * ARD_MR] * b[7][h];
+                ard_vd t01 = a[0] * b[0][h] + a[sp] * b[1][h];
+                ard_vd t23 = a[2 * sp] * b[2][h] + a[3 * sp] * b[3][h];
+                ard_vd t45 = a[4 * sp] * b[4][h] + a[5 * sp] * b[5][h];
+                ard_vd t67 = a[6 * sp] * b[6][h] + a[7 * sp] * b[7][h];
                 r[i][h] = (t01 + t23) + (t45 + t67);
             }
         }
@@ -99,15 +100,15 @@ static inline __attribute__((always_inline)) void ard_tile_chunk(int mr, int64_t
         memcpy(&b0, bp + l * ARD_NR, sizeof b0);
         memcpy(&b1, bp + l * ARD_NR + ARD_VW, sizeof b1);
         for (int i = 0; i < mr; i++) {
-            acc[i][0] = ap[l * ARD_MR + i] * b0;
-            acc[i][1] = ap[l * ARD_MR + i] * b1;
+            acc[i][0] = ap[l * sp + i * si] * b0;
+            acc[i][1] = ap[l * sp + i * si] * b1;
         }
         for (int64_t p = l + ARD_KLANES; p < len; p += ARD_KLANES) {
             memcpy(&b0, bp + p * ARD_NR, sizeof b0);
             memcpy(&b1, bp + p * ARD_NR + ARD_VW, sizeof b1);
 #pragma GCC unroll 8
             for (int i = 0; i < mr; i++) {
-                double a = ap[p * ARD_MR + i];
+                double a = ap[p * sp + i * si];
                 acc[i][0] = acc[i][0] + a * b0;
                 acc[i][1] = acc[i][1] + a * b1;
             }
@@ -131,12 +132,12 @@ static inline __attribute__((always_inline)) void ard_tile_chunk(int mr, int64_t
 
 /* rows i < mr (a constant once inlined: ard_micro picks it) of NR outputs
  * at c (row stride ldc): all k terms, chunk by chunk, into the counter */
-static inline __attribute__((always_inline)) void ard_micro_rows(int mr, int64_t k, int64_t chunk, const double *restrict ap, const double *restrict bp,
-                                                                double *restrict c, int64_t ldc) {
+static inline __attribute__((always_inline)) void ard_micro_rows(int mr, int64_t k, int64_t chunk, const double *restrict ap, int64_t si, int64_t sp,
+                                                                const double *restrict bp, double *restrict c, int64_t ldc) {
     ard_vd stack[ARD_KLEVELS][ARD_MR][2], r[ARD_MR][2];
     int64_t done = 0;
     for (int64_t c0 = 0; c0 < k; c0 += chunk, done++) {
-        ard_tile_chunk(mr, k - c0 < chunk ? k - c0 : chunk, ap + c0 * ARD_MR, bp + c0 * ARD_NR, r);
+        ard_tile_chunk(mr, k - c0 < chunk ? k - c0 : chunk, ap + c0 * sp, si, sp, bp + c0 * ARD_NR, r);
         int lvl = 0;
         for (int64_t t = done; t & 1; t >>= 1, lvl++)
             for (int i = 0; i < mr; i++) {
@@ -168,15 +169,27 @@ static inline __attribute__((always_inline)) void ard_micro_rows(int mr, int64_t
 
 /* a tile of mr <= MR rows: one specialised copy per row count, so that the
  * accumulators of a short tile (few rows, a matrix-vector product) stay
- * in registers and no padding row is computed */
+ * in registers and no padding row is computed; A packed (constant strides) */
 static void ard_micro(int mr, int64_t k, int64_t chunk, const double *ap, const double *bp, double *c, int64_t ldc) {
     switch (mr) {
-    case 1: ard_micro_rows(1, k, chunk, ap, bp, c, ldc); break;
-    case 2: ard_micro_rows(2, k, chunk, ap, bp, c, ldc); break;
-    case 3: ard_micro_rows(3, k, chunk, ap, bp, c, ldc); break;
-    case 4: ard_micro_rows(4, k, chunk, ap, bp, c, ldc); break;
-    case 5: ard_micro_rows(5, k, chunk, ap, bp, c, ldc); break;
-    default: ard_micro_rows(ARD_MR, k, chunk, ap, bp, c, ldc); break;
+    case 1: ard_micro_rows(1, k, chunk, ap, 1, ARD_MR, bp, c, ldc); break;
+    case 2: ard_micro_rows(2, k, chunk, ap, 1, ARD_MR, bp, c, ldc); break;
+    case 3: ard_micro_rows(3, k, chunk, ap, 1, ARD_MR, bp, c, ldc); break;
+    case 4: ard_micro_rows(4, k, chunk, ap, 1, ARD_MR, bp, c, ldc); break;
+    case 5: ard_micro_rows(5, k, chunk, ap, 1, ARD_MR, bp, c, ldc); break;
+    default: ard_micro_rows(ARD_MR, k, chunk, ap, 1, ARD_MR, bp, c, ldc); break;
+    }
+}
+
+/* the same tile reading A where it is (A(i, p) at a[i * si + p * sp]) */
+static void ard_micro_strided(int mr, int64_t k, int64_t chunk, const double *a, int64_t si, int64_t sp, const double *bp, double *c, int64_t ldc) {
+    switch (mr) {
+    case 1: ard_micro_rows(1, k, chunk, a, si, sp, bp, c, ldc); break;
+    case 2: ard_micro_rows(2, k, chunk, a, si, sp, bp, c, ldc); break;
+    case 3: ard_micro_rows(3, k, chunk, a, si, sp, bp, c, ldc); break;
+    case 4: ard_micro_rows(4, k, chunk, a, si, sp, bp, c, ldc); break;
+    case 5: ard_micro_rows(5, k, chunk, a, si, sp, bp, c, ldc); break;
+    default: ard_micro_rows(ARD_MR, k, chunk, a, si, sp, bp, c, ldc); break;
     }
 }
 
@@ -204,9 +217,13 @@ static int ard_gemm_block(ard_ctx *ctx, int64_t i0, int64_t i1, int64_t j0, int6
             int64_t nr = nc - jr < ARD_NR ? nc - jr : ARD_NR;
             ard_pack_b(k, nr, B + (jc + jr) * sbj, sbp, sbj, bp + jr * k);
         }
+        /* a block of at most one column tile reads each row of A once:
+         * packing it would copy A (transposed, by scalar loads) to read it
+         * once more (two fifths of a softmax layer with 10 classes) */
+        int direct = nc <= ARD_NR;
         for (int64_t ic = i0; ic < i1; ic += MC) {
             int64_t mc = i1 - ic < MC ? i1 - ic : MC;
-            for (int64_t ir = 0; ir < mc; ir += ARD_MR) {
+            for (int64_t ir = 0; !direct && ir < mc; ir += ARD_MR) {
                 int64_t mr = mc - ir < ARD_MR ? mc - ir : ARD_MR;
                 ard_pack_a(k, mr, A + (ic + ir) * sai, sai, sap, ap + ir * k);
             }
@@ -215,12 +232,14 @@ static int ard_gemm_block(ard_ctx *ctx, int64_t i0, int64_t i1, int64_t j0, int6
                 for (int64_t ir = 0; ir < mc; ir += ARD_MR) {
                     int mr = (int)(mc - ir < ARD_MR ? mc - ir : ARD_MR);
                     double *c = C + (ic + ir) * ldc + jc + jr;
-                    if (nr == ARD_NR) {
-                        ard_micro(mr, k, chunk, ap + ir * k, bp + jr * k, c, ldc);
-                        continue;
-                    }
+                    double *out = nr == ARD_NR ? c : edge;
+                    int64_t ldo = nr == ARD_NR ? ldc : ARD_NR;
+                    if (direct)
+                        ard_micro_strided(mr, k, chunk, A + (ic + ir) * sai, sai, sap, bp + jr * k, out, ldo);
+                    else
+                        ard_micro(mr, k, chunk, ap + ir * k, bp + jr * k, out, ldo);
+                    if (nr == ARD_NR) continue;
                     /* a tile cut by the last column: through a full-width copy */
-                    ard_micro(mr, k, chunk, ap + ir * k, bp + jr * k, edge, ARD_NR);
                     for (int i = 0; i < mr; i++)
                         for (int64_t q = 0; q < nr; q++) c[i * ldc + q] = edge[i * ARD_NR + q];
                 }
