@@ -298,6 +298,10 @@ struct Em {
     seq_only: bool,
     /// the label an error jumps to
     fail: String,
+    /// inside a widened group (`widen.rs`): a failing check jumps here,
+    /// unreported, and the group runs again one iteration at a time, so
+    /// that the first failing iteration reports its error
+    redo: Option<String>,
     /// array variables owned by each enclosing block (innermost last)
     owned_stack: Vec<FxHashSet<VarId>>,
     /// views that hold no reference of their own: their buffer is kept
@@ -468,6 +472,7 @@ impl Em {
             par: false,
             seq_only: false,
             fail: fail.into(),
+            redo: None,
             owned_stack: vec![],
             borrowed: FxHashSet::default(),
             dest_rows: FxHashMap::default(),
@@ -681,6 +686,11 @@ impl Em {
         for x in args {
             a.push_str(", ");
             a.push_str(x);
+        }
+        if let Some(redo) = &self.redo {
+            let redo = redo.clone();
+            self.line(&format!("goto {redo};"));
+            return;
         }
         let target = self.fail.clone();
         self.line(&format!("{{ ard_fail(ctx, ard_it, {}{a}); goto {target}; }}", cstr(fmt)));
@@ -2098,7 +2108,7 @@ impl Em {
 
     /// rt.h's 8-lane fold of a float maximum or minimum (the same bits as
     /// the ordered fold), where one exists.
-    fn lane_extremum(op: &ReduceOp, t: Scalar) -> Option<&'static str> {
+    pub(super) fn lane_extremum(op: &ReduceOp, t: Scalar) -> Option<&'static str> {
         Some(match (op, t) {
             (ReduceOp::Max, Scalar::F64) => "ard_lanes_max_f64",
             (ReduceOp::Min, Scalar::F64) => "ard_lanes_min_f64",

@@ -10,8 +10,12 @@
 //! or 16 terms, alone too short for vector units, now fills them across
 //! the outer iterations. Bodies qualify when they only compute scalars
 //! (primitives, array reads, nested float sums of a length fixed for the
-//! group) and cannot fail or stop (checked on the emitted C), so running
-//! the group's iterations interleaved changes no error either.
+//! group, maxima and minima of rows) and cannot stop (checked on the
+//! emitted C). A summing `for` (softmax cross-entropy's sum over rows)
+//! adds each group into the accumulator's lanes as its plain loop would.
+//! A check that fails in a group (a checked read, an integer division)
+//! does not report: the group runs again one iteration at a time, so the
+//! error is the first failing iteration's, as in the interpreter.
 
 use super::{Em, R, Row, at_str, ctype, var_names_in};
 use crate::ir::{Atom, Block, Expr, ReduceOp, Stmt, VarId, walk};
@@ -20,9 +24,11 @@ use rustc_hash::FxHashSet;
 /// Lanes per group: 8 doubles fill an AVX-512 register (two AVX2 ones).
 pub const W: usize = 8;
 
-/// Whether `b` is a body the widened form can emit: scalars only, made by
+/// Whether `b` is a body the widened form can emit: scalars made by
 /// primitives, reads and nested float sums (of such bodies), with at least
-/// one sum (without one the plain loop already vectorises).
+/// one sum (without one the plain loop already vectorises); besides them,
+/// unchecked rows of arrays (`let r = x[i]`, a view: an `ard_arr` per lane)
+/// and float maxima and minima (`maximum r`, folded lane by lane).
 pub fn widenable(b: &Block) -> bool {
     b.result.len() == 1 && widenable_stmts(&b.stmts)
 }
@@ -30,11 +36,14 @@ pub fn widenable(b: &Block) -> bool {
 fn widenable_stmts(stmts: &[Stmt]) -> bool {
     fn ok(stmts: &[Stmt], sums: &mut usize) -> bool {
         stmts.iter().all(|s| {
-            if s.binds.iter().any(|x| x.ty.rank() > 0) {
+            if s.binds.iter().any(|x| x.ty.rank() > 0) && !is_row_view(s) {
                 return false;
             }
             match &s.expr {
                 Expr::Prim(..) | Expr::Atom(_) | Expr::Index { .. } => true,
+                Expr::Reduce { op, ne, arrs } => {
+                    ne.len() == 1 && matches!(arrs[..], [Atom::Var(_)]) && s.binds.len() == 1 && Em::lane_extremum(op, s.binds[0].ty.elem).is_some()
+                }
                 Expr::ForAcc { body, acc, .. } => {
                     *sums += 1;
                     acc.len() == 1 && acc[0] && s.binds.len() == 1 && s.binds[0].ty.elem.is_float() && body.result.len() == 1 && ok(&body.stmts, sums)
@@ -45,6 +54,19 @@ fn widenable_stmts(stmts: &[Stmt]) -> bool {
     }
     let mut sums = 0;
     ok(stmts, &mut sums) && sums > 0
+}
+
+/// `let r = index a[i]`: one unchecked row (a view) of an array.
+fn is_row_view(s: &Stmt) -> bool {
+    matches!(&s.expr, Expr::Index { checks, .. } if checks.iter().all(Option::is_none)) && matches!(&s.binds[..], [x] if x.ty.rank() == 1)
+}
+
+/// Whether the C of `s` checks something that can fail (a checked read):
+/// such statements get a lane loop of their own, whose jump to the group's
+/// rerun keeps only that loop from being vectorised.
+fn checks(s: &Stmt) -> bool {
+    matches!(&s.expr, Expr::Index { checks, .. } if checks.iter().any(Option::is_some))
+        || matches!(&s.expr, Expr::Prim(p, _) if p.row().traps != crate::ir::prim::Traps::Never && s.binds.iter().any(|x| x.ty.elem.is_int()))
 }
 
 /// `b` with its unchecked views (`let r = index a[j]`, a row of an array
@@ -153,22 +175,29 @@ impl Em {
     }
 
     /// Iterations `lo..n` of a map `for` (index `ivar`, its scalar results
-    /// into the rank-1 row) in groups of [`W`], then the last iterations
-    /// one by one. `Ok(false)` (nothing emitted) when the body turns out to
-    /// be able to fail or stop (a checked read, an integer division) or has
-    /// a sum whose length cannot be tested before the group. `outlined`: in the function of an outermost
-    /// `for` (`Em::outline`), whose iterations each name themselves for
-    /// errors (`ard_it`) and stop after a failed earlier one: a group does
-    /// so as its first iteration.
+    /// into the rank-1 row) or of a summing one (outlined, its scalar
+    /// results added into the 8 lanes of the accumulator: iteration `g +
+    /// l` into lane `l`, `lo` a multiple of 8, as the plain loop does) in
+    /// groups of [`W`], then the last iterations one by one. A check that
+    /// fails in a group (a checked read, an integer division) jumps to the
+    /// group's rerun: its iterations one by one, as the plain loop, so the
+    /// first failing one reports its error (the body is pure: nothing was
+    /// written yet). `Ok(false)` (nothing emitted) when the body could stop
+    /// or has a sum whose length cannot be tested before the group.
+    /// `outlined`: in the function of an outermost `for` (`Em::outline`),
+    /// whose iterations each name themselves for errors (`ard_it`) and stop
+    /// after a failed earlier one: a group does so as its first iteration.
     pub(super) fn widened_map(&mut self, lo: &str, n: &str, ivar: VarId, body: &Block, rows: &[Row], outlined: bool) -> R<bool> {
-        let [Row::Stacked { out, ty, .. }] = rows else { return Ok(false) };
-        if ty.rank() != 1 {
-            return Ok(false);
+        match rows {
+            [Row::Stacked { ty, .. }] if ty.rank() == 1 => {}
+            [Row::Summed { len, ty, lanes: true, .. }] if outlined && ty.rank() == 0 && len == "1" => {}
+            _ => return Ok(false),
         }
         let Some(guard) = self.short_guard(&body.stmts, &[ivar]) else { return Ok(false) };
         let (mark, ind, borrowed) = (self.out.len(), self.ind, self.borrowed.clone());
         let k = self.fresh();
         let g = format!("ard_wg{k}");
+        let redo = format!("ard_wr{k}");
         self.open("{");
         self.line(&format!("int64_t {g} = {lo};"));
         self.line(&format!("if ({guard})"));
@@ -178,19 +207,44 @@ impl Em {
             self.line(&format!("const int64_t ard_it = ard_par ? {g} : ard_it0; (void)ard_it;"));
         }
         self.poll();
+        self.open("{");
         let mut wide = FxHashSet::default();
         wide.insert(ivar);
         self.line(&format!("int64_t ard_wv{}[{W}];", ivar.0));
         self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) ard_wv{}[ard_l] = {g} + ard_l;", ivar.0));
-        if !self.wblock(body, &mut wide)? {
+        let outer_redo = self.redo.replace(redo.clone());
+        let emitted = self.wblock(body, &mut wide);
+        self.redo = outer_redo;
+        if !emitted? {
             self.out.truncate(mark);
             self.ind = ind;
             self.borrowed = borrowed;
             return Ok(false);
         }
         let r = self.lane(&body.result[0], &wide);
-        let p = self.elem_ptr(out, ty.elem);
-        self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) {p}[{g} + ard_l] = {r};"));
+        match &rows[0] {
+            Row::Stacked { out, ty, .. } => {
+                let p = self.elem_ptr(out, ty.elem);
+                self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) {p}[{g} + ard_l] = {r};"));
+            }
+            Row::Summed { ptr, ty, .. } => {
+                let sum = Self::op_expr(&ReduceOp::Add, ty.elem, &format!("{ptr}[ard_l]"), &r)?;
+                self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) {ptr}[ard_l] = {sum};"));
+            }
+        }
+        self.line("continue;");
+        self.close("}");
+        let can_redo = self.out[mark..].contains(&format!("goto {redo};"));
+        if can_redo {
+            self.line(&format!("{redo}:;"));
+            self.open(&format!("for (int64_t ard_i = {g}; ard_i < {g} + {W}; ard_i++) {{"));
+            if outlined {
+                self.line("if (ard_par && ard_failed_before(ctx, ard_i)) return 0;");
+                self.line("const int64_t ard_it = ard_par ? ard_i : ard_it0; (void)ard_it;");
+            }
+            self.for_body(ivar, body, rows)?;
+            self.close("}");
+        }
         self.close("}");
         self.polled_loop("ard_i", &g, n, "ard_it", false, |em| {
             if outlined {
@@ -318,31 +372,57 @@ impl Em {
     }
 
     /// The statements of `b` for all lanes: runs of plain statements as one
-    /// loop over the lanes, sums by [`Em::widened_sum`]. Every scalar the
-    /// block binds is added to `wide` (a lane array). False when a nested
-    /// sum's length differs between lanes.
+    /// loop over the lanes (a statement that checks something in a loop of
+    /// its own), sums by [`Em::widened_sum`], maxima and minima by
+    /// [`Em::widened_extremum`]. Every value the block binds is added to
+    /// `wide` (a lane array). False when a nested sum's length differs
+    /// between lanes or a statement cannot be emitted for lanes.
     fn wblock(&mut self, b: &Block, wide: &mut FxHashSet<VarId>) -> R<bool> {
+        let special = |s: &Stmt| matches!(s.expr, Expr::ForAcc { .. } | Expr::Reduce { .. }) || checks(s);
         let mut i = 0;
         while i < b.stmts.len() {
-            if let Expr::ForAcc { ivar, size, body, .. } = &b.stmts[i].expr {
-                if !self.widened_sum(&b.stmts[i], *ivar, size, body, wide)? {
-                    return Ok(false);
+            let s = &b.stmts[i];
+            let done = match &s.expr {
+                Expr::ForAcc { ivar, size, body, .. } => self.widened_sum(s, *ivar, size, body, wide)?,
+                Expr::Reduce { op, ne, arrs } => self.widened_extremum(s, op, &ne[0], &arrs[0], wide)?,
+                _ if checks(s) => self.lane_run(std::slice::from_ref(s), wide)?,
+                _ => {
+                    let j = (i..b.stmts.len()).find(|&j| special(&b.stmts[j])).unwrap_or(b.stmts.len());
+                    let ok = self.lane_run(&b.stmts[i..j], wide)?;
+                    i = j - 1;
+                    ok
                 }
-                i += 1;
-                continue;
-            }
-            let j = (i..b.stmts.len()).find(|&j| matches!(b.stmts[j].expr, Expr::ForAcc { .. })).unwrap_or(b.stmts.len());
-            if !self.lane_run(&b.stmts[i..j], wide)? {
+            };
+            if !done {
                 return Ok(false);
             }
-            i = j;
+            i += 1;
         }
         Ok(true)
     }
 
-    /// Plain statements (scalars) as one loop over the lanes: lane arrays
-    /// read at the start, each result stored to its lane array at the end.
-    /// False when the C of a statement can fail or takes a reference.
+    /// `maximum r` or `minimum r` (a float fold, `ne` first) for every
+    /// lane, each by rt.h's 8-lane fold as the plain code calls it (the
+    /// ordered fold's bits); a row longer than one fold's chunk reruns the
+    /// group.
+    fn widened_extremum(&mut self, s: &Stmt, op: &ReduceOp, ne: &Atom, arr: &Atom, wide: &mut FxHashSet<VarId>) -> R<bool> {
+        let (x, t) = (s.binds[0].var, s.binds[0].ty.elem);
+        let (Some(fold), Some(redo)) = (Self::lane_extremum(op, t), self.redo.clone()) else { return Ok(false) };
+        let (ct, a, e) = (ctype(t), self.lane(arr, wide), self.lane(ne, wide));
+        self.line(&format!("{ct} ard_wv{}[{W}];", x.0));
+        self.open(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) {{"));
+        self.line(&format!("const ard_arr ard_r = {a};"));
+        self.line(&format!("if (ard_r.d[0] > ARD_CHUNK) goto {redo};"));
+        self.line(&format!("ard_wv{}[ard_l] = {fold}((const {ct} *)ard_r.p, 0, ard_r.d[0], {e});", x.0));
+        self.close("}");
+        wide.insert(x);
+        Ok(true)
+    }
+
+    /// Plain statements (scalars, and rows as `ard_arr` views) as one loop
+    /// over the lanes: lane arrays read at the start, each result stored to
+    /// its lane array at the end. False when the C of a statement can stop
+    /// or fail other than by rerunning the group, or takes a reference.
     fn lane_run(&mut self, stmts: &[Stmt], wide: &mut FxHashSet<VarId>) -> R<bool> {
         let start = self.out.len();
         let mut used: Vec<VarId> = vec![];
@@ -359,29 +439,40 @@ impl Em {
             );
             bound.extend(s.binds.iter().map(|x| x.var));
         }
+        let lane_type = |t: &crate::ir::Type| if t.rank() > 0 { "ard_arr" } else { ctype(t.elem) };
         for s in stmts {
             for x in &s.binds {
-                self.line(&format!("{} ard_wv{}[{W}];", ctype(x.ty.elem), x.var.0));
+                self.line(&format!("{} ard_wv{}[{W}];", lane_type(&x.ty), x.var.0));
             }
         }
         self.open(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) {{"));
         for u in &used {
-            let t = self.ty.get(u).map_or("int64_t", |t| ctype(t.elem));
+            let t = self.ty.get(u).map_or("int64_t", lane_type);
             self.line(&format!("const {t} {} = ard_wv{}[ard_l];", self.v(*u), u.0));
         }
+        // the group owns no array: a row view borrows the array (bound
+        // outside the group, alive throughout it) instead of referencing it
+        self.owned_stack.push(FxHashSet::default());
         for s in stmts {
             for x in &s.binds {
                 self.decl(x.var)?;
             }
-            self.stmt(s, &[])?;
+            let emitted = self.stmt(s, &[]);
+            if emitted.is_err() {
+                self.owned_stack.pop();
+            }
+            emitted?;
             for x in &s.binds {
                 self.line(&format!("ard_wv{0}[ard_l] = {1};", x.var.0, self.v(x.var)));
             }
         }
+        self.owned_stack.pop();
         self.close("}");
         wide.extend(bound);
         let c = &self.out[start..];
-        Ok(!(c.contains("goto ") || c.contains("ard_release") || c.contains("ard_retain") || c.contains("ARD_STOPPING")))
+        let redo = self.redo.as_ref().map(|r| format!("goto {r};"));
+        let other_jump = c.lines().any(|l| l.contains("goto ") && redo.as_ref().is_none_or(|r| l.trim() != r));
+        Ok(!(other_jump || c.contains("ard_release") || c.contains("ard_retain") || c.contains("ARD_STOPPING")))
     }
 
     /// A float sum for every lane, in the fixed order: its length `size`
