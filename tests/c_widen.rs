@@ -36,6 +36,14 @@ entry xent [n][k] (z: [n][k]f64) (label: [n]i64) : f64 =
   sum (for i.
     let mx = maximum z[i]
     in mx + log (sum (for p. exp (z[i, p] - mx))) - z[i, label[i]])
+
+-- maps inside the group (8 lanes per element), a triangle over a map's index
+-- with a checked packed read, and a map's maximum: a GMM component's term
+entry quad [n][d] (x: [n][d]f64) (m: [d]f64) (l: [d*(d-1)/2]f64) : f64 =
+  sum (for i.
+    let v = for a. x[i, a] - m[a]
+    let qv = for j. v[j] + sum (for (p < d). if p < j then l[p * (2 * d - p - 1) / 2 + j - p - 1] * v[p] else 0.0)
+    in maximum qv + sum (for a. qv[a] * qv[a]))
 ";
 
 /// `n` labels below `k`.
@@ -93,6 +101,11 @@ fn widened_sums_give_the_interpreters_bits_at_any_thread_count() {
             ("sq32", vec![array(&[n, small], true, &mut rng), array(&[small], true, &mut rng)]),
             ("nearest", vec![array(&[3, k], false, &mut rng), array(&[n + 8, k], false, &mut rng)]),
             ("xent", vec![array(&[n + 16, small.max(1)], false, &mut rng), labels(n + 16, small.max(1), &mut rng)]),
+            // maps of up to 70 elements: past 64 a group reruns one iteration at a time
+            ("quad", {
+                let d = k.min(70);
+                vec![array(&[n + 8, d], false, &mut rng), array(&[d], false, &mut rng), array(&[d * d.saturating_sub(1) / 2], false, &mut rng)]
+            }),
             // window w = k % 9 + 1 over 2 batches, k % 12 channels, n + w + 3 positions
             ("conv", {
                 let w = k % 9 + 1;

@@ -302,6 +302,9 @@ struct Em {
     /// unreported, and the group runs again one iteration at a time, so
     /// that the first failing iteration reports its error
     redo: Option<String>,
+    /// inside a widened group: the maps it computes for all lanes
+    /// (`ard_wvX[n][8]`), with the C of their lengths
+    lane_rows: FxHashMap<VarId, String>,
     /// array variables owned by each enclosing block (innermost last)
     owned_stack: Vec<FxHashSet<VarId>>,
     /// views that hold no reference of their own: their buffer is kept
@@ -473,6 +476,7 @@ impl Em {
             seq_only: false,
             fail: fail.into(),
             redo: None,
+            lane_rows: FxHashMap::default(),
             owned_stack: vec![],
             borrowed: FxHashSet::default(),
             dest_rows: FxHashMap::default(),

@@ -10,8 +10,11 @@
 //! or 16 terms, alone too short for vector units, now fills them across
 //! the outer iterations. Bodies qualify when they only compute scalars
 //! (primitives, array reads, nested float sums of a length fixed for the
-//! group, maxima and minima of rows) and cannot stop (checked on the
-//! emitted C). A summing `for` (softmax cross-entropy's sum over rows)
+//! group, maxima and minima of rows) or short maps of them (`for a. x[i,
+//! a] - mu[j, a]`: `ard_wvX[n][8]` on the stack, read and folded per lane)
+//! and cannot stop (checked on the emitted C). Statements that read no lane
+//! (a triangle's packed index, a read at a shared position) run once per
+//! group. A summing `for` (softmax cross-entropy's sum over rows)
 //! adds each group into the accumulator's lanes as its plain loop would.
 //! A check that fails in a group (a checked read, an integer division)
 //! does not report: the group runs again one iteration at a time, so the
@@ -36,7 +39,8 @@ pub fn widenable(b: &Block) -> bool {
 fn widenable_stmts(stmts: &[Stmt]) -> bool {
     fn ok(stmts: &[Stmt], sums: &mut usize) -> bool {
         stmts.iter().all(|s| {
-            if s.binds.iter().any(|x| x.ty.rank() > 0) && !is_row_view(s) {
+            let row = matches!(s.expr, Expr::For { .. }) || is_row_view(s);
+            if s.binds.iter().any(|x| x.ty.rank() > 0) && !row {
                 return false;
             }
             match &s.expr {
@@ -48,6 +52,7 @@ fn widenable_stmts(stmts: &[Stmt]) -> bool {
                     *sums += 1;
                     acc.len() == 1 && acc[0] && s.binds.len() == 1 && s.binds[0].ty.elem.is_float() && body.result.len() == 1 && ok(&body.stmts, sums)
                 }
+                Expr::For { body, .. } => matches!(&s.binds[..], [x] if x.ty.rank() == 1) && body.result.len() == 1 && ok(&body.stmts, sums),
                 _ => false,
             }
         })
@@ -133,6 +138,10 @@ fn fold_into(e: &mut Expr, v: VarId, a: VarId, idx: &[Atom], checks: &[crate::ir
 /// lanes of the outer loop may not be), so a group with one runs as before.
 pub const SHORT: usize = 64;
 
+/// The longest map a group computes for all its lanes (on the stack, 8
+/// values per element); a longer one reruns the group.
+const SHORT_ROWS: usize = 64;
+
 /// The sums of `stmts`, nested ones included.
 fn sum_sizes<'b>(stmts: &'b [Stmt], out: &mut Vec<&'b crate::ir::Size>) {
     for s in stmts {
@@ -157,12 +166,18 @@ impl Em {
         let mut conds = vec![];
         for z in sizes {
             let c = self.size(z);
-            if var_names_in(&c).iter().any(|v| inside.contains(v)) {
+            let names = var_names_in(&c);
+            if names.iter().any(|v| bound.contains(v)) {
                 return None;
             }
-            conds.push(format!("{c} <= {SHORT}"));
+            // a length set inside the group (a map's index: a triangle's
+            // rows) is bounded by that map's, which runs at most
+            // `SHORT_ROWS` iterations
+            if names.iter().all(|v| !inside.contains(v)) {
+                conds.push(format!("{c} <= {SHORT}"));
+            }
         }
-        Some(conds.join(" && "))
+        Some(if conds.is_empty() { "1".into() } else { conds.join(" && ") })
     }
 
     /// Lane `l` of a scalar of the widened region: its lane array, or the
@@ -215,12 +230,16 @@ impl Em {
         let outer_redo = self.redo.replace(redo.clone());
         let emitted = self.wblock(body, &mut wide);
         self.redo = outer_redo;
+        if !matches!(emitted, Ok(true)) {
+            self.lane_rows.clear();
+        }
         if !emitted? {
             self.out.truncate(mark);
             self.ind = ind;
             self.borrowed = borrowed;
             return Ok(false);
         }
+        self.lane_rows.clear();
         let r = self.lane(&body.result[0], &wide);
         match &rows[0] {
             Row::Stacked { out, ty, .. } => {
@@ -378,16 +397,28 @@ impl Em {
     /// `wide` (a lane array). False when a nested sum's length differs
     /// between lanes or a statement cannot be emitted for lanes.
     fn wblock(&mut self, b: &Block, wide: &mut FxHashSet<VarId>) -> R<bool> {
-        let special = |s: &Stmt| matches!(s.expr, Expr::ForAcc { .. } | Expr::Reduce { .. }) || checks(s);
+        let uniform = |s: &Stmt, wide: &FxHashSet<VarId>| {
+            let mut reads_lane = false;
+            walk::visit_expr(&s.expr, &mut |u| reads_lane |= wide.contains(&u), &mut |_| {});
+            !reads_lane && matches!(s.expr, Expr::Prim(..) | Expr::Atom(_) | Expr::Index { .. })
+        };
+        let row_read = |s: &Stmt, rows: &FxHashSet<VarId>| matches!(&s.expr, Expr::Index { arr: Atom::Var(a), .. } if rows.contains(a));
+        let special = |s: &Stmt, wide: &FxHashSet<VarId>, rows: &FxHashSet<VarId>| {
+            matches!(s.expr, Expr::ForAcc { .. } | Expr::Reduce { .. } | Expr::For { .. }) || checks(s) || uniform(s, wide) || row_read(s, rows)
+        };
         let mut i = 0;
         while i < b.stmts.len() {
             let s = &b.stmts[i];
             let done = match &s.expr {
                 Expr::ForAcc { ivar, size, body, .. } => self.widened_sum(s, *ivar, size, body, wide)?,
                 Expr::Reduce { op, ne, arrs } => self.widened_extremum(s, op, &ne[0], &arrs[0], wide)?,
+                Expr::For { ivar, size, body } => self.widened_row(s, *ivar, size, body, wide)?,
+                _ if uniform(s, wide) => self.uniform_stmt(s)?,
+                _ if row_read(s, &self.lane_rows.keys().copied().collect()) => self.lane_row_read(s, wide)?,
                 _ if checks(s) => self.lane_run(std::slice::from_ref(s), wide)?,
                 _ => {
-                    let j = (i..b.stmts.len()).find(|&j| special(&b.stmts[j])).unwrap_or(b.stmts.len());
+                    let rows: FxHashSet<VarId> = self.lane_rows.keys().copied().collect();
+                    let j = (i + 1..b.stmts.len()).find(|&j| special(&b.stmts[j], wide, &rows)).unwrap_or(b.stmts.len());
                     let ok = self.lane_run(&b.stmts[i..j], wide)?;
                     i = j - 1;
                     ok
@@ -407,6 +438,18 @@ impl Em {
     /// group.
     fn widened_extremum(&mut self, s: &Stmt, op: &ReduceOp, ne: &Atom, arr: &Atom, wide: &mut FxHashSet<VarId>) -> R<bool> {
         let (x, t) = (s.binds[0].var, s.binds[0].ty.elem);
+        if let Atom::Var(a) = arr
+            && let Some(n) = self.lane_rows.get(a).cloned()
+        {
+            // a map of the group: the ordered fold, lane by lane
+            let (ct, e) = (ctype(t), self.lane(ne, wide));
+            let step = Self::op_expr(op, t, &format!("ard_wv{}[ard_l]", x.0), &format!("ard_wv{}[ard_e][ard_l]", a.0))?;
+            self.line(&format!("{ct} ard_wv{}[{W}];", x.0));
+            self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) ard_wv{}[ard_l] = {e};", x.0));
+            self.line(&format!("for (int64_t ard_e = 0; ard_e < {n}; ard_e++) for (int ard_l = 0; ard_l < {W}; ard_l++) ard_wv{}[ard_l] = {step};", x.0));
+            wide.insert(x);
+            return Ok(true);
+        }
         let (Some(fold), Some(redo)) = (Self::lane_extremum(op, t), self.redo.clone()) else { return Ok(false) };
         let (ct, a, e) = (ctype(t), self.lane(arr, wide), self.lane(ne, wide));
         self.line(&format!("{ct} ard_wv{}[{W}];", x.0));
@@ -417,6 +460,79 @@ impl Em {
         self.close("}");
         wide.insert(x);
         Ok(true)
+    }
+
+    /// A statement that reads no lane (index arithmetic of an inner
+    /// loop, a row of an array by a shared index, a read at a shared
+    /// position): once for the group, the same value in every lane.
+    fn uniform_stmt(&mut self, s: &Stmt) -> R<bool> {
+        let start = self.out.len();
+        self.owned_stack.push(FxHashSet::default());
+        for x in &s.binds {
+            self.decl(x.var)?;
+        }
+        let emitted = self.stmt(s, &[]);
+        self.owned_stack.pop();
+        emitted?;
+        Ok(self.lanes_can_run(start))
+    }
+
+    /// `index r[e]` of a map the group computes (`ard_wvR[e][lane]`),
+    /// checked against its length if the read is.
+    fn lane_row_read(&mut self, s: &Stmt, wide: &mut FxHashSet<VarId>) -> R<bool> {
+        let Expr::Index { arr: Atom::Var(a), idx, checks } = &s.expr else { return Ok(false) };
+        let (Some(n), [i]) = (self.lane_rows.get(a).cloned(), &idx[..]) else { return Ok(false) };
+        let x = &s.binds[0];
+        let e = self.lane(i, wide);
+        self.line(&format!("{} ard_wv{}[{W}];", ctype(x.ty.elem), x.var.0));
+        self.open(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) {{"));
+        self.line(&format!("const int64_t ard_e = {e};"));
+        if checks.iter().any(Option::is_some) {
+            let Some(redo) = self.redo.clone() else { return Ok(false) };
+            self.line(&format!("if ((uint64_t)ard_e >= (uint64_t)({n})) goto {redo};"));
+        }
+        self.line(&format!("ard_wv{}[ard_l] = ard_wv{}[ard_e][ard_l];", x.var.0, a.0));
+        self.close("}");
+        wide.insert(x.var);
+        Ok(true)
+    }
+
+    /// A map (`for j < n`, scalar results) inside the group, for all lanes:
+    /// `ard_wvX[n][8]` on the stack (a map longer than [`SHORT_ROWS`] or of
+    /// negative length reruns the group), its body widened per element.
+    fn widened_row(&mut self, s: &Stmt, ivar: VarId, size: &crate::ir::Size, body: &Block, wide: &mut FxHashSet<VarId>) -> R<bool> {
+        let x = &s.binds[0];
+        let n = self.size(size);
+        let Some(redo) = self.redo.clone() else { return Ok(false) };
+        if var_names_in(&n).iter().any(|v| wide.contains(v)) || !x.ty.elem.is_float() && !x.ty.elem.is_int() {
+            return Ok(false);
+        }
+        let k = self.fresh();
+        self.line(&format!("const int64_t ard_wn{k} = {n};"));
+        self.line(&format!("if (ard_wn{k} < 0 || ard_wn{k} > {SHORT_ROWS}) goto {redo};"));
+        // (a VLA of no elements is undefined behaviour: one at least)
+        self.line(&format!("{} ard_wv{}[ard_wn{k} > 0 ? ard_wn{k} : 1][{W}];", ctype(x.ty.elem), x.var.0));
+        self.open(&format!("for (int64_t ard_j{k} = 0; ard_j{k} < ard_wn{k}; ard_j{k}++) {{"));
+        self.line(&format!("const int64_t {} = ard_j{k}; (void){};", self.v(ivar), self.v(ivar)));
+        let mut inner = wide.clone();
+        if !self.wblock(body, &mut inner)? {
+            return Ok(false);
+        }
+        let r = self.lane(&body.result[0], &inner);
+        self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) ard_wv{}[ard_j{k}][ard_l] = {r};", x.var.0));
+        self.close("}");
+        self.lane_rows.insert(x.var, format!("ard_wn{k}"));
+        wide.insert(x.var);
+        Ok(true)
+    }
+
+    /// Whether the C emitted since `start` may run for lanes: it stops or
+    /// fails only by rerunning the group, and takes no reference.
+    fn lanes_can_run(&self, start: usize) -> bool {
+        let c = &self.out[start..];
+        let redo = self.redo.as_ref().map(|r| format!("goto {r};"));
+        let other_jump = c.lines().any(|l| l.contains("goto ") && redo.as_ref().is_none_or(|r| l.trim() != r));
+        !(other_jump || c.contains("ard_release") || c.contains("ard_retain") || c.contains("ARD_STOPPING"))
     }
 
     /// Plain statements (scalars, and rows as `ard_arr` views) as one loop
@@ -469,10 +585,7 @@ impl Em {
         self.owned_stack.pop();
         self.close("}");
         wide.extend(bound);
-        let c = &self.out[start..];
-        let redo = self.redo.as_ref().map(|r| format!("goto {r};"));
-        let other_jump = c.lines().any(|l| l.contains("goto ") && redo.as_ref().is_none_or(|r| l.trim() != r));
-        Ok(!(other_jump || c.contains("ard_release") || c.contains("ard_retain") || c.contains("ARD_STOPPING")))
+        Ok(self.lanes_can_run(start))
     }
 
     /// A float sum for every lane, in the fixed order: its length `size`
