@@ -305,6 +305,10 @@ struct Em {
     /// inside a widened group: the maps it computes for all lanes
     /// (`ard_wvX[n][8]`), with the C of their lengths
     lane_rows: FxHashMap<VarId, String>,
+    /// inside a widened group's rerun or its last iterations: loops there
+    /// are not widened again (they run rarely or fewer than 8 times, and
+    /// each widened copy of a body is C for gcc to compile)
+    narrow: bool,
     /// array variables owned by each enclosing block (innermost last)
     owned_stack: Vec<FxHashSet<VarId>>,
     /// views that hold no reference of their own: their buffer is kept
@@ -477,6 +481,7 @@ impl Em {
             fail: fail.into(),
             redo: None,
             lane_rows: FxHashMap::default(),
+            narrow: false,
             owned_stack: vec![],
             borrowed: FxHashSet::default(),
             dest_rows: FxHashMap::default(),

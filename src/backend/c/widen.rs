@@ -203,6 +203,9 @@ impl Em {
     /// whose iterations each name themselves for errors (`ard_it`) and stop
     /// after a failed earlier one: a group does so as its first iteration.
     pub(super) fn widened_map(&mut self, lo: &str, n: &str, ivar: VarId, body: &Block, rows: &[Row], outlined: bool) -> R<bool> {
+        if self.narrow {
+            return Ok(false);
+        }
         match rows {
             [Row::Stacked { ty, .. }] if ty.rank() == 1 => {}
             [Row::Summed { len, ty, lanes: true, .. }] if outlined && ty.rank() == 0 && len == "1" => {}
@@ -213,8 +216,11 @@ impl Em {
         let k = self.fresh();
         let g = format!("ard_wg{k}");
         let redo = format!("ard_wr{k}");
+        let end = format!("ard_we{k}");
         self.open("{");
         self.line(&format!("int64_t {g} = {lo};"));
+        self.open("for (;;) {");
+        self.line(&format!("int64_t {end} = {n};"));
         self.line(&format!("if ({guard})"));
         self.open(&format!("for (; {g} + {W} <= {n}; {g} += {W}) {{"));
         if outlined {
@@ -253,27 +259,33 @@ impl Em {
         }
         self.line("continue;");
         self.close("}");
-        let can_redo = self.out[mark..].contains(&format!("goto {redo};"));
-        if can_redo {
-            self.line(&format!("{redo}:;"));
-            self.open(&format!("for (int64_t ard_i = {g}; ard_i < {g} + {W}; ard_i++) {{"));
-            if outlined {
-                self.line("if (ard_par && ard_failed_before(ctx, ard_i)) return 0;");
-                self.line("const int64_t ard_it = ard_par ? ard_i : ard_it0; (void)ard_it;");
-            }
-            self.for_body(ivar, body, rows)?;
-            self.close("}");
+        if self.out[mark..].contains(&format!("goto {redo};")) {
+            self.line(&format!("{redo}: {end} = {g} + {W}; break;"));
         }
         self.close("}");
-        self.polled_loop("ard_i", &g, n, "ard_it", false, |em| {
+        let outer_narrow = std::mem::replace(&mut self.narrow, true);
+        let rest = self.one_by_one(&g, &end, ivar, body, rows, outlined);
+        self.narrow = outer_narrow;
+        rest?;
+        self.line(&format!("if ({end} == {n}) break;"));
+        self.line(&format!("{g} = {end};"));
+        self.close("}");
+        self.close("}");
+        Ok(true)
+    }
+
+    /// [`Em::widened_map`]'s iterations `lo..hi` one at a time: those
+    /// after the last group, or a group rerun (`hi = lo + 8`) after a check
+    /// failed in it, so that the first failing iteration reports (or a map
+    /// was too long for the lanes: then the groups go on after it).
+    fn one_by_one(&mut self, lo: &str, hi: &str, ivar: VarId, body: &Block, rows: &[Row], outlined: bool) -> R<()> {
+        self.polled_loop("ard_i", lo, hi, "ard_it", false, |em| {
             if outlined {
                 em.line("if (ard_par && ard_failed_before(ctx, ard_i)) return 0;");
                 em.line("const int64_t ard_it = ard_par ? ard_i : ard_it0; (void)ard_it;");
             }
             em.for_body(ivar, body, rows)
-        })?;
-        self.close("}");
-        Ok(true)
+        })
     }
 
     /// A counted `loop` with scalar parameters (`minimum (for j. sum ...)`,
@@ -283,7 +295,7 @@ impl Em {
     /// parameters) runs lane by lane in order, as the loop would. The last
     /// iterations run as before. `Ok(false)`: nothing emitted.
     pub(super) fn widened_loop(&mut self, s: &Stmt, params: &[crate::ir::Binder], init: &[Atom], ivar: VarId, n: &Atom, body: &Block) -> R<bool> {
-        if params.iter().any(|p| p.ty.rank() > 0) || s.binds.len() != params.len() {
+        if self.narrow || params.iter().any(|p| p.ty.rank() > 0) || s.binds.len() != params.len() {
             return Ok(false);
         }
         let body = fold_views(body);
