@@ -101,9 +101,9 @@ fn widened_sums_give_the_interpreters_bits_at_any_thread_count() {
             ("sq32", vec![array(&[n, small], true, &mut rng), array(&[small], true, &mut rng)]),
             ("nearest", vec![array(&[3, k], false, &mut rng), array(&[n + 8, k], false, &mut rng)]),
             ("xent", vec![array(&[n + 16, small.max(1)], false, &mut rng), labels(n + 16, small.max(1), &mut rng)]),
-            // maps of up to 70 elements: past 64 a group reruns one iteration at a time
+            // maps of up to 70 elements, and of 260: past 256 a group reruns one iteration at a time
             ("quad", {
-                let d = k.min(70);
+                let d = if k > 128 { 260 } else { k.min(70) };
                 vec![array(&[n + 8, d], false, &mut rng), array(&[d], false, &mut rng), array(&[d * d.saturating_sub(1) / 2], false, &mut rng)]
             }),
             // window w = k % 9 + 1 over 2 batches, k % 12 channels, n + w + 3 positions

@@ -139,8 +139,8 @@ fn fold_into(e: &mut Expr, v: VarId, a: VarId, idx: &[Atom], checks: &[crate::ir
 pub const SHORT: usize = 64;
 
 /// The longest map a group computes for all its lanes (on the stack, 8
-/// values per element); a longer one reruns the group.
-const SHORT_ROWS: usize = 64;
+/// values per element: 16 KiB for f64); a longer one reruns the group.
+const SHORT_ROWS: usize = 256;
 
 /// The sums of `stmts`, nested ones included.
 fn sum_sizes<'b>(stmts: &'b [Stmt], out: &mut Vec<&'b crate::ir::Size>) {
@@ -150,6 +150,11 @@ fn sum_sizes<'b>(stmts: &'b [Stmt], out: &mut Vec<&'b crate::ir::Size>) {
             sum_sizes(&body.stmts, out);
         }
     }
+}
+
+/// The lengths of the maps of `stmts` (not those nested in them).
+fn map_sizes(stmts: &[Stmt]) -> Vec<&crate::ir::Size> {
+    stmts.iter().filter_map(|s| if let Expr::For { size, .. } = &s.expr { Some(size) } else { None }).collect()
 }
 
 impl Em {
@@ -163,6 +168,10 @@ impl Em {
         inside.extend(bound.iter().copied());
         let mut sizes = vec![];
         sum_sizes(stmts, &mut sizes);
+        // a sum as long as a map of the group (over its elements, in the
+        // lanes: a logsumexp over components) is bounded by the map's own
+        // check (`SHORT_ROWS`)
+        let maps: Vec<String> = map_sizes(stmts).into_iter().map(|z| self.size(z)).collect();
         let mut conds = vec![];
         for z in sizes {
             let c = self.size(z);
@@ -171,9 +180,8 @@ impl Em {
                 return None;
             }
             // a length set inside the group (a map's index: a triangle's
-            // rows) is bounded by that map's, which runs at most
-            // `SHORT_ROWS` iterations
-            if names.iter().all(|v| !inside.contains(v)) {
+            // rows) is bounded by that map's too
+            if names.iter().all(|v| !inside.contains(v)) && !maps.contains(&c) {
                 conds.push(format!("{c} <= {SHORT}"));
             }
         }
@@ -263,7 +271,10 @@ impl Em {
             self.line(&format!("{redo}: {end} = {g} + {W}; break;"));
         }
         self.close("}");
-        let outer_narrow = std::mem::replace(&mut self.narrow, true);
+        // when the group runs unconditionally, loops in the rest are not
+        // widened again; a guarded one may leave every iteration to the rest
+        let narrow = self.narrow || guard == "1";
+        let outer_narrow = std::mem::replace(&mut self.narrow, narrow);
         let rest = self.one_by_one(&g, &end, ivar, body, rows, outlined);
         self.narrow = outer_narrow;
         rest?;
