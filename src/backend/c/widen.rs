@@ -138,6 +138,13 @@ fn fold_into(e: &mut Expr, v: VarId, a: VarId, idx: &[Atom], checks: &[crate::ir
 /// lanes of the outer loop may not be), so a group with one runs as before.
 pub const SHORT: usize = 64;
 
+/// Whether `s` reads no lane: a plain statement the group runs once.
+fn uniform(s: &Stmt, wide: &FxHashSet<VarId>) -> bool {
+    let mut reads_lane = false;
+    walk::visit_expr(&s.expr, &mut |u| reads_lane |= wide.contains(&u), &mut |_| {});
+    !reads_lane && matches!(s.expr, Expr::Prim(..) | Expr::Atom(_) | Expr::Index { .. })
+}
+
 /// The longest map a group computes for all its lanes (on the stack, 8
 /// values per element: 16 KiB for f64); a longer one reruns the group.
 const SHORT_ROWS: usize = 256;
@@ -244,16 +251,13 @@ impl Em {
         let outer_redo = self.redo.replace(redo.clone());
         let emitted = self.wblock(body, &mut wide);
         self.redo = outer_redo;
-        if !matches!(emitted, Ok(true)) {
-            self.lane_rows.clear();
-        }
+        self.lane_rows.clear();
         if !emitted? {
             self.out.truncate(mark);
             self.ind = ind;
             self.borrowed = borrowed;
             return Ok(false);
         }
-        self.lane_rows.clear();
         let r = self.lane(&body.result[0], &wide);
         match &rows[0] {
             Row::Stacked { out, ty, .. } => {
@@ -420,15 +424,6 @@ impl Em {
     /// `wide` (a lane array). False when a nested sum's length differs
     /// between lanes or a statement cannot be emitted for lanes.
     fn wblock(&mut self, b: &Block, wide: &mut FxHashSet<VarId>) -> R<bool> {
-        let uniform = |s: &Stmt, wide: &FxHashSet<VarId>| {
-            let mut reads_lane = false;
-            walk::visit_expr(&s.expr, &mut |u| reads_lane |= wide.contains(&u), &mut |_| {});
-            !reads_lane && matches!(s.expr, Expr::Prim(..) | Expr::Atom(_) | Expr::Index { .. })
-        };
-        let row_read = |s: &Stmt, rows: &FxHashSet<VarId>| matches!(&s.expr, Expr::Index { arr: Atom::Var(a), .. } if rows.contains(a));
-        let special = |s: &Stmt, wide: &FxHashSet<VarId>, rows: &FxHashSet<VarId>| {
-            matches!(s.expr, Expr::ForAcc { .. } | Expr::Reduce { .. } | Expr::For { .. }) || checks(s) || uniform(s, wide) || row_read(s, rows)
-        };
         let mut i = 0;
         while i < b.stmts.len() {
             let s = &b.stmts[i];
@@ -437,11 +432,10 @@ impl Em {
                 Expr::Reduce { op, ne, arrs } => self.widened_extremum(s, op, &ne[0], &arrs[0], wide)?,
                 Expr::For { ivar, size, body } => self.widened_row(s, *ivar, size, body, wide)?,
                 _ if uniform(s, wide) => self.uniform_stmt(s)?,
-                _ if row_read(s, &self.lane_rows.keys().copied().collect()) => self.lane_row_read(s, wide)?,
+                _ if self.reads_lane_row(s) => self.lane_row_read(s, wide)?,
                 _ if checks(s) => self.lane_run(std::slice::from_ref(s), wide)?,
                 _ => {
-                    let rows: FxHashSet<VarId> = self.lane_rows.keys().copied().collect();
-                    let j = (i + 1..b.stmts.len()).find(|&j| special(&b.stmts[j], wide, &rows)).unwrap_or(b.stmts.len());
+                    let j = (i + 1..b.stmts.len()).find(|&j| self.emitted_apart(&b.stmts[j], wide)).unwrap_or(b.stmts.len());
                     let ok = self.lane_run(&b.stmts[i..j], wide)?;
                     i = j - 1;
                     ok
@@ -453,6 +447,17 @@ impl Em {
             i += 1;
         }
         Ok(true)
+    }
+
+    /// Whether `s` reads a map the group computes (`ard_wvR[e][lane]`).
+    fn reads_lane_row(&self, s: &Stmt) -> bool {
+        matches!(&s.expr, Expr::Index { arr: Atom::Var(a), .. } if self.lane_rows.contains_key(a))
+    }
+
+    /// Whether [`Em::wblock`] emits `s` on its own, not in a run of plain
+    /// statements sharing one lane loop.
+    fn emitted_apart(&self, s: &Stmt, wide: &FxHashSet<VarId>) -> bool {
+        matches!(s.expr, Expr::ForAcc { .. } | Expr::Reduce { .. } | Expr::For { .. }) || checks(s) || uniform(s, wide) || self.reads_lane_row(s)
     }
 
     /// `maximum r` or `minimum r` (a float fold, `ne` first) for every
