@@ -1051,6 +1051,57 @@ fn adding_zero_to_what_is_never_minus_zero_goes() {
 /// pairs written by hand become gathers, bit for bit: where two values
 /// land on one element their order shows (1e16 + 1 - 1e16), and the misses'
 /// +0.0 on element 0 turns a -0.0 start into +0.0 (a -0.0 miss keeps it).
+/// Reverse mode of reads at computed positions in a nest inside a map
+/// (GMM's triangular `l[i * (2d - i - 1) / 2 + j - i - 1]` under `i < j`,
+/// a row-major upper triangle under `i > j`, positions that collide) stacks
+/// (position, value) pairs per map iteration and scatters them:
+/// `scatter_nest` adds them in place in loops, in the scatter's order, and
+/// runs a guarded pair's inner loop only where its guard holds. Bitwise the
+/// same as -O0 (collisions of 1e16 and 1 show the order; `-0.0`, NaN, empty
+/// and one-element triangles); a scatter outside any parallel loop and one
+/// written by hand keep their `scatter_add`.
+#[test]
+fn reverse_mode_scatter_nests_add_in_place() {
+    let src = std::fs::read_to_string("tests/ad_programs/r24_scatter_nests.ard").unwrap();
+    let cases: &[(&str, &str)] = &[
+        (
+            "g_tri",
+            "[[[0.5, -1.0, 0.25, 2.0, -0.75, 1.5], [1e16, -0.0, -2.0, 0.5, 0.125, -1.0]], [[1e16, -2.0, 0.5, 3.0], [-0.0, 1.5, -1.0, 2.0], [2.0, 1.0, 1.0, -0.5]]]",
+        ),
+        ("g_tri", "[[[], []], [[1.0], [2.0]]]"),
+        ("g_tri", "[[[3.0]], [[-0.0, -0.0], [0.5, 2.0]]]"),
+        ("g_tri", "[[[1.0, 2.0, 3.0]], [[1.0, \"NaN\", 2.0]]]"),
+        (
+            "g_up",
+            "[[[0.5, -1.0, 0.25, 2.0, -0.75, 1.5], [1.0, 0.0, -2.0, 0.5, 0.125, -1.0]], [[1.0, -2.0, 0.5, 3.0], [-0.0, 1.5, -1.0, 2.0], [2.0, 1e16, 1.0, -0.5]]]",
+        ),
+        ("g_up", "[[[2.0]], [[1.0, -1.0]]]"),
+        ("g_wrap", "[[[1.0, -2.0, 0.5], [0.25, 1.0, -1.0]], [[1e16, -2.0, 1.0, 3.0, -1e16], [-0.0, 1.5, -1.0, 2.0, 1.0]]]"),
+        ("g_wrap", "[[[1.0, 2.0, 3.0]], [[]]]"),
+    ];
+    for (entry, args) in cases {
+        let (fired, ir, _, _) = run_both(&src, entry, args);
+        assert!(fired.contains_key("scatter_nest") && !ir.contains("scatter_add"), "{entry}: {fired:?}\n{ir}");
+    }
+    // the guarded inner loops run only where the guard holds
+    let (_, ir, _, _) = run_both(&src, "g_tri", cases[0].1);
+    assert!(ir.lines().any(|l| l.contains("= loop (") && l.contains(" for i_") && l.contains(" < j_")), "{ir}");
+    let keep = "\
+entry whole [k][n][d] (l: [k][d*(d-1)/2]f64) (xs: [n][d]f64) : [k][d*(d-1)/2]f64 =
+  grad (\\l' -> sum (for p. sum (for c. sum (for j. sum (for (i < d). if i < j then l'[c, i * (2 * d - i - 1) / 2 + j - i - 1] * xs[p, i] * xs[p, j] else 0.0))))) l
+entry hand [n][m] (d: [n][3]f64) (x: [n][m]f64) : [n][3]f64 =
+  for r. scatter_add d[r] (flatten (for (i < m). for (j < m). (i + j) % 4)) (flatten (for i j. x[r, i] * x[r, j]))
+";
+    for (entry, args) in [
+        ("whole", "[[[1.0, 2.0, 3.0]], [[1.0, -1.0, 2.0]]]"),
+        ("hand", "[[[1.0, 2.0, 3.0]], [[1.0, -1.0]]]"),
+        ("hand", "[[[1.0, 2.0, 3.0]], [[1.0, -1.0, 2.0]]]"),
+    ] {
+        let (fired, ir, _, _) = run_both(keep, entry, args);
+        assert!(!fired.contains_key("scatter_nest") && ir.contains("scatter_add"), "{entry}: {fired:?}\n{ir}");
+    }
+}
+
 /// A guard that lets a shifted index leave its row or the array keeps the
 /// scatter (and its error).
 #[test]

@@ -648,7 +648,7 @@ pub(super) fn scatter_flat(b: &mut Builder, target: Atom, ty: &Type, l: usize, i
         t = b.emit(Expr::Flatten(t), Type { elem: ty.elem, shape: shape.clone() }, "flat");
     }
     let cur_ty = Type { elem: ty.elem, shape: shape.clone() };
-    let mut r = b.emit(Expr::ScatterAdd { dest: t, idxs, vals, loc: internal_loc() }, cur_ty, "acc");
+    let mut r = b.emit(Expr::ScatterAdd { dest: t, idxs, vals, loc: Loc::reverse_mode() }, cur_ty, "acc");
     // shape back from the inside out: [d0*..*dk] -> [d0*..*d(k-1)][dk]
     for k in (1..l).rev() {
         let outer = ty.shape[..k].iter().fold(Size::constant(1), |a, d| a.mul(d));

@@ -276,7 +276,7 @@ impl Rev {
         b.begin();
         let mut saves = vec![];
         for ((r, sp), t) in residuals.iter().zip(&saved_params).zip(&saved_tys) {
-            let save = Expr::Update { arr: Atom::Var(sp.var), idx: Atom::Var(iv), val: Atom::Var(*r), loc: internal_loc() };
+            let save = Expr::Update { arr: Atom::Var(sp.var), idx: Atom::Var(iv), val: Atom::Var(*r), loc: Loc::reverse_mode() };
             saves.push(b.emit(save, t.clone(), "saved"));
         }
         let save_stmts = b.end();
@@ -334,7 +334,7 @@ impl Rev {
         let written: Vec<Atom> = rb.result.split_off(nouts);
         b.begin();
         for (p, a) in buffers.iter().zip(written) {
-            let w = b.emit(Expr::Update { arr: Atom::Var(p.var), idx: j, val: a, loc: internal_loc() }, p.ty.clone(), "pairs");
+            let w = b.emit(Expr::Update { arr: Atom::Var(p.var), idx: j, val: a, loc: Loc::reverse_mode() }, p.ty.clone(), "pairs");
             rb.result.push(w);
         }
         let writes = b.end();
@@ -420,7 +420,7 @@ impl Rev {
         b.begin();
         let mut saves = vec![];
         for ((p, sp), t) in new_params.iter().zip(&saved_params).zip(&saved_tys) {
-            let save = Expr::Update { arr: Atom::Var(sp.var), idx: Atom::Var(iv), val: Atom::Var(p.var), loc: internal_loc() };
+            let save = Expr::Update { arr: Atom::Var(sp.var), idx: Atom::Var(iv), val: Atom::Var(p.var), loc: Loc::reverse_mode() };
             saves.push(b.emit(save, t.clone(), "saved"));
         }
         let save_stmts = b.end();
@@ -507,7 +507,7 @@ pub(super) fn fold_as_loop(b: &mut Builder, s: &Stmt) -> (Vec<Stmt>, Stmt) {
     let mut result = next.clone();
     if scan {
         for (o, x) in outs.iter().zip(&next) {
-            let write = Expr::Update { arr: Atom::Var(o.var), idx: Atom::Var(ivar), val: *x, loc: internal_loc() };
+            let write = Expr::Update { arr: Atom::Var(o.var), idx: Atom::Var(ivar), val: *x, loc: Loc::reverse_mode() };
             result.push(b.emit(write, o.ty.clone(), "out"));
         }
     }

@@ -656,7 +656,7 @@ fn for_zero(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
 /// The range of `i` where comparison `p xs` holds, for `sum_cond_range`:
 /// `(e, k, below)`, an exclusive upper bound `e + k` when `below`, else an
 /// inclusive lower bound `e + k`, with `e` the operand that is not `i`.
-fn cond_bound(p: Prim, xs: &[Atom], i: VarId) -> Option<(Atom, i64, bool)> {
+pub(crate) fn cond_bound(p: Prim, xs: &[Atom], i: VarId) -> Option<(Atom, i64, bool)> {
     use Prim::*;
     let iv = Atom::Var(i);
     let (left, e) = match (xs.first()? == &iv, xs.get(1)? == &iv) {
@@ -679,6 +679,40 @@ fn cond_bound(p: Prim, xs: &[Atom], i: VarId) -> Option<(Atom, i64, bool)> {
         Gt => Some((e, 1, false)),
         Ge => Some((e, 0, false)),
         _ => None,
+    }
+}
+
+/// The trip count (a `max … 0`, known non-negative) of a loop over `i < n`
+/// run only where `i OP e` holds (`cond_bound`'s `(e, k, below)`), and the
+/// first index when that is a lower bound; the statements computing them
+/// go to `out`.
+pub(crate) fn cond_range(e: Atom, k: i64, below: bool, n: Atom, out: &mut Vec<Stmt>, ctx: &mut Ctx) -> (Atom, Option<Atom>) {
+    let int = Type::scalar(Scalar::I64);
+    let mut op = |p: Prim, a: Atom, b: Atom, ctx: &mut Ctx| {
+        let v = ctx.fresh("range");
+        out.push(bind(v, int.clone(), Expr::Prim(p, vec![a, b])));
+        Atom::Var(v)
+    };
+    let one = Atom::Lit(Lit::I64(1));
+    let zero_i = Atom::Lit(Lit::I64(0));
+    if below {
+        // i < min(e, n) (for i <= e: min(e, n - 1) + 1, which cannot overflow)
+        let hi = if k == 0 {
+            op(Prim::Min, e, n, ctx)
+        } else {
+            let last = op(Prim::Sub, n, one, ctx);
+            let m = op(Prim::Min, e, last, ctx);
+            op(Prim::Add, m, one, ctx)
+        };
+        (op(Prim::Max, hi, zero_i, ctx), None)
+    } else {
+        // i from lo = clamp(e + k, 0, n) to n
+        let m = op(Prim::Min, e, n, ctx);
+        let m = if k == 0 { m } else { op(Prim::Add, m, one, ctx) };
+        let m = op(Prim::Max, m, zero_i, ctx);
+        let lo = op(Prim::Min, m, n, ctx);
+        let left = op(Prim::Sub, n, lo, ctx);
+        (op(Prim::Max, left, zero_i, ctx), Some(lo))
     }
 }
 
@@ -713,33 +747,7 @@ fn sum_cond_range(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
         return None;
     }
     let mut out = vec![];
-    let mut op = |p: Prim, a: Atom, b: Atom, ctx: &mut Ctx| {
-        let v = ctx.fresh("range");
-        out.push(bind(v, int.clone(), Expr::Prim(p, vec![a, b])));
-        Atom::Var(v)
-    };
-    let one = Atom::Lit(Lit::I64(1));
-    let zero_i = Atom::Lit(Lit::I64(0));
-    // the new trip count (a `max … 0`, known non-negative) and the offset of i
-    let (count, offset) = if below {
-        // i < min(e, n) (for i <= e: min(e, n - 1) + 1, which cannot overflow)
-        let hi = if k == 0 {
-            op(Prim::Min, e, n, ctx)
-        } else {
-            let last = op(Prim::Sub, n, one, ctx);
-            let m = op(Prim::Min, e, last, ctx);
-            op(Prim::Add, m, one, ctx)
-        };
-        (op(Prim::Max, hi, zero_i, ctx), None)
-    } else {
-        // i from lo = clamp(e + k, 0, n) to n
-        let m = op(Prim::Min, e, n, ctx);
-        let m = if k == 0 { m } else { op(Prim::Add, m, one, ctx) };
-        let m = op(Prim::Max, m, zero_i, ctx);
-        let lo = op(Prim::Min, m, n, ctx);
-        let left = op(Prim::Sub, n, lo, ctx);
-        (op(Prim::Max, left, zero_i, ctx), Some(lo))
-    };
+    let (count, offset) = cond_range(e, k, below, n, &mut out, ctx);
     let Atom::Var(count) = count else { return None };
     let mut new_body = then_b.clone();
     let new_ivar = match offset {

@@ -6,6 +6,7 @@ pub mod fold;
 pub mod fusion;
 pub mod inline;
 pub mod loops;
+pub mod scatter_nest;
 pub mod sparse;
 
 use super::rule::{Ctx, Rule};
@@ -14,7 +15,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Every built-in rule.
 pub fn builtin() -> Vec<Rule> {
-    [inline::RULES, algebra::RULES, fusion::RULES, fold::RULES, loops::RULES, sparse::RULES].concat()
+    [inline::RULES, algebra::RULES, fusion::RULES, fold::RULES, loops::RULES, sparse::RULES, scatter_nest::RULES].concat()
 }
 
 /// `let x: ty = expr` without a location.
