@@ -44,6 +44,14 @@ entry quad [n][d] (x: [n][d]f64) (m: [d]f64) (l: [d*(d-1)/2]f64) : f64 =
     let v = for a. x[i, a] - m[a]
     let qv = for j. v[j] + sum (for (p < d). if p < j then l[p * (2 * d - p - 1) / 2 + j - p - 1] * v[p] else 0.0)
     in maximum qv + sum (for a. qv[a] * qv[a]))
+
+-- a map whose iterations give a scalar and a row of the group (the rows its
+-- gradient saves in the forward pass: copied out lane by lane)
+entry gquad [n][k][d] (x: [n][d]f64) (mu: [k][d]f64) : [k][d]f64 =
+  grad (\\mu' -> sum (for i. logsumexp (for j.
+    let v = for a. x[i, a] - mu'[j, a]
+    let q = for (a < d). v[a] + sum (for (p < d). if p < a then v[p] * x[i, p] else 0.0)
+    in sum (for a. q[a] * q[a])))) mu
 ";
 
 /// `n` labels below `k`.
@@ -105,6 +113,11 @@ fn widened_sums_give_the_interpreters_bits_at_any_thread_count() {
             ("quad", {
                 let d = if k > 128 { 260 } else { k.min(70) };
                 vec![array(&[n + 8, d], false, &mut rng), array(&[d], false, &mut rng), array(&[d * d.saturating_sub(1) / 2], false, &mut rng)]
+            }),
+            // k + 1 components (whole groups and a rest) of up to 70 dimensions, 260 past the lanes' limit
+            ("gquad", {
+                let d = if k > 128 { 260 } else { k.min(70) };
+                vec![array(&[3, d], false, &mut rng), array(&[n + 1, d], false, &mut rng)]
             }),
             // window w = k % 9 + 1 over 2 batches, k % 12 channels, n + w + 3 positions
             ("conv", {

@@ -14,7 +14,9 @@
 //! a] - mu[j, a]`: `ard_wvX[n][8]` on the stack, read and folded per lane)
 //! and cannot stop (checked on the emitted C). Statements that read no lane
 //! (a triangle's packed index, a read at a shared position) run once per
-//! group. A summing `for` (softmax cross-entropy's sum over rows)
+//! group. A map may give several results per iteration, scalars or rows
+//! that a map of the group computes (the rows a gradient's forward pass
+//! saves): each lane's row is copied out to its place. A summing `for` (softmax cross-entropy's sum over rows)
 //! adds each group into the accumulator's lanes as its plain loop would.
 //! A check that fails in a group (a checked read, an integer division)
 //! does not report: the group runs again one iteration at a time, so the
@@ -33,7 +35,17 @@ pub const W: usize = 8;
 /// unchecked rows of arrays (`let r = x[i]`, a view: an `ard_arr` per lane)
 /// and float maxima and minima (`maximum r`, folded lane by lane).
 pub fn widenable(b: &Block) -> bool {
-    b.result.len() == 1 && widenable_stmts(&b.stmts)
+    !b.result.is_empty() && b.result.iter().all(|r| scalar_or_map(b, r)) && widenable_stmts(&b.stmts)
+}
+
+/// Whether the result `r` of `b` is a scalar, or a row that a map of the
+/// body computes (its lane row is copied out per lane).
+fn scalar_or_map(b: &Block, r: &Atom) -> bool {
+    let Atom::Var(v) = r else { return true };
+    match b.stmts.iter().find(|s| s.binds.iter().any(|x| x.var == *v)) {
+        Some(s) => s.binds.iter().all(|x| x.ty.rank() == 0) || matches!((&s.expr, &s.binds[..]), (Expr::For { .. }, [x]) if x.ty.rank() == 1),
+        None => true,
+    }
 }
 
 fn widenable_stmts(stmts: &[Stmt]) -> bool {
@@ -222,8 +234,8 @@ impl Em {
             return Ok(false);
         }
         match rows {
-            [Row::Stacked { ty, .. }] if ty.rank() == 1 => {}
             [Row::Summed { len, ty, lanes: true, .. }] if outlined && ty.rank() == 0 && len == "1" => {}
+            _ if rows.iter().all(|r| matches!(r, Row::Stacked { ty, .. } if ty.rank() <= 2)) => {}
             _ => return Ok(false),
         }
         let Some(guard) = self.short_guard(&body.stmts, &[ivar]) else { return Ok(false) };
@@ -251,23 +263,16 @@ impl Em {
         let outer_redo = self.redo.replace(redo.clone());
         let emitted = self.wblock(body, &mut wide);
         self.redo = outer_redo;
+        let stored = match emitted {
+            Ok(true) => self.store_lanes(&g, body, rows, &wide),
+            other => other,
+        };
         self.lane_rows.clear();
-        if !emitted? {
+        if !stored? {
             self.out.truncate(mark);
             self.ind = ind;
             self.borrowed = borrowed;
             return Ok(false);
-        }
-        let r = self.lane(&body.result[0], &wide);
-        match &rows[0] {
-            Row::Stacked { out, ty, .. } => {
-                let p = self.elem_ptr(out, ty.elem);
-                self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) {p}[{g} + ard_l] = {r};"));
-            }
-            Row::Summed { ptr, ty, .. } => {
-                let sum = Self::op_expr(&ReduceOp::Add, ty.elem, &format!("{ptr}[ard_l]"), &r)?;
-                self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) {ptr}[ard_l] = {sum};"));
-            }
         }
         self.line("continue;");
         self.close("}");
@@ -286,6 +291,40 @@ impl Em {
         self.line(&format!("{g} = {end};"));
         self.close("}");
         self.close("}");
+        Ok(true)
+    }
+
+    /// A group's results into its rows: a scalar into element `g + l` of
+    /// its stacked row or into lane `l` of its sum, a map of the group
+    /// (`ard_wvR[e][l]`) into row `g + l`. False (nothing to emit) for
+    /// any other result.
+    fn store_lanes(&mut self, g: &str, body: &Block, rows: &[Row], wide: &FxHashSet<VarId>) -> R<bool> {
+        for (r, row) in body.result.iter().zip(rows) {
+            let lanes = match r {
+                Atom::Var(v) => self.lane_rows.get(v).cloned(),
+                _ => None,
+            };
+            let x = self.lane(r, wide);
+            match (row, lanes) {
+                (Row::Stacked { out, ty, .. }, None) if ty.rank() == 1 => {
+                    let p = self.elem_ptr(out, ty.elem);
+                    self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) {p}[{g} + ard_l] = {x};"));
+                }
+                (Row::Stacked { out, len, ty }, Some(n)) if ty.rank() == 2 => {
+                    let p = self.elem_ptr(out, ty.elem);
+                    let Atom::Var(v) = r else { unreachable!("a lane row is a variable") };
+                    self.line(&format!(
+                        "for (int64_t ard_e = 0; ard_e < {n}; ard_e++) for (int ard_l = 0; ard_l < {W}; ard_l++) {p}[({g} + ard_l) * ({len}) + ard_e] = ard_wv{}[ard_e][ard_l];",
+                        v.0
+                    ));
+                }
+                (Row::Summed { ptr, ty, .. }, None) => {
+                    let sum = Self::op_expr(&ReduceOp::Add, ty.elem, &format!("{ptr}[ard_l]"), &x)?;
+                    self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) {ptr}[ard_l] = {sum};"));
+                }
+                _ => return Ok(false),
+            }
+        }
         Ok(true)
     }
 
