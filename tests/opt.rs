@@ -1051,6 +1051,38 @@ fn adding_zero_to_what_is_never_minus_zero_goes() {
 /// pairs written by hand become gathers, bit for bit: where two values
 /// land on one element their order shows (1e16 + 1 - 1e16), and the misses'
 /// +0.0 on element 0 turns a -0.0 start into +0.0 (a -0.0 miss keeps it).
+/// Reads at a packed triangle's position (`i * (2d - i - 1) / 2 + j - i -
+/// 1`, column-major, under `i < j < d` as a loop bound or a branch's
+/// condition) are proven in range by `proven_index` and unchecked, in a
+/// function and in its gradient; a diagonal included (`i <= j`) or a
+/// position one further keeps its check, and fails as at -O0.
+#[test]
+fn packed_triangle_reads_need_no_check() {
+    let src = "\
+entry branch [d] (l: [d*(d-1)/2]f64) (x: [d]f64) : [d]f64 =
+  for (j < d). sum (for (i < d). if i < j then l[i * (2 * d - i - 1) / 2 + j - i - 1] * x[i] else 0.0)
+entry bound [d] (l: [d*(d-1)/2]f64) (x: [d]f64) : [d]f64 =
+  for j. sum (for (i < j). l[i * (2 * d - i - 1) / 2 + j - i - 1] * x[i])
+entry grad_branch [d] (l: [d*(d-1)/2]f64) (x: [d]f64) : [d*(d-1)/2]f64 =
+  grad (\\l' -> sum (for j. sum (for (i < d). if i < j then l'[i * (2 * d - i - 1) / 2 + j - i - 1] * x[i] * x[j] else 0.0))) l
+entry diagonal [d] (l: [d*(d-1)/2]f64) (x: [d]f64) : [d]f64 =
+  for (j < d). sum (for (i < d). if i <= j then l[i * (2 * d - i - 1) / 2 + j - i - 1] * x[i] else 0.0)
+entry further [d] (l: [d*(d-1)/2]f64) (x: [d]f64) : [d]f64 =
+  for j. sum (for (i < j). l[i * (2 * d - i - 1) / 2 + j - i] * x[i])
+";
+    let args =
+        ["[[], []]", "[[], [1.0]]", "[[2.0], [1.0, -1.0]]", "[[1.0, 2.0, 3.0], [1.0, -1.0, 0.5]]", "[[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [1.0, -1.0, 0.5, 2.0]]"];
+    for entry in ["branch", "bound", "grad_branch", "diagonal", "further"] {
+        for a in args {
+            let (fired, ir, _, _) = run_both(src, entry, a);
+            let proven = matches!(entry, "branch" | "bound" | "grad_branch");
+            let checked_l = ir.lines().any(|l| l.contains("index l") && l.contains("!]"));
+            assert_eq!(checked_l, !proven, "{entry}: {fired:?}\n{ir}");
+            assert!(!proven || fired.contains_key("proven_index") && !ir.contains("!]"), "{entry}: {fired:?}\n{ir}");
+        }
+    }
+}
+
 /// Reverse mode of reads at computed positions in a nest inside a map
 /// (GMM's triangular `l[i * (2d - i - 1) / 2 + j - i - 1]` under `i < j`,
 /// a row-major upper triangle under `i > j`, positions that collide) stacks

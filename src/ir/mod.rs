@@ -18,6 +18,7 @@ pub mod linear;
 pub mod pass;
 pub mod prim;
 pub mod print;
+pub mod range;
 pub mod size;
 pub mod verify;
 pub mod walk;

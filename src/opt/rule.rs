@@ -142,7 +142,23 @@ impl Ctx<'_, '_> {
     /// Whether the position is inside the body of a `for` (at any depth),
     /// where the C backend runs every loop sequentially.
     pub fn in_parallel_loop(&self) -> bool {
+        self.parallel_from(Some(self.scope))
+    }
+
+    /// Whether the statement binding `v` (in scope) is inside the body of
+    /// a `for`.
+    pub fn defined_in_parallel_loop(&self, v: VarId) -> bool {
         let mut s = Some(self.scope);
+        while let Some(sc) = s {
+            if sc.index.contains_key(&v) {
+                return self.parallel_from(Some(sc));
+            }
+            s = sc.parent;
+        }
+        false
+    }
+
+    fn parallel_from(&self, mut s: Option<&Scope<'_>>) -> bool {
         while let Some(sc) = s {
             if sc.info.parallel {
                 return true;
@@ -424,6 +440,12 @@ impl Ctx<'_, '_> {
         let (Some(b), Some(t)) = (s.binds.first(), self.type_of(arr)) else { return false };
         let (Some(ns), Some(ms)) = (Size::of_atom(n), Size::of_atom(m)) else { return false };
         nonneg(n) && nonneg(m) && b.ty.shape.len() >= 2 && b.ty.shape[0] == ns && b.ty.shape[1] == ms && t.shape.first() == Some(&ns.mul(&ms))
+    }
+
+    /// Whether integer `v` is never negative where it is in scope (a size,
+    /// a loop index, a clamped count).
+    pub fn is_nonneg(&self, v: VarId) -> bool {
+        self.nonneg(v, &[])
     }
 
     fn nonneg(&self, v: VarId, inner: &[VarId]) -> bool {

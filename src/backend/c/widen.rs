@@ -235,7 +235,11 @@ impl Em {
         }
         match rows {
             [Row::Summed { len, ty, lanes: true, .. }] if outlined && ty.rank() == 0 && len == "1" => {}
-            _ if rows.iter().all(|r| matches!(r, Row::Stacked { ty, .. } if ty.rank() <= 2)) => {}
+            // rows of the group beside at least one scalar: a map whose
+            // results are all rows (a convolution's batch over its
+            // positions) is widened inside, along the rows
+            _ if rows.iter().all(|r| matches!(r, Row::Stacked { ty, .. } if ty.rank() <= 2))
+                && rows.iter().any(|r| matches!(r, Row::Stacked { ty, .. } if ty.rank() == 1)) => {}
             _ => return Ok(false),
         }
         let Some(guard) = self.short_guard(&body.stmts, &[ivar]) else { return Ok(false) };

@@ -167,8 +167,14 @@ fn rest_index(y: &crate::ir::Binder, arr: Atom, idx: &[Atom], checks: &[Check]) 
 /// the array (outside loops, or in loops over the read's indices: `for i
 /// < n. a[i]`).
 fn worth_fusing(def: &Stmt, slice: &Block, (uses, depth, per_element): (u32, Option<usize>, bool), ctx: &Ctx) -> bool {
-    // each element is computed at most once, as building the array would
-    let once = uses == 1 && def.binds.len() == 1 && per_element;
+    // each element is computed at most once, as building the array would;
+    // but a short row in a parallel loop's body whose elements run loops of
+    // their own stays: fused, each element's loop would run inside the
+    // reader's, which saves one store and load per element and costs the C
+    // backend its row form (GMM's `Q·x`, each element a triangle's sum,
+    // read once by a sum of squares: 73 → 83 ms fused)
+    let runs_loop = slice.stmts.iter().any(|st| matches!(st.expr, Expr::For { .. } | Expr::ForAcc { .. } | Expr::Loop { .. }));
+    let once = uses == 1 && def.binds.len() == 1 && per_element && !(runs_loop && def.binds.first().is_some_and(|b| ctx.defined_in_parallel_loop(b.var)));
     let recompute = uses == 1 && cheap_to_recompute(slice, &mut RECOMPUTE_BUDGET.clone());
     // a copy read many times inside loops may be there for locality (a
     // transpose): reading through it would make those reads strided

@@ -387,14 +387,16 @@ struct Found {
     at: usize,
 }
 
-/// Search the `for` nests of `b` (depth >= 1 below the loop body) for an
-/// expensive statement that depends on nothing `variant` holds.
-fn find_invariant(b: &Block, variant: &mut FxHashSet<VarId>, path: &mut Vec<usize>, ctx: &Ctx) -> Option<Found> {
+/// Search the `for` nests of `b` (depth >= 1 below the loop body) for
+/// expensive statements that depend on nothing `variant` holds, in order
+/// (`variant` grows by what depends on it; a later candidate may be
+/// hoistable where an earlier one's nest is not).
+fn find_invariants(b: &Block, variant: &mut FxHashSet<VarId>, path: &mut Vec<usize>, ctx: &Ctx, out: &mut Vec<Found>) {
     for (k, s) in b.stmts.iter().enumerate() {
         let free = walk::free_vars_stmt(s);
         let is_variant = free.iter().any(|v| variant.contains(v));
         if !is_variant && !path.is_empty() && !ctx.can_fail(s) && matches!(&s.expr, Expr::Prim(p, _) if expensive(*p)) && s.binds.len() == 1 {
-            return Some(Found { path: path.clone(), at: k });
+            out.push(Found { path: path.clone(), at: k });
         }
         if is_variant {
             variant.extend(s.binds.iter().map(|x| x.var));
@@ -404,14 +406,10 @@ fn find_invariant(b: &Block, variant: &mut FxHashSet<VarId>, path: &mut Vec<usiz
                 variant.insert(*ivar);
             }
             path.push(k);
-            let found = find_invariant(body, variant, path, ctx);
+            find_invariants(body, variant, path, ctx, out);
             path.pop();
-            if found.is_some() {
-                return found;
-            }
         }
     }
-    None
 }
 
 /// The `for` statements along `path` from `b`, outermost first.
@@ -432,7 +430,15 @@ fn hoist_invariant_nest(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let (bound, blocks) = loop_bound(&s.expr)?;
     let [body] = blocks.as_slice() else { return None };
     let mut variant = bound;
-    let found = find_invariant(body, &mut variant, &mut vec![], ctx)?;
+    let mut candidates = vec![];
+    find_invariants(body, &mut variant, &mut vec![], ctx, &mut candidates);
+    candidates.iter().find_map(|found| hoisted(s, body, found, &variant, ctx))
+}
+
+/// [`hoist_invariant_nest`] of the statement `found` points at: its table
+/// built before `s`, read in its place; `None` when its nest is ragged or
+/// what it needs varies with the loop.
+fn hoisted(s: &Stmt, body: &Block, found: &Found, variant: &FxHashSet<VarId>, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     // the nest of `for`s around the statement, and what it needs at each level
     let fors = nest(body, &found.path);
     let mut levels: Vec<(VarId, Size, &Block)> = vec![];
@@ -718,8 +724,15 @@ pub(crate) fn cond_range(e: Atom, k: i64, below: bool, n: Atom, out: &mut Vec<St
 
 fn sum_cond_range(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let Expr::ForAcc { ivar, size, body, acc } = &s.expr else { return None };
-    let [cmp, branch] = body.stmts.as_slice() else { return None };
+    // statements before the comparison that only the `then` branch reads
+    // (a table read at i) move into it: they cannot fail
+    let [pre @ .., cmp, branch] = body.stmts.as_slice() else { return None };
     let Expr::If { cond: Atom::Var(c), then_b, else_b } = &branch.expr else { return None };
+    let pre_binds: Vec<VarId> = pre.iter().flat_map(|st| st.binds.iter().map(|x| x.var)).collect();
+    let read_outside_then = |v: &VarId| walk::free_vars_stmt(cmp).contains(v) || walk::free_vars_block(else_b).contains(v) || *c == *v;
+    if pre_binds.iter().any(read_outside_then) || ctx.stmts_can_fail(pre) {
+        return None;
+    }
     let Expr::Prim(p, xs) = &cmp.expr else { return None };
     // (a float zero of either sign: x + -0.0 is x too)
     let zero = |a: &Atom| match a {
@@ -750,6 +763,7 @@ fn sum_cond_range(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let (count, offset) = cond_range(e, k, below, n, &mut out, ctx);
     let Atom::Var(count) = count else { return None };
     let mut new_body = then_b.clone();
+    new_body.stmts.splice(0..0, pre.iter().cloned());
     let new_ivar = match offset {
         None => *ivar,
         Some(lo) => {
@@ -780,14 +794,29 @@ fn sum_cond_range(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
 /// matrix-multiply gradient's `dA` sums, not a matrix-vector gradient's.
 fn interchange_sum(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let Expr::ForAcc { ivar: j, size: m, body, acc } = &s.expr else { return None };
-    let (inner, prefix) = body.stmts.split_last()?;
+    // the inner loop: the body's one `for`; the other statements (P) may
+    // come after it as long as they do not read it
+    let at = body.stmts.iter().position(|st| matches!(st.expr, Expr::For { .. }))?;
+    let inner = &body.stmts[at];
     let Expr::For { ivar: p, size: k, body: b } = &inner.expr else { return None };
     let (j, p) = (*j, *p);
-    // outer result t is inner row pos[t]; every inner row exactly once
-    let pos: Vec<usize> = body.result.iter().map(|r| inner.binds.iter().position(|ib| Some(ib.var) == var(r))).collect::<Option<_>>()?;
-    let mut sorted = pos.clone();
+    let prefix: Vec<Stmt> = body.stmts.iter().enumerate().filter(|(t, _)| *t != at).map(|(_, st)| st.clone()).collect();
+    let reads_inner = |st: &Stmt| walk::free_vars_stmt(st).iter().any(|v| inner.binds.iter().any(|ib| ib.var == *v));
+    if prefix[at..].iter().any(reads_inner) {
+        return None;
+    }
+    // outer result t is inner row pos[t], or a scalar of P (`extra`);
+    // every inner row exactly once
+    let pos: Vec<Option<usize>> = body.result.iter().map(|r| inner.binds.iter().position(|ib| Some(ib.var) == var(r))).collect();
+    let extra = |t: usize| pos[t].is_none();
+    let bound_in_p = |r: &Atom| var(r).is_some_and(|v| prefix.iter().any(|st| st.binds.iter().any(|x| x.var == v)));
+    if (0..pos.len()).any(|t| extra(t) && !bound_in_p(&body.result[t])) {
+        return None;
+    }
+    let mut sorted: Vec<usize> = pos.iter().flatten().copied().collect();
     sorted.sort_unstable();
-    if sorted != (0..inner.binds.len()).collect::<Vec<_>>() || !acc.iter().any(|a| *a) || inner.binds.iter().any(|ib| ib.ty.shape.is_empty()) {
+    let summed_row = acc.iter().zip(&pos).any(|(a, q)| *a && q.is_some());
+    if sorted != (0..inner.binds.len()).collect::<Vec<_>>() || !summed_row || inner.binds.iter().any(|ib| ib.ty.shape.is_empty()) {
         return None;
     }
     // P binds scalars (it is tabled over j); nothing in the nest can fail,
@@ -804,24 +833,43 @@ fn interchange_sum(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
         return None;
     }
     let varies_with_j = |v: &VarId| *v == j || prefix_binds().any(|x| x.var == *v);
-    if k.vars().iter().any(varies_with_j) || !walks_better_interchanged(b, j, p) {
+    if k.vars().iter().any(varies_with_j) || !walks_better_interchanged(b, j, p, ctx) {
         return None;
     }
     // 1. the values of P that B reads, one table over j each
     let read_by_b = walk::free_vars_stmt(inner);
     let needed: Vec<Binder> = prefix_binds().filter(|x| read_by_b.contains(&x.var)).cloned().collect();
+    let extras: Vec<usize> = (0..pos.len()).filter(|t| extra(*t)).collect();
     let mut out = vec![];
     let mut reads = vec![];
-    if !needed.is_empty() {
+    if !needed.is_empty() || !extras.is_empty() {
+        // with the outer loop's results that P computes (summed or stacked
+        // as they were)
         let tables: Vec<Binder> = needed.iter().map(|x| Binder { var: ctx.fresh("tbl"), ty: Type { elem: x.ty.elem, shape: vec![m.clone()] } }).collect();
-        let fill = Block { stmts: prefix.to_vec(), result: needed.iter().map(|x| Atom::Var(x.var)).collect() };
+        let mut binds = tables.clone();
+        binds.extend(extras.iter().map(|t| s.binds[*t].clone()));
+        let mut results: Vec<Atom> = needed.iter().map(|x| Atom::Var(x.var)).collect();
+        results.extend(extras.iter().map(|t| body.result[*t]));
+        let fill = Block { stmts: prefix.to_vec(), result: results };
         let j1 = ctx.fresh_like(j);
         let fill = copy_block(&fill, FxHashMap::from_iter([(j, Atom::Var(j1))]), ctx);
-        out.push(Stmt { binds: tables.clone(), expr: Expr::For { ivar: j1, size: m.clone(), body: fill }, loc: s.loc.clone() });
+        let sums: Vec<bool> = needed.iter().map(|_| false).chain(extras.iter().map(|t| acc[*t])).collect();
+        let expr = if sums.iter().any(|a| *a) {
+            Expr::ForAcc { ivar: j1, size: m.clone(), body: fill, acc: sums }
+        } else {
+            Expr::For { ivar: j1, size: m.clone(), body: fill }
+        };
+        out.push(Stmt { binds, expr, loc: s.loc.clone() });
         for (x, t) in needed.iter().zip(&tables) {
             reads.push(bind(x.var, x.ty.clone(), Expr::Index { arr: Atom::Var(t.var), idx: vec![Atom::Var(j)], checks: vec![None] }));
         }
     }
+    // the inner loop's rows from here on: outer result t is row pos[t]
+    let rows_at: Vec<usize> = (0..pos.len()).filter(|t| !extra(*t)).collect();
+    let row_acc: Vec<bool> = rows_at.iter().map(|t| acc[*t]).collect();
+    let row_binds: Vec<Binder> = rows_at.iter().map(|t| s.binds[*t].clone()).collect();
+    let pos: Vec<usize> = rows_at.iter().map(|t| pos[*t].unwrap_or(0)).collect();
+    let (acc_all, acc, s_binds) = (acc, &row_acc, &row_binds);
     // 2. for p < k. for j < m (the outer loop's sums and stacks). B
     let mut stmts = reads;
     stmts.extend(b.stmts.iter().cloned());
@@ -834,15 +882,15 @@ fn interchange_sum(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let sums: Vec<Binder> = (0..pos.len())
         .map(|t| {
             let shape = if acc[t] { rest(t) } else { std::iter::once(m.clone()).chain(rest(t)).collect() };
-            Binder { var: ctx.fresh("r"), ty: Type { elem: s.binds[t].ty.elem, shape } }
+            Binder { var: ctx.fresh("r"), ty: Type { elem: s_binds[t].ty.elem, shape } }
         })
         .collect();
     let rows: Vec<Binder> = (0..pos.len())
         .map(|t| {
             if acc[t] {
-                s.binds[t].clone()
+                s_binds[t].clone()
             } else {
-                Binder { var: ctx.fresh("cols"), ty: Type { elem: s.binds[t].ty.elem, shape: [k.clone(), m.clone()].into_iter().chain(rest(t)).collect() } }
+                Binder { var: ctx.fresh("cols"), ty: Type { elem: s_binds[t].ty.elem, shape: [k.clone(), m.clone()].into_iter().chain(rest(t)).collect() } }
             }
         })
         .collect();
@@ -852,7 +900,7 @@ fn interchange_sum(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     };
     out.push(Stmt { binds: rows.clone(), expr: Expr::For { ivar: p2, size: k.clone(), body: nest }, loc: s.loc.clone() });
     for t in (0..pos.len()).filter(|t| !acc[*t]) {
-        out.push(bind(s.binds[t].var, s.binds[t].ty.clone(), Expr::Transpose(Atom::Var(rows[t].var))));
+        out.push(bind(s_binds[t].var, s_binds[t].ty.clone(), Expr::Transpose(Atom::Var(rows[t].var))));
     }
     if !guarded {
         return Some(out);
@@ -864,7 +912,7 @@ fn interchange_sum(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let mut els = vec![];
     let mut zeros = vec![];
     for (t, x) in s.binds.iter().enumerate() {
-        let shape = if acc[t] { &x.ty.shape[..] } else { &x.ty.shape[1..] };
+        let shape = if acc_all[t] { &x.ty.shape[..] } else { &x.ty.shape[1..] };
         let mut z = super::lit_f(x.ty.elem, 0.0);
         for d in (0..shape.len()).rev() {
             let n = materialized(&shape[d], &mut els, ctx);
@@ -877,7 +925,7 @@ fn interchange_sum(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let failing: Vec<Binder> = s.binds.iter().map(|x| Binder { var: ctx.fresh_like(x.var), ty: x.ty.clone() }).collect();
     let j3 = ctx.fresh_like(j);
     let empty = Block { stmts: vec![], result: zeros };
-    els.push(Stmt { binds: failing.clone(), expr: Expr::ForAcc { ivar: j3, size: m.clone(), body: empty, acc: acc.clone() }, loc: s.loc.clone() });
+    els.push(Stmt { binds: failing.clone(), expr: Expr::ForAcc { ivar: j3, size: m.clone(), body: empty, acc: acc_all.clone() }, loc: s.loc.clone() });
     let else_b = Block { stmts: els, result: failing.iter().map(|x| Atom::Var(x.var)).collect() };
     let mut pre = vec![];
     let n = materialized(m, &mut pre, ctx);
@@ -898,27 +946,23 @@ fn materialized(size: &Size, out: &mut Vec<Stmt>, ctx: &mut Ctx) -> Atom {
 
 /// `interchange_sum`'s locality test on the inner body `b` (over `p`, in
 /// a loop over `j`), nested loops in it included: some read has `j` (or
-/// `j` plus something, a window `x[t + o]`) as its last index and none has
-/// `p` last with `j` among its other indices.
-fn walks_better_interchanged(b: &Block, j: VarId, p: VarId) -> bool {
+/// `j` plus something: a window `x[t + o]`, a packed triangle's column
+/// `l[f(p) + j]`) as its last index and none has `p` last with `j` among
+/// its other indices.
+fn walks_better_interchanged(b: &Block, j: VarId, p: VarId, ctx: &Ctx) -> bool {
     let mut stmts = vec![];
     walk::for_each_stmt(b, &mut |st| stmts.push(st));
     let (jv, pv) = (Atom::Var(j), Atom::Var(p));
-    // `j + x` and `x + j`, bound in b
-    let shifted_j: Vec<Atom> = stmts
-        .iter()
-        .filter_map(|st| match &st.expr {
-            Expr::Prim(crate::ir::Prim::Add, xs) if st.binds.len() == 1 && xs.contains(&jv) => Some(Atom::Var(st.binds[0].var)),
-            _ => None,
-        })
-        .collect();
+    let defs: FxHashMap<VarId, &Stmt> = stmts.iter().flat_map(|st| st.binds.iter().map(move |x| (x.var, *st))).collect();
+    let lookup = |v: VarId| defs.get(&v).copied().or_else(|| ctx.def(v));
+    let shifted_j = |a: &Atom| super::bounds::unit_stride(a, j, &lookup);
     let reads = || {
         stmts.iter().filter_map(|st| match &st.expr {
             Expr::Index { idx, .. } => idx.last().map(|last| (last, idx)),
             _ => None,
         })
     };
-    reads().any(|(last, _)| *last == jv || shifted_j.contains(last)) && !reads().any(|(last, idx)| *last == pv && idx.contains(&jv))
+    reads().any(|(last, _)| *last == jv || shifted_j(last)) && !reads().any(|(last, idx)| *last == pv && idx.contains(&jv))
 }
 
 /// `for i (sums) { …; let y = transpose x; in …, y, … }` with the sum of

@@ -2,6 +2,7 @@
 //! table. `docs/OPTIMISER.md` shows every rule with a before and after.
 
 pub mod algebra;
+pub mod bounds;
 pub mod fold;
 pub mod fusion;
 pub mod inline;
@@ -15,7 +16,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Every built-in rule.
 pub fn builtin() -> Vec<Rule> {
-    [inline::RULES, algebra::RULES, fusion::RULES, fold::RULES, loops::RULES, sparse::RULES, scatter_nest::RULES].concat()
+    [inline::RULES, algebra::RULES, fusion::RULES, fold::RULES, loops::RULES, sparse::RULES, scatter_nest::RULES, bounds::RULES].concat()
 }
 
 /// `let x: ty = expr` without a location.

@@ -150,7 +150,7 @@ fn closure(stmts: &[Stmt], needed: &mut FxHashSet<VarId>, except: Option<&Stmt>)
 /// The innermost pair when it is `if c then {…; (p, v)} else (0, ±0.0)`
 /// with `c` a bound on the innermost index: the then-branch, the
 /// positions of p and v in it, and the comparison binding `c`.
-fn guarded_pair<'b>(body: &'b Block, at: (usize, usize), ivar: VarId) -> Option<(&'b Stmt, &'b Block, &'b Stmt)> {
+fn guarded_pair(body: &Block, at: (usize, usize), ivar: VarId) -> Option<(&Stmt, &Block, &Stmt)> {
     let (ri, rv) = (var(&body.result[at.0])?, var(&body.result[at.1])?);
     let def = local_def(body, ri)?;
     let Expr::If { cond: Atom::Var(c), then_b, else_b } = &def.expr else { return None };
@@ -213,6 +213,9 @@ fn pairs_loop(y: &Binder, dest: Atom, idxs: &Atom, vals: &Atom, loc: &Loc, pads_
                 ivar = j;
             }
         }
+        // a guarded pair outside the guarded form: its pads (0, ±0.0) would
+        // each be an addition to element 0, a chain of dependent stores
+        None if guarded_pair(&inner.body, inner.at, inner.ivar).is_some() => return None,
         None => {
             (p, v) = (inner.body.result[inner.at.0], inner.body.result[inner.at.1]);
             needed.extend([p, v].iter().filter_map(var));
