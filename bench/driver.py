@@ -47,6 +47,8 @@ NOTES = os.path.join(HERE, "notes.md")
 GRADBENCH = os.path.join(HERE, "gradbench.md")
 # gradients whose cost once grew quadratically (bench/linear/run.sh, kept by hand)
 LINEAR = os.path.join(HERE, "linear.md")
+# thread scaling on a many-core machine (bench/scaling.py, run there; its output kept)
+SCALING = os.path.join(HERE, "scaling.md")
 
 JAX_1T_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 ONE_THREAD_ENV = {k: "1" for k in ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
@@ -483,7 +485,7 @@ def report(data):
         for r, k, v in variants:
             w(f"- {r['title']}: literal form {fmt_t(v['min_ns'] / 1e9)} at 1 thread "
               f"(arden / that: {fmt_x(t_of(r['c_1t']) / (v['min_ns'] / 1e9))}).")
-    for extra in (NOTES, GRADBENCH, LINEAR):
+    for extra in (SCALING, NOTES, GRADBENCH, LINEAR):
         if os.path.exists(extra):
             w("")
             with open(extra) as f:

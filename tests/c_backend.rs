@@ -632,6 +632,76 @@ fn short_outer_loops_agree() {
     }
 }
 
+/// The same with the outer size known only at run time (a batch): with
+/// twice as many threads as iterations (or, for a sum, chunks) the loop
+/// runs in order and its body's loops in parallel. A convolution's filter
+/// gradient (a sum over the batch of `[f][c][w]` rows) and its forward map,
+/// an error in one of the batch's iterations (the first one's message), at
+/// batch sizes on both sides of the choice: the interpreter's bits and
+/// errors at every thread count.
+#[test]
+fn short_outer_loops_chosen_at_run_time_agree() {
+    let src = "def conv [b][c][l][f][w] (filt: [f][c][w]f64) (x: [b][c][l]f64) : [b][f][l - w + 1]f64 =\n\
+               \x20 for s k (t < l - w + 1). tanh (sum (for ch. sum (for o. x[s, ch, t + o] * filt[k, ch, o])))\n\
+               entry fwd [b][c][l][f][w] (filt: [f][c][w]f64) (x: [b][c][l]f64) : [b][f][l - w + 1]f64 = conv filt x\n\
+               entry grad_f [b][c][l][f][w] (filt: [f][c][w]f64) (x: [b][c][l]f64) : [f][c][w]f64 =\n\
+               \x20 grad (\\g -> sum (flatten (flatten (conv g x)))) filt\n\
+               entry pick [b][n] (x: [b][n]f64) (ix: [b]i64) : [b][n]f64 = for s. for i. x[s, ix[s]] * x[s, i]\n";
+    let Some((compiled, interp)) = c_and_interp("short_outer_rt.ard", src) else { return };
+    let (c, l, f, w) = (3, 700, 4, 5);
+    let filt = Value::array(vec![f, c, w], ArrayData::F64((0..f * c * w).map(|i| (i as f64 * 0.61).sin() * 0.3).collect::<Vec<_>>().into()));
+    for b in [1, 2, 3, 9, 17] {
+        let x = Value::array(vec![b, c, l], ArrayData::F64((0..b * c * l).map(|i| (i as f64 * 0.37).cos()).collect::<Vec<_>>().into()));
+        for e in ["fwd", "grad_f"] {
+            let args = [filt.clone(), x.clone()];
+            let (want, _) = interp.entry(e).unwrap().call_with(&args, &CallOptions::default()).unwrap();
+            for opts in common::thread_options() {
+                let (got, _) = compiled.entry(e).unwrap().call_with(&args, &opts).unwrap();
+                assert!(same(&got, &want), "{e}, batch {b}, {} threads", opts.threads);
+            }
+        }
+        let n = 5000;
+        let x = Value::array(vec![b, n], ArrayData::F64((0..b * n).map(|i| i as f64).collect::<Vec<_>>().into()));
+        for bad in [None, Some(0), Some(b - 1)] {
+            let ix: Vec<i64> = (0..b).map(|s| if Some(s) == bad { n as i64 + s as i64 } else { s as i64 }).collect();
+            let args = [x.clone(), Value::array(vec![b], ArrayData::I64(ix.into()))];
+            let want = interp.entry("pick").unwrap().call_with(&args, &CallOptions::default()).map(|(v, _)| v.to_json()).map_err(|e| e.to_string());
+            for opts in common::thread_options() {
+                let got = compiled.entry("pick").unwrap().call_with(&args, &opts).map(|(v, _)| v.to_json()).map_err(|e| e.to_string());
+                assert_eq!(got, want, "pick, batch {b}, bad {bad:?}, {} threads", opts.threads);
+            }
+        }
+    }
+}
+
+/// Copies of whole arrays and rows of 256 KiB or more (`with`, a copy
+/// before writing, reverse mode's saved states) and zero fills of reused
+/// buffers are split among the threads outside parallel regions: the same
+/// array, to the last byte, at every thread count, for lengths around the
+/// split (a cache line per piece) and a second call reusing the buffers.
+#[test]
+fn large_copies_split_among_threads_agree() {
+    let src = "entry upd [m][n] (x: [m][n]f64) : [m][n]f64 =\n\
+               \x20 loop a = x for t < m do a with [t] = for i. a[t, i] * 2.0 + f64 t\n\
+               entry keep [m][n] (x: [m][n]f64) : ([m][n]f64, [m][n]f64) = (x with [0] = x[m - 1], x)\n\
+               entry zeros [m][n] (x: [m][n]f64) : [m][n]f64 = for r. for i. x[r, i] + 0.0\n";
+    let Some((compiled, interp)) = c_and_interp("large_copies.ard", src) else { return };
+    for n in [32_767, 32_768, 32_769, 100_003, 600_001] {
+        let m = 3;
+        let x = Value::array(vec![m, n], ArrayData::F64((0..m * n).map(|i| (i as f64 * 0.37).sin()).collect::<Vec<_>>().into()));
+        for e in ["upd", "keep", "zeros"] {
+            let args = [x.clone()];
+            let (want, _) = interp.entry(e).unwrap().call_with(&args, &CallOptions::default()).unwrap();
+            for opts in common::thread_options() {
+                for call in 0..2 {
+                    let (got, _) = compiled.entry(e).unwrap().call_with(&args, &opts).unwrap();
+                    assert!(same(&got, &want), "{e}, n = {n}, {} threads, call {call}", opts.threads);
+                }
+            }
+        }
+    }
+}
+
 /// The text from the innermost `for (` before the first `marker` in `c` to
 /// that marker: the head and body of the loop computing it.
 fn loop_around<'a>(c: &'a str, marker: &str) -> &'a str {

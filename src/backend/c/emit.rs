@@ -274,12 +274,22 @@ const SHORT_OUTER: i64 = 8;
 /// Whether `b` (or a branch in it) runs a construct the C backend can run
 /// in parallel: a `for`, a built-in sum or product, a `scatter_add`.
 fn runs_parallel_construct(b: &Block) -> bool {
-    b.stmts.iter().any(|s| match &s.expr {
+    b.stmts.iter().any(stmt_runs_parallel_construct)
+}
+
+fn stmt_runs_parallel_construct(s: &Stmt) -> bool {
+    match &s.expr {
         Expr::For { .. } | Expr::ForAcc { .. } | Expr::ScatterAdd { .. } => true,
         Expr::Reduce { op: ReduceOp::Add | ReduceOp::Mul, .. } => true,
         Expr::If { then_b, else_b, .. } => runs_parallel_construct(then_b) || runs_parallel_construct(else_b),
         _ => false,
-    })
+    }
+}
+
+/// A body whose work is one parallel construct (a loop nest's level, with
+/// scalars and views beside it): worth a second, in-order form of its loop.
+fn one_parallel_construct(b: &Block) -> bool {
+    b.stmts.iter().filter(|s| stmt_runs_parallel_construct(s)).count() == 1
 }
 
 struct Em {
@@ -296,6 +306,10 @@ struct Em {
     /// inside the sequential form of an outermost `for` (or a parallel
     /// body): nested constructs get no parallel form of their own
     seq_only: bool,
+    /// inside the in-order form of an outermost `for` chosen at run time:
+    /// the loops in its body get no second such form (one level is
+    /// enough, and each level doubles the C)
+    in_order_outer: bool,
     /// the label an error jumps to
     fail: String,
     /// inside a widened group (`widen.rs`): a failing check jumps here,
@@ -478,6 +492,7 @@ impl Em {
             lbl: 0,
             par: false,
             seq_only: false,
+            in_order_outer: false,
             fail: fail.into(),
             redo: None,
             lane_rows: FxHashMap::default(),
@@ -1006,12 +1021,12 @@ impl Em {
             consumed.push(v);
             self.open(&format!("if (ard_unique({src}.b)) {{ {out} = {src}; }} else {{"));
             self.new_arr(out, t.elem, &dims);
-            self.line(&format!("ard_copy({out}.p, {src}.p, {len} * (int64_t)sizeof({ct}));"));
+            self.line(&format!("ard_copy_par(ctx, {out}.p, {src}.p, {len} * (int64_t)sizeof({ct}));"));
             self.line(&format!("ard_release(ctx, {src}.b);"));
             self.close("}");
         } else {
             self.new_arr(out, t.elem, &dims);
-            self.line(&format!("ard_copy({out}.p, {src}.p, {len} * (int64_t)sizeof({ct}));"));
+            self.line(&format!("ard_copy_par(ctx, {out}.p, {src}.p, {len} * (int64_t)sizeof({ct}));"));
         }
         Ok(())
     }
@@ -1100,7 +1115,31 @@ impl Em {
                 if let Some(f) = Self::lane_extremum(&if *max { ReduceOp::Max } else { ReduceOp::Min }, t.elem) {
                     // rt.h's vector search, the same index
                     let f = f.replace("_max_", "_argmax_").replace("_min_", "_argmin_");
-                    self.line(&format!("{o} = {f}({p}, ard_n{k});"));
+                    if self.par || self.seq_only {
+                        self.line(&format!("{o} = {f}({p}, ard_n{k});"));
+                    } else {
+                        // each thread the first index of its range's extreme,
+                        // combined in order: a later range wins only with a
+                        // NaN (none before) or a strictly greater (smaller)
+                        // value, so the index is the ordered loop's
+                        self.open(&format!("if (ctx->nthreads > 1 && ard_n{k} >= ctx->par_min) {{"));
+                        self.line(&format!("const {ct} *ard_x = {p}; int64_t ard_at[ARD_MAX_THREADS]; int ard_nt = 1;"));
+                        self.line("#pragma omp parallel num_threads(ctx->nthreads)");
+                        self.open("{");
+                        self.line("int ard_t = omp_get_thread_num(), ard_T = omp_get_num_threads();");
+                        self.line("if (ard_t == 0) ard_nt = ard_T;");
+                        self.line(&format!("int64_t ard_lo = ard_n{k} * ard_t / ard_T, ard_hi = ard_n{k} * (ard_t + 1) / ard_T;"));
+                        self.line(&format!("ard_at[ard_t] = ard_lo < ard_hi ? ard_lo + {f}(ard_x + ard_lo, ard_hi - ard_lo) : -1;"));
+                        self.close("}");
+                        self.line(&format!("{o} = -1;"));
+                        self.line(&format!(
+                            "for (int ard_t = 0; ard_t < ard_nt; ard_t++) if (ard_at[ard_t] >= 0 && ({o} < 0 || (!isnan(ard_x[{o}]) && (isnan(ard_x[ard_at[ard_t]]) || ard_x[ard_at[ard_t]] {cmp} ard_x[{o}])))) {o} = ard_at[ard_t];"
+                        ));
+                        self.close("} else {");
+                        self.ind += 1;
+                        self.line(&format!("{o} = {f}({p}, ard_n{k});"));
+                        self.close("}");
+                    }
                 } else {
                     self.open("{");
                     self.line(&format!("const {ct} *ard_x = {p}; int64_t ard_b = 0;"));
@@ -1204,7 +1243,7 @@ impl Em {
                 if t.rank() == 1 {
                     self.line(&format!("{p}[ard_i{k}] = {v};"));
                 } else {
-                    self.line(&format!("ard_copy({p} + ard_i{k} * {m}, {v}.p, {m} * (int64_t)sizeof({}));", ctype(t.elem)));
+                    self.line(&format!("ard_copy_par(ctx, {p} + ard_i{k} * {m}, {v}.p, {m} * (int64_t)sizeof({}));", ctype(t.elem)));
                 }
             }
             Expr::Iota { n } => {
@@ -1550,12 +1589,39 @@ impl Em {
         // static chunk. One copy of the body for both forms keeps the C
         // small: OpenMP regions cost the C compiler far more than plain code.
         let w = self.work(body);
+        if summed && size.as_const().is_none() && !self.in_order_outer && one_parallel_construct(body) {
+            // The same choice at run time for a sum over a size known only
+            // then: its threads take whole chunks of the fixed order, so a
+            // batch of up to 8 terms is one chunk (64 terms are 8). Where
+            // the chunks would leave half the threads idle and one
+            // iteration is worth a parallel region, the sum runs in order
+            // and the one construct in its body in parallel. Only for such
+            // a body, and one level deep: the body's C is there twice.
+            let units = format!("ard_nchunks({n}, ard_rchunk({n}))");
+            self.open(&format!("if (ctx->nthreads > 1 && 2 * {units} <= ctx->nthreads && {w} >= ctx->par_min) {{"));
+            self.in_order_outer = true;
+            let in_order = self.summed_inline(k, &n, ivar, body, &rows);
+            self.in_order_outer = false;
+            in_order?;
+            self.close("} else {");
+            self.ind += 1;
+            self.outer_parallel(k, &n, &w, ivar, body, &rows, summed, chunked)?;
+            self.close("}");
+            return Ok(());
+        }
+        self.outer_parallel(k, &n, &w, ivar, body, &rows, summed, chunked)
+    }
+
+    /// An outermost `for` whose iterations (or a sum's chunks) the threads
+    /// share: its body one function over a range of iterations.
+    #[allow(clippy::too_many_arguments)]
+    fn outer_parallel(&mut self, k: usize, n: &str, w: &str, ivar: VarId, body: &Block, rows: &[Row], summed: bool, chunked: bool) -> R<()> {
         if summed {
             // called per chunk of the fixed order (at most 4096 iterations)
-            let (fname, caps) = self.outline(k, ivar, body, &rows, false)?;
-            return self.summed_outlined(k, &n, &w, &fname, &caps, &rows);
+            let (fname, caps) = self.outline(k, ivar, body, rows, false)?;
+            return self.summed_outlined(k, n, w, &fname, &caps, rows);
         }
-        let (fname, caps) = self.outline(k, ivar, body, &rows, chunked)?;
+        let (fname, caps) = self.outline(k, ivar, body, rows, chunked)?;
         let caps = if caps.is_empty() { String::new() } else { format!(", {}", caps.join(", ")) };
         let fail = self.fail.clone();
         self.open(&format!("if (ctx->nthreads > 1 && ard_wmul({n}, {w}) >= ctx->par_min) {{"));

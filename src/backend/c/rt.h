@@ -486,6 +486,38 @@ static inline int64_t ard_size_mul(ard_ctx *c, int64_t a, int64_t b) {
 }
 static inline int ard_size_overflowed(ard_ctx *c) { return __atomic_load_n(&c->size_overflow, __ATOMIC_RELAXED); }
 
+/* A copy (src) or zero fill (src NULL) of a whole array outside a parallel
+ * region, split among the threads from ARD_PAR_BYTES on: one core does not
+ * saturate the memory bus, and a copy left on one thread caps the speed-up
+ * of everything around it (the states reverse mode saves per step). The
+ * pieces are whole cache lines; the bytes are the same either way. */
+#define ARD_PAR_BYTES ((int64_t)1 << 18)
+ARD_SLOW static void ard_move_par(ard_ctx *c, void *dst, const void *src, int64_t bytes) {
+#ifdef _OPENMP
+    if (c->solo && c->nthreads > 1 && bytes >= ARD_PAR_BYTES) {
+        const int64_t lines = (bytes + 63) / 64;
+        #pragma omp parallel num_threads(c->nthreads)
+        {
+            const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+            const int64_t lo = lines * t / nt * 64, hi = lines * (t + 1) / nt * 64 < bytes ? lines * (t + 1) / nt * 64 : bytes;
+            if (hi > lo) {
+                if (src) memcpy((char *)dst + lo, (const char *)src + lo, (size_t)(hi - lo));
+                else memset((char *)dst + lo, 0, (size_t)(hi - lo));
+            }
+        }
+        return;
+    }
+#endif
+    (void)c;
+    if (bytes <= 0) return;
+    if (src) memcpy(dst, src, (size_t)bytes);
+    else memset(dst, 0, (size_t)bytes);
+}
+static inline void ard_copy_par(ard_ctx *c, void *dst, const void *src, int64_t bytes) {
+    if (bytes >= ARD_PAR_BYTES) ard_move_par(c, dst, src, bytes);
+    else if (bytes > 0) memcpy(dst, src, (size_t)bytes);
+}
+
 /* A new array of the given shape, `at` the statement's location (" at
  * FILE:L:C" or ""); 0 on success, 1 after recording an error. The memory
  * limit counts the bytes the process held before the call (base_bytes)
@@ -516,7 +548,7 @@ ARD_SLOW static int ard_alloc(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize,
     ard_buf *b = over ? NULL : ard_cached(c, (int64_t)bytes);
     ard_buf *kept = b || over ? NULL : ard_kept((int64_t)bytes);
     if (kept) {
-        if (zero) memset(kept->data, 0, bytes);
+        if (zero) ard_move_par(c, kept->data, NULL, (int64_t)bytes);
         kept->rc = 1;
         ard_link(c, kept);
         a->b = kept;
@@ -525,7 +557,7 @@ ARD_SLOW static int ard_alloc(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize,
         return 0;
     }
     if (b) {
-        if (zero) memset(b->data, 0, bytes);
+        if (zero) ard_move_par(c, b->data, NULL, (int64_t)bytes);
         a->b = b;
         a->p = b->data;
         for (int i = 0; i < rank; i++) a->d[i] = d[i];
@@ -584,6 +616,7 @@ ARD_SLOW static int ard_wrap(ard_ctx *c, ard_arr *a, void *data, int rank, const
 static inline void ard_copy(void *dst, const void *src, int64_t bytes) {
     if (bytes > 0) memcpy(dst, src, (size_t)bytes);
 }
+
 
 /* ---- wrapping integer arithmetic (as Rust's wrapping_*) ---- */
 /* bitwise operations on the two's complement bits; shifts by a count
