@@ -674,6 +674,34 @@ fn short_outer_loops_chosen_at_run_time_agree() {
     }
 }
 
+/// A window read `x[t + o]` adds its loop counters in plain C (no wrapping
+/// helper), so that gcc sees the lanes' reads as one contiguous load; a
+/// sum with a value that is no counter keeps the wrapping helper, whose
+/// bits the interpreter's `wrapping_add` gives at the extremes.
+#[test]
+fn counters_add_in_plain_c() {
+    let src = "entry win [l][w] (x: [l]f64) (f: [w]f64) : [l - w + 1]f64 = for (t < l - w + 1). sum (for o. x[t + o] * f[o])\n\
+               entry wrap (a: i64) (b: i64) : (i64, i64) = (a + b, a - b)\n";
+    let prog = Program::from_source("counters.ard", src).unwrap();
+    let c = arden::backend::c::emit::emit_function(prog.entry("win").unwrap().function(), 0).unwrap();
+    assert!(!c.contains("ard_add64("), "a wrapping add of counters:\n{c}");
+    let c = arden::backend::c::emit::emit_function(prog.entry("wrap").unwrap().function(), 0).unwrap();
+    assert!(c.contains("ard_add64(") && c.contains("ard_sub64("), "no wrapping arithmetic for parameters:\n{c}");
+    let Some((compiled, interp)) = c_and_interp("counters.ard", src) else { return };
+    for (a, b) in [(i64::MAX, 1), (i64::MIN, 1), (i64::MIN, -1), (5, 7)] {
+        let args = [Value::I64(a), Value::I64(b)];
+        let want = interp.entry("wrap").unwrap().call(&args).unwrap().to_json();
+        assert_eq!(compiled.entry("wrap").unwrap().call(&args).unwrap().to_json(), want, "{a} and {b}");
+    }
+    let x = Value::array(vec![1000], ArrayData::F64((0..1000).map(|i| (i as f64 * 0.37).sin()).collect::<Vec<_>>().into()));
+    let f = Value::array(vec![5], ArrayData::F64(vec![0.5, -1.0, 2.0, 0.25, 1.5].into()));
+    let (want, _) = interp.entry("win").unwrap().call_with(&[x.clone(), f.clone()], &CallOptions::default()).unwrap();
+    for opts in common::thread_options() {
+        let (got, _) = compiled.entry("win").unwrap().call_with(&[x.clone(), f.clone()], &opts).unwrap();
+        assert!(same(&got, &want), "win at {} threads", opts.threads);
+    }
+}
+
 /// Copies of whole arrays and rows of 256 KiB or more (`with`, a copy
 /// before writing, reverse mode's saved states) and zero fills of reused
 /// buffers are split among the threads outside parallel regions: the same

@@ -286,6 +286,18 @@ fn stmt_runs_parallel_construct(s: &Stmt) -> bool {
     }
 }
 
+/// The counters of the `for`s and counted `loop`s in `b`, nested ones too.
+fn loop_counters(b: &Block) -> FxHashSet<VarId> {
+    let mut out = FxHashSet::default();
+    crate::ir::walk::for_each_stmt(b, &mut |s| match &s.expr {
+        Expr::For { ivar, .. } | Expr::ForAcc { ivar, .. } | Expr::Loop { kind: LoopKind::Count { ivar, .. }, .. } => {
+            out.insert(*ivar);
+        }
+        _ => {}
+    });
+    out
+}
+
 /// A body whose work is one parallel construct (a loop nest's level, with
 /// scalars and views beside it): worth a second, in-order form of its loop.
 fn one_parallel_construct(b: &Block) -> bool {
@@ -340,6 +352,13 @@ struct Em {
     made_rows: FxHashSet<VarId>,
     /// the function's size parameters (known everywhere in it)
     size_params: FxHashSet<VarId>,
+    /// the counters of its `for`s and counted `loop`s: each runs from 0
+    /// one step per iteration, so it never nears 2^62 and a sum or
+    /// difference of two of them (or of one and a small constant) cannot
+    /// wrap. Such arithmetic is plain C `+`/`-`, whose no-wrap the C
+    /// compiler uses: a window read `x[t + o]` in lanes over `t` becomes
+    /// one vector load instead of eight scalar ones.
+    counters: FxHashSet<VarId>,
     /// the next id for a variable the emitter adds (above the function's)
     next_var: u32,
     /// the variables the emitter added, in order: each is declared where
@@ -503,6 +522,7 @@ impl Em {
             sum_rows: FxHashMap::default(),
             made_rows: FxHashSet::default(),
             size_params: f.size_params.iter().map(|(_, v)| *v).collect(),
+            counters: loop_counters(&f.body),
             next_var,
             made: vec![],
             at: cstr(&format!(" in entry `{}`", f.name)),
@@ -1488,6 +1508,23 @@ impl Em {
         Ok(())
     }
 
+    /// `a + b` or `a - b` in plain C where neither operand can be far from
+    /// zero: loop counters and constants below 2^32 (see `counters`).
+    fn counter_arith(&self, p: Prim, t: Scalar, args: &[Atom], a: &[String]) -> Option<String> {
+        let op = match p {
+            Prim::Add => "+",
+            Prim::Sub => "-",
+            _ => return None,
+        };
+        let small = |x: &Atom| match x {
+            Atom::Var(v) => self.counters.contains(v),
+            Atom::Lit(Lit::I64(c)) => c.unsigned_abs() < 1 << 32,
+            _ => false,
+        };
+        (t == Scalar::I64 && args.len() == 2 && args.iter().all(small) && args.iter().any(|x| matches!(x, Atom::Var(_))))
+            .then(|| format!("({} {op} {})", a[0], a[1]))
+    }
+
     /// A primitive, spelled as its row of the primitive table says; an
     /// integer division first checks its divisor.
     fn prim(&mut self, s: &Stmt, p: Prim, args: &[Atom]) -> R<()> {
@@ -1498,6 +1535,10 @@ impl Em {
             return Err(format!("internal: `{p:?}` with {} operands", a.len()));
         }
         let t = self.atom_ty(&args[row.typing.typed_operand()]).elem;
+        if let Some(e) = self.counter_arith(p, t, args, &a) {
+            self.line(&format!("{o} = {e};"));
+            return Ok(());
+        }
         let Some(e) = spell(row.c.on(t), t, &a) else {
             return Err(format!("internal: `{p:?}` on {}", t.name()));
         };
