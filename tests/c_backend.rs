@@ -702,6 +702,30 @@ fn counters_add_in_plain_c() {
     }
 }
 
+/// An `update` at a position its block read from the same array just
+/// before (reverse mode's in-place additions) is not checked again: that
+/// read failed first. An update at another position keeps its check. The
+/// interpreter's results and errors either way.
+#[test]
+fn updates_after_a_read_of_their_position_are_unchecked() {
+    let src = "entry bump [n] (x: [n]f64) (i: i64) (j: i64) : [n]f64 = let o = x[i] in x with [i] = o + 1.0\n\
+               entry set [n] (x: [n]f64) (i: i64) (j: i64) : [n]f64 = let o = x[j] in x with [i] = o\n";
+    let prog = Program::from_source("upd_read.ard", src).unwrap();
+    let c_of = |e: &str| arden::backend::c::emit::emit_function(prog.entry(e).unwrap().function(), 0).unwrap();
+    assert!(!c_of("bump").contains("update index"), "a second check:\n{}", c_of("bump"));
+    assert!(c_of("set").contains("update index"), "no check of an unread position:\n{}", c_of("set"));
+    let Some((compiled, interp)) = c_and_interp("upd_read.ard", src) else { return };
+    let x = Value::array(vec![4], ArrayData::F64(vec![1.0, 2.0, 3.0, 4.0].into()));
+    for e in ["bump", "set"] {
+        for (i, j) in [(0, 3), (3, 0), (4, 0), (-1, 2), (2, 7)] {
+            let args = [x.clone(), Value::I64(i), Value::I64(j)];
+            let want = interp.entry(e).unwrap().call(&args).map(|v| v.to_json()).map_err(|e| e.to_string());
+            let got = compiled.entry(e).unwrap().call(&args).map(|v| v.to_json()).map_err(|e| e.to_string());
+            assert_eq!(got, want, "{e} at {i}, {j}");
+        }
+    }
+}
+
 /// Copies of whole arrays and rows of 256 KiB or more (`with`, a copy
 /// before writing, reverse mode's saved states) and zero fills of reused
 /// buffers are split among the threads outside parallel regions: the same

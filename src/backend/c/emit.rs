@@ -298,6 +298,15 @@ fn loop_counters(b: &Block) -> FxHashSet<VarId> {
     out
 }
 
+/// Whether statement `k` of `b` is an `update` of an array at a position
+/// that an earlier statement of `b` reads from the same array (reverse
+/// mode's in-place additions `let o = a[p]; a with [p] = o + v`): the read
+/// failed first, or was proven in range, so the update's check cannot fail.
+fn read_before_update(b: &Block, k: usize) -> bool {
+    let Expr::Update { arr: Atom::Var(a), idx, .. } = &b.stmts[k].expr else { return false };
+    b.stmts[..k].iter().any(|s| matches!(&s.expr, Expr::Index { arr: Atom::Var(x), idx: i, .. } if x == a && i.first() == Some(idx)))
+}
+
 /// A body whose work is one parallel construct (a loop nest's level, with
 /// scalars and views beside it): worth a second, in-order form of its loop.
 fn one_parallel_construct(b: &Block) -> bool {
@@ -359,6 +368,9 @@ struct Em {
     /// compiler uses: a window read `x[t + o]` in lanes over `t` becomes
     /// one vector load instead of eight scalar ones.
     counters: FxHashSet<VarId>,
+    /// the statement being emitted is an `update` whose position a read
+    /// before it in its block has checked (or proven): no second check
+    update_in_range: bool,
     /// the next id for a variable the emitter adds (above the function's)
     next_var: u32,
     /// the variables the emitter added, in order: each is declared where
@@ -523,6 +535,7 @@ impl Em {
             made_rows: FxHashSet::default(),
             size_params: f.size_params.iter().map(|(_, v)| *v).collect(),
             counters: loop_counters(&f.body),
+            update_in_range: false,
             next_var,
             made: vec![],
             at: cstr(&format!(" in entry `{}`", f.name)),
@@ -883,7 +896,10 @@ impl Em {
             for x in &s.binds {
                 self.decl(x.var)?;
             }
-            let consumed = self.stmt(s, &dying)?;
+            self.update_in_range = read_before_update(b, k);
+            let consumed = self.stmt(s, &dying);
+            self.update_in_range = false;
+            let consumed = consumed?;
             for v in dying {
                 if !consumed.contains(&v) {
                     self.release(v);
@@ -1250,12 +1266,14 @@ impl Em {
                 let k = self.fresh();
                 let i = self.int(idx);
                 self.line(&format!("int64_t ard_i{k} = {i};"));
-                self.open(&format!("if ((uint64_t)ard_i{k} >= (uint64_t){a}.d[0])"));
-                self.fail(
-                    "update index %lld out of range for size %lld at %s",
-                    &[format!("(long long)ard_i{k}"), format!("(long long){a}.d[0]"), loc_str(loc)],
-                );
-                self.ind -= 1;
+                if !self.update_in_range {
+                    self.open(&format!("if ((uint64_t)ard_i{k} >= (uint64_t){a}.d[0])"));
+                    self.fail(
+                        "update index %lld out of range for size %lld at %s",
+                        &[format!("(long long)ard_i{k}"), format!("(long long){a}.d[0]"), loc_str(loc)],
+                    );
+                    self.ind -= 1;
+                }
                 self.writable(&o, arr, s, dying, &mut consumed)?;
                 let m = self.rowlen(&o, t.rank(), 1);
                 let p = self.elem_ptr(&o, t.elem);
@@ -1888,8 +1906,33 @@ impl Em {
         emit(self, &lanes(Some(&l)))?;
         self.close("}");
         self.close("}");
+        // the last (< 8) iterations: iteration g + l's term into a pad of
+        // identities (-0.0 + t and 0 + t are t, bit for bit), then added to
+        // lane l: each lane's one addition as before, but no chain of
+        // stores and loads through the lanes (a sum of 10 terms spent most
+        // of its time in that chain)
+        let pads: Vec<Row> = rows
+            .iter()
+            .enumerate()
+            .map(|(j, r)| match r {
+                Row::Summed { len, ty, lanes: true, .. } => {
+                    Row::Summed { ptr: format!("(ard_R{k}_{j} + (ard_i - {g}))"), len: len.clone(), ty: ty.clone(), lanes: false }
+                }
+                r => r.clone(),
+            })
+            .collect();
+        self.open(&format!("if ({g} < {hi}) {{"));
+        for (j, _, _, ty) in Self::lane_rows(rows) {
+            let id = if ty.is_float() { "-0.0" } else { "0" };
+            self.line(&format!("{} ard_R{k}_{j}[ARD_LANES] = {{{}}};", ctype(ty), [id; 8].join(", ")));
+        }
         self.open(&format!("for (int64_t ard_i = {g}; ard_i < {hi}; ard_i++) {{"));
-        emit(self, &lanes(None))?;
+        emit(self, &pads)?;
+        self.close("}");
+        for (j, _, _, ty) in Self::lane_rows(rows) {
+            let add = Self::op_expr(&ReduceOp::Add, ty, &format!("ard_L{k}_{j}[{l}]"), &format!("ard_R{k}_{j}[{l}]"))?;
+            self.line(&format!("for (int {l} = 0; {l} < ARD_LANES; {l}++) ard_L{k}_{j}[{l}] = {add};"));
+        }
         self.close("}");
         for (j, ptr, _, _) in Self::lane_rows(rows) {
             self.line(&format!("memcpy({ptr}, ard_L{k}_{j}, sizeof ard_L{k}_{j});"));
@@ -1961,17 +2004,23 @@ impl Em {
                 self.close("}");
             }
         }
+        // the last (< 8) iterations: iteration g + l's term into lane l of
+        // a pad of identities (-0.0 + t and 0 + t are t, bit for bit), then
+        // added to register l: each lane's one addition as before, without
+        // a chain of stores and loads through lanes in memory
         self.open(&format!("if ({g} < ard_hi{k}) {{"));
         for (j, _, _, ty) in &lanes {
-            let regs: Vec<String> = (0..8).map(|l| reg(*j, l)).collect();
-            self.line(&format!("{} ard_ln{k}_{j}[ARD_LANES] = {{{}}};", ctype(*ty), regs.join(", ")));
+            let id = if ty.is_float() { "-0.0" } else { "0" };
+            self.line(&format!("{} ard_ln{k}_{j}[ARD_LANES] = {{{}}};", ctype(*ty), [id; 8].join(", ")));
         }
         self.open(&format!("for (int64_t ard_i = {g}; ard_i < ard_hi{k}; ard_i++) {{"));
         self.for_body(ivar, body, &Self::chunk_rows(k, rows))?;
         self.close("}");
-        for (j, _, _, _) in &lanes {
-            let loads: Vec<String> = (0..8).map(|l| format!("{} = ard_ln{k}_{j}[{l}];", reg(*j, l))).collect();
-            self.line(&loads.join(" "));
+        for (j, _, _, ty) in &lanes {
+            let adds: Vec<String> = (0..8)
+                .map(|l| Ok(format!("{} = {};", reg(*j, l), Self::op_expr(&ReduceOp::Add, *ty, &reg(*j, l), &format!("ard_ln{k}_{j}[{l}]"))?)))
+                .collect::<R<_>>()?;
+            self.line(&adds.join(" "));
         }
         self.close("}");
         for (j, _, _, ty) in &lanes {
