@@ -2045,14 +2045,19 @@ impl Em {
         let threads = format!("(ard_par{k} ? ctx->nthreads : 1)");
         self.summed_setup(k, n, rows, &threads);
         self.open(&format!("if (ard_par{k}) {{"));
-        self.line("int ard_stop = 0;");
+        // each thread takes the next chunk not yet taken: on a machine busy
+        // with other work a descheduled thread holds up no fixed share
+        // (its chunks go to the others), and the chunks' results, kept per
+        // chunk and combined in order, are the same bits either way
+        self.line(&format!("int ard_stop = 0; int64_t ard_next{k} = 0;"));
         self.line("ard_begin_parallel(ctx);");
         self.line("#pragma omp parallel num_threads(ctx->nthreads)");
         self.open("{");
-        self.line("const int64_t ard_t = omp_get_thread_num(), ard_nt = omp_get_num_threads();");
-        self.line(&format!("const int64_t ard_ca = ard_nc{k} * ard_t / ard_nt, ard_cb = ard_nc{k} * (ard_t + 1) / ard_nt;"));
-        self.open(&format!("for (int64_t {c} = ard_ca; {c} < ard_cb; {c}++) {{"));
-        self.line(&format!("if ({c} > ard_ca && ARD_STOPPING(ctx)) {{ __atomic_store_n(&ard_stop, 1, __ATOMIC_RELAXED); break; }}"));
+        self.line("const int64_t ard_t = omp_get_thread_num();");
+        self.open(&format!("for (int ard_first = 1;; ard_first = 0) {{"));
+        self.line(&format!("const int64_t {c} = __atomic_fetch_add(&ard_next{k}, 1, __ATOMIC_RELAXED);"));
+        self.line(&format!("if ({c} >= ard_nc{k}) break;"));
+        self.line(&format!("if (!ard_first && ARD_STOPPING(ctx)) {{ __atomic_store_n(&ard_stop, 1, __ATOMIC_RELAXED); break; }}"));
         self.summed_chunk_begin(k, n, rows, &c, "ard_t");
         self.line(&format!("if ({fname}(ctx, ard_lo{k}, ard_hi{k}, 1, ard_it{caps}{accs})) break;"));
         self.summed_chunk_end(k, rows, &c)?;
