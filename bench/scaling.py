@@ -2,7 +2,7 @@
 (issue 26, "scaling to many cores"; issue 31's JAX-on-GPU baseline).
 
     python3 bench/scaling.py [--threads 1,4,8,16] [--only NAME,...] [--runs 3]
-                             [--min-seconds 0.2] [--rounds 1] [--no-jax] [--arden PATH]
+                             [--min-seconds 0.2] [--rounds 1] [--no-jax] [--arden PATH] [--tag T]
 
 For every function of workloads.py (its data made by gen.py beforehand):
 
@@ -36,6 +36,13 @@ from workloads import FUNCTIONS  # noqa: E402
 
 JSON_OUT = os.path.join(HERE, "scaling.json")
 MD_OUT = os.path.join(HERE, "scaling.md")
+
+
+def outputs(tag):
+    """scaling.json and scaling.md, or scaling-TAG.* for a run kept apart."""
+    if not tag:
+        return JSON_OUT, MD_OUT
+    return os.path.join(HERE, f"scaling-{tag}.json"), os.path.join(HERE, f"scaling-{tag}.md")
 
 
 def cpus(threads):
@@ -113,10 +120,24 @@ def measure(a):
     cache = tempfile.mkdtemp(prefix="arden-scaling-cache-")
     meta = driver.machine()
     meta.update(threads=threads, runs=a.runs, min_seconds=a.min_seconds, rounds=a.rounds, gpu=gpu_name())
+    if a.commit:
+        meta["commit"] = a.commit
     data = dict(meta=meta, rows={r["name"]: dict(title=r["title"], arden={}) for r in rows})
+    busy = []
+    if a.load:
+        # a machine busy with other work: one spinning process per core
+        busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+        meta["load"] = f"{len(busy)} spinning processes"
+    try:
+        return timed(a, rows, threads, most, cache, meta, data)
+    finally:
+        for p in busy:
+            p.kill()
 
+
+def timed(a, rows, threads, most, cache, meta, data):
     def save():
-        with open(JSON_OUT, "w") as f:
+        with open(outputs(a.tag)[0], "w") as f:
             json.dump(data, f, indent=1)
 
     driver.log(f"compiling {len(rows)} functions, their bits at 1 and {most} threads")
@@ -154,7 +175,7 @@ def fmt(ns):
     return driver.fmt_t(ns / 1e9) if isinstance(ns, int) else "failed"
 
 
-def report(data):
+def report(data, md_out=MD_OUT):
     meta = data["meta"]
     threads = meta["threads"]
     most = max(threads)
@@ -165,6 +186,7 @@ def report(data):
              f"{meta['min_seconds']} s each). JAX on the CPU: 1 thread (single-threaded XLA flags, CPU 0) and "
              f"{most} threads (default flags, CPUs 0-{most - 1})"
              + (f"; JAX on the GPU: {meta['gpu']}, float64." if meta.get("gpu") else ".")
+             + (f" Under load: {meta['load']} ran meanwhile." if meta.get("load") else "")
              + f" *bits*: arden's result at {most} threads equals the one at 1 thread byte for byte.", ""]
     gpu = bool(meta.get("gpu"))
     head = ["function"] + [f"{t}T" for t in threads] + [f"speed-up {most}T", "bits", "JAX 1T",
@@ -184,7 +206,7 @@ def report(data):
         if gpu:
             cells.append(fmt(r["jax_gpu"]) if "jax_gpu" in r else "–")
         lines.append("| " + " | ".join(cells) + " |")
-    with open(MD_OUT, "w") as f:
+    with open(md_out, "w") as f:
         f.write("\n".join(lines) + "\n")
 
 
@@ -196,16 +218,20 @@ def main():
     ap.add_argument("--min-seconds", type=float, default=0.2)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--no-jax", action="store_true", help="time arden only")
+    ap.add_argument("--load", action="store_true", help="with one spinning process per core meanwhile (a busy machine)")
     ap.add_argument("--arden", default=driver.ARDEN, help="the arden binary (default target/release/arden)")
-    ap.add_argument("--report-only", action="store_true", help="rewrite scaling.md from scaling.json")
+    ap.add_argument("--commit", help="the commit the arden binary was built from (default: the checkout's HEAD)")
+    ap.add_argument("--tag", help="write scaling-TAG.json and scaling-TAG.md (a comparison run) instead")
+    ap.add_argument("--report-only", action="store_true", help="rewrite the .md from the .json")
     a = ap.parse_args()
+    json_out, md_out = outputs(a.tag)
     if a.report_only:
-        with open(JSON_OUT) as f:
-            report(json.load(f))
+        with open(json_out) as f:
+            report(json.load(f), md_out)
         return
     t0 = time.time()
-    report(measure(a))
-    driver.log(f"done in {time.time() - t0:.0f} s: {MD_OUT}")
+    report(measure(a), md_out)
+    driver.log(f"done in {time.time() - t0:.0f} s: {md_out}")
 
 
 if __name__ == "__main__":
