@@ -1906,33 +1906,8 @@ impl Em {
         emit(self, &lanes(Some(&l)))?;
         self.close("}");
         self.close("}");
-        // the last (< 8) iterations: iteration g + l's term into a pad of
-        // identities (-0.0 + t and 0 + t are t, bit for bit), then added to
-        // lane l: each lane's one addition as before, but no chain of
-        // stores and loads through the lanes (a sum of 10 terms spent most
-        // of its time in that chain)
-        let pads: Vec<Row> = rows
-            .iter()
-            .enumerate()
-            .map(|(j, r)| match r {
-                Row::Summed { len, ty, lanes: true, .. } => {
-                    Row::Summed { ptr: format!("(ard_R{k}_{j} + (ard_i - {g}))"), len: len.clone(), ty: ty.clone(), lanes: false }
-                }
-                r => r.clone(),
-            })
-            .collect();
-        self.open(&format!("if ({g} < {hi}) {{"));
-        for (j, _, _, ty) in Self::lane_rows(rows) {
-            let id = if ty.is_float() { "-0.0" } else { "0" };
-            self.line(&format!("{} ard_R{k}_{j}[ARD_LANES] = {{{}}};", ctype(ty), [id; 8].join(", ")));
-        }
         self.open(&format!("for (int64_t ard_i = {g}; ard_i < {hi}; ard_i++) {{"));
-        emit(self, &pads)?;
-        self.close("}");
-        for (j, _, _, ty) in Self::lane_rows(rows) {
-            let add = Self::op_expr(&ReduceOp::Add, ty, &format!("ard_L{k}_{j}[{l}]"), &format!("ard_R{k}_{j}[{l}]"))?;
-            self.line(&format!("for (int {l} = 0; {l} < ARD_LANES; {l}++) ard_L{k}_{j}[{l}] = {add};"));
-        }
+        emit(self, &lanes(None))?;
         self.close("}");
         for (j, ptr, _, _) in Self::lane_rows(rows) {
             self.line(&format!("memcpy({ptr}, ard_L{k}_{j}, sizeof ard_L{k}_{j});"));
@@ -2004,23 +1979,17 @@ impl Em {
                 self.close("}");
             }
         }
-        // the last (< 8) iterations: iteration g + l's term into lane l of
-        // a pad of identities (-0.0 + t and 0 + t are t, bit for bit), then
-        // added to register l: each lane's one addition as before, without
-        // a chain of stores and loads through lanes in memory
         self.open(&format!("if ({g} < ard_hi{k}) {{"));
         for (j, _, _, ty) in &lanes {
-            let id = if ty.is_float() { "-0.0" } else { "0" };
-            self.line(&format!("{} ard_ln{k}_{j}[ARD_LANES] = {{{}}};", ctype(*ty), [id; 8].join(", ")));
+            let regs: Vec<String> = (0..8).map(|l| reg(*j, l)).collect();
+            self.line(&format!("{} ard_ln{k}_{j}[ARD_LANES] = {{{}}};", ctype(*ty), regs.join(", ")));
         }
         self.open(&format!("for (int64_t ard_i = {g}; ard_i < ard_hi{k}; ard_i++) {{"));
         self.for_body(ivar, body, &Self::chunk_rows(k, rows))?;
         self.close("}");
-        for (j, _, _, ty) in &lanes {
-            let adds: Vec<String> = (0..8)
-                .map(|l| Ok(format!("{} = {};", reg(*j, l), Self::op_expr(&ReduceOp::Add, *ty, &reg(*j, l), &format!("ard_ln{k}_{j}[{l}]"))?)))
-                .collect::<R<_>>()?;
-            self.line(&adds.join(" "));
+        for (j, _, _, _) in &lanes {
+            let loads: Vec<String> = (0..8).map(|l| format!("{} = ard_ln{k}_{j}[{l}];", reg(*j, l))).collect();
+            self.line(&loads.join(" "));
         }
         self.close("}");
         for (j, _, _, ty) in &lanes {
