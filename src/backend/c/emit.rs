@@ -2023,10 +2023,10 @@ impl Em {
         self.line("#pragma omp parallel num_threads(ctx->nthreads)");
         self.open("{");
         self.line("const int64_t ard_t = omp_get_thread_num();");
-        self.open(&format!("for (int ard_first = 1;; ard_first = 0) {{"));
+        self.open("for (int ard_first = 1;; ard_first = 0) {");
         self.line(&format!("const int64_t {c} = __atomic_fetch_add(&ard_next{k}, 1, __ATOMIC_RELAXED);"));
         self.line(&format!("if ({c} >= ard_nc{k}) break;"));
-        self.line(&format!("if (!ard_first && ARD_STOPPING(ctx)) {{ __atomic_store_n(&ard_stop, 1, __ATOMIC_RELAXED); break; }}"));
+        self.line("if (!ard_first && ARD_STOPPING(ctx)) { __atomic_store_n(&ard_stop, 1, __ATOMIC_RELAXED); break; }");
         self.summed_chunk_begin(k, n, rows, &c, "ard_t");
         self.line(&format!("if ({fname}(ctx, ard_lo{k}, ard_hi{k}, 1, ard_it{caps}{accs})) break;"));
         self.summed_chunk_end(k, rows, &c)?;
