@@ -617,7 +617,6 @@ static inline void ard_copy(void *dst, const void *src, int64_t bytes) {
     if (bytes > 0) memcpy(dst, src, (size_t)bytes);
 }
 
-
 /* ---- wrapping integer arithmetic (as Rust's wrapping_*) ---- */
 /* bitwise operations on the two's complement bits; shifts by a count
  * outside 0..width give 0 (as the interpreter's checked shifts) */
