@@ -43,6 +43,7 @@
 //! array.
 
 use super::build::{Builder, lit};
+use crate::ir::range;
 use crate::ir::walk::{self, Binds, Copier};
 use crate::ir::{Atom, Binder, Block, Expr, LoopKind, Prim, Scalar, Size, Stmt, Type, VarId};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -70,6 +71,7 @@ pub(super) fn normalize(b: &mut Builder, body: Block, hoist: bool) -> Block {
         uses,
         ints: FxHashMap::default(),
         bounds: FxHashMap::default(),
+        around: vec![],
         hoist,
     };
     let mut out = r.block(body);
@@ -229,6 +231,8 @@ struct Reads<'x, 'a> {
     ints: FxHashMap<VarId, Expr>,
     /// loop counters and their trip counts
     bounds: FxHashMap<VarId, Size>,
+    /// the counted loops around the block being rewritten, outermost first
+    around: Vec<range::Bound>,
     /// whether loop-invariant statements move before their loop (reverse
     /// mode: forward mode's tangents cost what the primal costs anyway)
     hoist: bool,
@@ -275,7 +279,7 @@ impl Reads<'_, '_> {
             }
             // what the loop body computes the same at every iteration runs
             // once, before the loop
-            let hoisted = if self.hoist { hoist_invariant(self.b, &mut s, &mut self.known, &mut self.redirected) } else { vec![] };
+            let hoisted = if self.hoist { hoist_invariant(self.b, &mut s, &mut self.known, &mut self.redirected, &self.around) } else { vec![] };
             for h in hoisted {
                 out.push(h);
             }
@@ -287,17 +291,20 @@ impl Reads<'_, '_> {
 
     fn nested(&mut self, s: &mut Stmt) {
         for scope in walk::scopes_mut(&mut s.expr) {
+            let mut counted = None;
             let repeats = match scope.binds {
                 Binds::ForBody { ivar, size } => {
                     self.known.nonneg.insert(ivar);
                     self.bounds.insert(ivar, size.clone());
+                    counted = Some(range::Bound { x: Size::var(ivar), upper: size.clone() });
                     true
                 }
                 Binds::LoopBody { counter, .. } => {
                     if let Some((ivar, n)) = counter {
                         self.known.nonneg.insert(ivar);
                         if let Some(n) = Size::of_atom(n) {
-                            self.bounds.insert(ivar, n);
+                            self.bounds.insert(ivar, n.clone());
+                            counted = Some(range::Bound { x: Size::var(ivar), upper: n });
                         }
                     }
                     true
@@ -306,7 +313,12 @@ impl Reads<'_, '_> {
                 Binds::Branch | Binds::Derivative { .. } => false,
             };
             if repeats {
+                let entered = counted.is_some();
+                self.around.extend(counted);
                 self.inner(scope.block);
+                if entered {
+                    self.around.pop();
+                }
             } else {
                 *scope.block = self.block(std::mem::take(scope.block));
             }
@@ -643,7 +655,8 @@ fn sweep(b: &mut Block, dead: &mut dyn FnMut(&Stmt) -> bool) {
 /// zeros in the other branch. A scalar computed from checked reads the loop
 /// makes the same at every iteration moves too, guarded by the checks'
 /// conditions (`ad/guard.rs`); the originals it read go into `guarded`.
-fn hoist_invariant(b: &mut Builder, s: &mut Stmt, known: &mut Known, guarded: &mut FxHashSet<VarId>) -> Vec<Stmt> {
+/// `around`: the counted loops that stay around the moved statements.
+fn hoist_invariant(b: &mut Builder, s: &mut Stmt, known: &mut Known, guarded: &mut FxHashSet<VarId>, around: &[range::Bound]) -> Vec<Stmt> {
     let (body, variant, trips): (&mut Block, FxHashSet<VarId>, Option<Size>) = match &mut s.expr {
         Expr::For { ivar, body, size } => (body, std::iter::once(*ivar).collect(), Some(size.clone())),
         Expr::Loop { params, kind: LoopKind::Count { ivar, n, .. }, body, .. } => {
@@ -655,7 +668,7 @@ fn hoist_invariant(b: &mut Builder, s: &mut Stmt, known: &mut Known, guarded: &m
     let mut indexed: FxHashSet<VarId> = FxHashSet::default();
     index_reads(body, &mut indexed);
     let mut needed: FxHashSet<VarId> = FxHashSet::default();
-    Hoist { b, known, indexed: &indexed, guarded, trips }.movable(body, variant, &mut needed, false)
+    Hoist { b, known, indexed: &indexed, guarded, trips, around }.movable(body, variant, &mut needed, false)
 }
 
 struct Hoist<'h, 'a> {
@@ -667,6 +680,8 @@ struct Hoist<'h, 'a> {
     guarded: &'h mut FxHashSet<VarId>,
     /// the loop's trip count (`None` for a `while` loop)
     trips: Option<Size>,
+    /// the counted loops around the loop, outermost first
+    around: &'h [range::Bound],
 }
 
 impl Hoist<'_, '_> {
@@ -674,8 +689,10 @@ impl Hoist<'_, '_> {
     /// branches) that move before the loop, in order; `variant` holds what
     /// changes between iterations, `needed` what later hoisted statements read.
     fn movable(&mut self, body: &mut Block, mut variant: FxHashSet<VarId>, needed: &mut FxHashSet<VarId>, in_branch: bool) -> Vec<Stmt> {
+        let unsure = reads_resting_on_context(self.b, body, self.known, self.around);
+        let sure = |st: &Stmt| !binds_any(st, &unsure);
         let known = &*self.known;
-        let proven = super::guard::guard_checked_scalars(self.b, body, &variant, &|st| safe_to_hoist(st, known), self.guarded);
+        let proven = super::guard::guard_checked_scalars(self.b, body, &variant, &|st| safe_to_hoist(st, known) && sure(st), self.guarded);
         self.known.safe.extend(proven);
         // invariant and safe statements, assuming every one of them leaves;
         // an `if` that stays keeps the variant set its branches start with
@@ -690,8 +707,11 @@ impl Hoist<'_, '_> {
         for (k, st) in body.stmts.iter().enumerate() {
             let mut reads_variant = false;
             crate::ir::walk::stmt_uses(st, &mut |v| reads_variant |= variant.contains(&v));
-            let (fails, has_while) = (!cannot_fail(st, self.known, true), !cannot_fail(st, self.known, false));
-            if !reads_variant && safe_to_hoist(st, self.known) && (!in_branch || finite_partials(st)) {
+            // an unchecked read the statement alone does not prove in range
+            // counts as one that may fail
+            let sure = sure(st);
+            let (fails, has_while) = (!cannot_fail(st, self.known, true) || !sure, !cannot_fail(st, self.known, false));
+            if !reads_variant && sure && safe_to_hoist(st, self.known) && (!in_branch || finite_partials(st)) {
                 cand[k] = true;
                 continue;
             }
@@ -836,6 +856,45 @@ fn finite_partials(s: &Stmt) -> bool {
         walk::for_each_stmt(b, &mut |t| ok &= bounded(t));
     }
     ok
+}
+
+/// The results of the unchecked reads in `body` (nested blocks included)
+/// that the arrays' types and the ranges of the loops around them (inside
+/// their statement, and `around`: the loops outside the loop whose body
+/// this is) do not prove in range. The optimiser drops a check using what
+/// holds where the read is (`i >= 1` in the `else` of `if i == 0`, `n >= 1`
+/// inside `for i < n`); moved out of that branch or loop, the read could
+/// run where it is out of range (AD fuzz seed 36883: `v[i - 1]` at `i = 0`,
+/// dead in its branch, read before the loop).
+fn reads_resting_on_context(b: &Builder, body: &Block, known: &Known, around: &[range::Bound]) -> FxHashSet<VarId> {
+    let mut defs: FxHashMap<VarId, &Stmt> = FxHashMap::default();
+    walk::for_each_stmt(body, &mut |st| {
+        for x in &st.binds {
+            defs.insert(x.var, st);
+        }
+    });
+    let type_of = |a: &Atom| Some(b.type_of(a));
+    let lookup = |v: VarId| defs.get(&v).copied();
+    let nonneg = |v: VarId| known.nonneg.contains(&v);
+    let facts = range::Facts { type_of: &type_of, lookup: &lookup, nonneg: &nonneg };
+    let mut domain: Vec<range::Bound> = around.iter().rev().cloned().collect();
+    let mut out = FxHashSet::default();
+    for st in &body.stmts {
+        range::unproven_reads(st, &mut domain, &facts, &mut |r| out.extend(r.binds.iter().map(|x| x.var)));
+    }
+    out
+}
+
+/// Whether `s` or a statement nested in it binds one of `vars`.
+fn binds_any(s: &Stmt, vars: &FxHashSet<VarId>) -> bool {
+    if vars.is_empty() {
+        return false;
+    }
+    let mut any = s.binds.iter().any(|x| vars.contains(&x.var));
+    for blk in walk::sub_blocks(&s.expr) {
+        walk::for_each_stmt(blk, &mut |t| any |= t.binds.iter().any(|x| vars.contains(&x.var)));
+    }
+    any
 }
 
 /// Whether running `s` where it did not run before is harmless: it cannot

@@ -2,7 +2,9 @@
 //! sign: `p >= 0` at every point of the nest, for a polynomial `p` with
 //! exact divisions by constants (a packed triangle's position `i * (2d - i
 //! - 1) / 2 + j - i - 1` under `i < j < d`). The optimiser uses them to drop
-//! bounds checks that the nest can never fail (`opt::rules::bounds`).
+//! bounds checks that the nest can never fail (`opt::rules::bounds`), and
+//! reverse mode to tell which unchecked reads stay in range where a
+//! statement moves out of its loop or branch (`ad::reads`).
 //!
 //! The method: the nest's domain is reparametrised by non-negative slack
 //! variables (the bound `j < d` becomes `d = j + 1 + s`, innermost bound
@@ -11,8 +13,8 @@
 //! slack, a loop index or a size, none negative). Sound, not complete: a
 //! proof failing only keeps a check.
 
-use super::VarId;
 use super::size::{Size, SizeAtom};
+use super::{Atom, Expr, Lit, Prim, Scalar, Stmt, Type, VarId};
 
 /// `num / den`, exactly: a polynomial with integer coefficients over a
 /// positive denominator, whose value is an integer at every integer point
@@ -152,6 +154,119 @@ fn substituted(p: &Size, v: VarId, by: &Size) -> Option<Size> {
         out = out.try_add(&prod).ok()?;
     }
     Some(out)
+}
+
+/// The integer `a` as an exact fraction over the variables it is built
+/// from (`+`, `-`, `*`, divisions by positive literals, copies; `lookup`
+/// finds definitions), each division's numerator pushed to `numerators`;
+/// a variable bound otherwise (a loop index, a size, a value read) is a
+/// variable of the polynomial.
+pub fn position<'s>(a: &Atom, lookup: &dyn Fn(VarId) -> Option<&'s Stmt>, numerators: &mut Vec<Frac>, depth: usize) -> Option<Frac> {
+    let v = match a {
+        Atom::Lit(Lit::I64(c)) => return Some(Frac::int(Size::constant(*c))),
+        Atom::Var(v) => *v,
+        Atom::Lit(_) => return None,
+    };
+    let expr = match lookup(v) {
+        Some(d) if d.binds.len() == 1 && depth > 0 => &d.expr,
+        _ => return Some(Frac::int(Size::var(v))),
+    };
+    let sub = |x: &Atom, numerators: &mut Vec<Frac>| position(x, lookup, numerators, depth - 1);
+    match expr {
+        Expr::Atom(x) => sub(x, numerators),
+        Expr::Prim(Prim::Add, xs) => sub(&xs[0], numerators)?.add(&sub(&xs[1], numerators)?),
+        Expr::Prim(Prim::Sub, xs) => sub(&xs[0], numerators)?.sub(&sub(&xs[1], numerators)?),
+        Expr::Prim(Prim::Mul, xs) => sub(&xs[0], numerators)?.mul(&sub(&xs[1], numerators)?),
+        Expr::Prim(Prim::Div, xs) => {
+            let Atom::Lit(Lit::I64(c)) = xs[1] else { return Some(Frac::int(Size::var(v))) };
+            let q = sub(&xs[0], numerators)?;
+            let out = q.div_exact(c)?;
+            numerators.push(q);
+            Some(out)
+        }
+        _ => Some(Frac::int(Size::var(v))),
+    }
+}
+
+/// Whether the position `i` lies in axis `k` of an array of type `ty` at
+/// every point of `domain` (`lookup` finds the definitions the position
+/// is built from, `nonneg` the variables never negative), every division
+/// in it exact (why that suffices: `opt::rules::bounds`).
+pub fn axis_holds<'s>(ty: &Type, k: usize, i: &Atom, lookup: &dyn Fn(VarId) -> Option<&'s Stmt>, domain: &[Bound], nonneg: &dyn Fn(VarId) -> bool) -> bool {
+    let Some(n) = ty.shape.get(k).and_then(frac_of_size) else { return false };
+    let mut numerators = vec![];
+    let Some(p) = position(i, lookup, &mut numerators, 16) else { return false };
+    let one = Frac::int(Size::constant(1));
+    let below = n.sub(&one).and_then(|last| last.sub(&p));
+    let in_range = below.is_some_and(|b| nonneg_on(&b, domain, nonneg)) && nonneg_on(&p, domain, nonneg);
+    in_range && exact_divisions(ty, &n, &numerators, domain, nonneg)
+}
+
+/// Whether `0 <= lo <= hi <= n` (the outer axis of `ty`) at every point of
+/// `domain`, as [`axis_holds`] proves a position.
+pub fn slice_holds<'s>(ty: &Type, lo: &Atom, hi: &Atom, lookup: &dyn Fn(VarId) -> Option<&'s Stmt>, domain: &[Bound], nonneg: &dyn Fn(VarId) -> bool) -> bool {
+    let Some(n) = ty.shape.first().and_then(frac_of_size) else { return false };
+    let mut numerators = vec![];
+    let (Some(l), Some(h)) = (position(lo, lookup, &mut numerators, 16), position(hi, lookup, &mut numerators, 16)) else { return false };
+    let holds = |d: Option<Frac>| d.is_some_and(|d| nonneg_on(&d, domain, nonneg));
+    holds(Some(l.clone())) && holds(h.sub(&l)) && holds(n.sub(&h)) && exact_divisions(ty, &n, &numerators, domain, nonneg)
+}
+
+/// Every division's numerator in `[0, b·n]` (`b` the element's bytes), so
+/// that no wrapping changed a position built with it.
+fn exact_divisions(ty: &Type, n: &Frac, numerators: &[Frac], domain: &[Bound], nonneg: &dyn Fn(VarId) -> bool) -> bool {
+    let bytes = match ty.elem {
+        Scalar::F64 | Scalar::I64 => 8,
+        Scalar::F32 | Scalar::I32 => 4,
+        Scalar::Bool => 1,
+    };
+    let cap = n.mul(&Frac::int(Size::constant(bytes)));
+    numerators.iter().all(|q| nonneg_on(q, domain, nonneg) && cap.as_ref().and_then(|c| c.sub(q)).is_some_and(|r| nonneg_on(&r, domain, nonneg)))
+}
+
+/// What proving a read in range needs: the types of arrays, the
+/// definitions positions are built from, the variables never negative.
+pub struct Facts<'f, 's> {
+    pub type_of: &'f dyn Fn(&Atom) -> Option<Type>,
+    pub lookup: &'f dyn Fn(VarId) -> Option<&'s Stmt>,
+    pub nonneg: &'f dyn Fn(VarId) -> bool,
+}
+
+/// Call `unproven` on each unchecked read in `st` (nested blocks included)
+/// that its array's type and the loops around it do not prove in range:
+/// `domain` (the loops around `st`, innermost first) and the counted loops
+/// inside `st` around the read. A read the optimiser left unchecked may
+/// rest on more (the branch around it), which a statement moved out of
+/// that branch or loop no longer has.
+pub fn unproven_reads<'s>(st: &'s Stmt, domain: &mut Vec<Bound>, facts: &Facts<'_, 's>, unproven: &mut dyn FnMut(&'s Stmt)) {
+    let holds = match &st.expr {
+        Expr::Index { arr, idx, checks } => (facts.type_of)(arr)
+            .is_some_and(|ty| idx.iter().zip(checks).enumerate().all(|(k, (i, c))| c.is_some() || axis_holds(&ty, k, i, facts.lookup, domain, facts.nonneg))),
+        Expr::Slice { arr, lo, hi, check: None } => (facts.type_of)(arr).is_some_and(|ty| slice_holds(&ty, lo, hi, facts.lookup, domain, facts.nonneg)),
+        e => {
+            for scope in super::walk::scopes(e) {
+                let bound = match scope.binds {
+                    super::walk::Binds::ForBody { ivar, size } => Some(Bound { x: Size::var(ivar), upper: size.clone() }),
+                    super::walk::Binds::LoopBody { counter: Some((ivar, n)), .. } => Size::of_atom(n).map(|upper| Bound { x: Size::var(ivar), upper }),
+                    _ => None,
+                };
+                let inner = bound.is_some();
+                if let Some(bound) = bound {
+                    domain.insert(0, bound);
+                }
+                for t in &scope.block.stmts {
+                    unproven_reads(t, domain, facts, unproven);
+                }
+                if inner {
+                    domain.remove(0);
+                }
+            }
+            true
+        }
+    };
+    if !holds {
+        unproven(st);
+    }
 }
 
 #[cfg(test)]

@@ -12,9 +12,11 @@
 //! read, which exists, so that `b·n` is below 2^63.
 
 use super::{local_def, loops::cond_bound};
-use crate::ir::range::{Bound, Frac, frac_of_size, nonneg_on};
-use crate::ir::{Atom, Block, Expr, Lit, Prim, Scalar, Size, Stmt, VarId};
+use crate::ir::range::{Bound, Facts, axis_holds, position, unproven_reads};
+use crate::ir::walk;
+use crate::ir::{Atom, Block, Expr, Size, Stmt, Type, VarId};
 use crate::opt::rule::{Ctx, Rule};
+use rustc_hash::FxHashMap;
 
 pub const RULES: &[Rule] = &[Rule::on_stmt(
     "proven_index",
@@ -52,6 +54,50 @@ fn proven_index(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     }
 }
 
+/// Whether the unchecked reads of `st` (nested blocks included) stay in
+/// range where a rule moves it: before the statement the rule rewrites,
+/// inside the loops around that (`ctx`) and `levels`, loops the rule builds
+/// around `st` (outermost first). `local`: what the blocks `st` leaves
+/// define. A read left unchecked because of the loop or branch `st` leaves
+/// is not proven here: `v[0]` inside `for i < n`, where `n >= 1`, reads out
+/// of range before the loop when `n = 0`.
+pub(crate) fn reads_hold_moved(st: &Stmt, levels: &[Bound], local: &Local, ctx: &Ctx) -> bool {
+    let type_of = |a: &Atom| match a {
+        Atom::Var(v) if local.types.contains_key(v) => local.types.get(v).cloned(),
+        _ => ctx.type_of(a),
+    };
+    let lookup = |v: VarId| local.defs.get(&v).copied().or_else(|| ctx.def(v));
+    let nonneg = |v: VarId| ctx.is_nonneg(v);
+    let facts = Facts { type_of: &type_of, lookup: &lookup, nonneg: &nonneg };
+    let mut domain: Vec<Bound> = levels.iter().rev().cloned().chain(loop_domain(ctx, &[])).collect();
+    let mut holds = true;
+    unproven_reads(st, &mut domain, &facts, &mut |_| holds = false);
+    holds
+}
+
+/// What blocks define (nested blocks included): their statements by the
+/// variables they bind, and the types of all they bind (loop parameters
+/// too), for [`reads_hold_moved`].
+pub(crate) struct Local<'b> {
+    defs: FxHashMap<VarId, &'b Stmt>,
+    types: FxHashMap<VarId, Type>,
+}
+
+impl<'b> Local<'b> {
+    pub(crate) fn of(blocks: &[&'b Block]) -> Local<'b> {
+        let mut local = Local { defs: FxHashMap::default(), types: FxHashMap::default() };
+        for b in blocks {
+            walk::binder_types(b, &mut local.types);
+            walk::for_each_stmt(b, &mut |st| {
+                for x in &st.binds {
+                    local.defs.insert(x.var, st);
+                }
+            });
+        }
+        local
+    }
+}
+
 /// `0 <= i < n` for each loop around the position (innermost first), but
 /// for the indices `skip` already bounds more tightly.
 fn loop_domain(ctx: &Ctx, skip: &[Size]) -> Vec<Bound> {
@@ -79,64 +125,15 @@ fn branch_bounds(cond: &Atom, ctx: &Ctx) -> Vec<Bound> {
 fn unchecked(s: &Stmt, domain: &[Bound], local: Option<&Block>, ctx: &Ctx) -> Option<Stmt> {
     let Expr::Index { arr, idx, checks } = &s.expr else { return None };
     let ty = ctx.type_of(arr)?;
-    let bytes = match ty.elem {
-        Scalar::F64 | Scalar::I64 => 8,
-        Scalar::F32 | Scalar::I32 => 4,
-        Scalar::Bool => 1,
-    };
     let nonneg = |v: VarId| ctx.is_nonneg(v);
+    let lookup = |v: VarId| local.and_then(|b| local_def(b, v)).or_else(|| ctx.def(v));
     let mut new_checks = checks.clone();
     for (k, c) in checks.iter().enumerate() {
-        if c.is_none() {
-            continue;
-        }
-        let Some(n) = ty.shape.get(k).and_then(frac_of_size) else { continue };
-        let mut numerators = vec![];
-        let lookup = |v: VarId| local.and_then(|b| local_def(b, v)).or_else(|| ctx.def(v));
-        let Some(p) = position(&idx[k], &lookup, &mut numerators, 16) else { continue };
-        let one = Frac::int(Size::constant(1));
-        let below = n.sub(&one).and_then(|last| last.sub(&p));
-        let in_range = below.is_some_and(|b| nonneg_on(&b, domain, &nonneg)) && nonneg_on(&p, domain, &nonneg);
-        let cap = n.mul(&Frac::int(Size::constant(bytes)));
-        let exact =
-            numerators.iter().all(|q| nonneg_on(q, domain, &nonneg) && cap.as_ref().and_then(|c| c.sub(q)).is_some_and(|r| nonneg_on(&r, domain, &nonneg)));
-        if in_range && exact {
+        if c.is_some() && axis_holds(&ty, k, &idx[k], &lookup, domain, &nonneg) {
             new_checks[k] = None;
         }
     }
     (new_checks != *checks).then(|| Stmt { binds: s.binds.clone(), expr: Expr::Index { arr: *arr, idx: idx.clone(), checks: new_checks }, loc: s.loc.clone() })
-}
-
-/// The integer `a` as an exact fraction over the variables it is built
-/// from (`+`, `-`, `*`, divisions by positive literals, copies; `lookup`
-/// finds definitions), each division's numerator pushed to `numerators`;
-/// a variable bound otherwise (a loop index, a size, a value read) is a
-/// variable of the polynomial.
-pub(crate) fn position<'s>(a: &Atom, lookup: &dyn Fn(VarId) -> Option<&'s Stmt>, numerators: &mut Vec<Frac>, depth: usize) -> Option<Frac> {
-    let v = match a {
-        Atom::Lit(Lit::I64(c)) => return Some(Frac::int(Size::constant(*c))),
-        Atom::Var(v) => *v,
-        Atom::Lit(_) => return None,
-    };
-    let expr = match lookup(v) {
-        Some(d) if d.binds.len() == 1 && depth > 0 => &d.expr,
-        _ => return Some(Frac::int(Size::var(v))),
-    };
-    let sub = |x: &Atom, numerators: &mut Vec<Frac>| position(x, lookup, numerators, depth - 1);
-    match expr {
-        Expr::Atom(x) => sub(x, numerators),
-        Expr::Prim(Prim::Add, xs) => sub(&xs[0], numerators)?.add(&sub(&xs[1], numerators)?),
-        Expr::Prim(Prim::Sub, xs) => sub(&xs[0], numerators)?.sub(&sub(&xs[1], numerators)?),
-        Expr::Prim(Prim::Mul, xs) => sub(&xs[0], numerators)?.mul(&sub(&xs[1], numerators)?),
-        Expr::Prim(Prim::Div, xs) => {
-            let Atom::Lit(Lit::I64(c)) = xs[1] else { return Some(Frac::int(Size::var(v))) };
-            let q = sub(&xs[0], numerators)?;
-            let out = q.div_exact(c)?;
-            numerators.push(q);
-            Some(out)
-        }
-        _ => Some(Frac::int(Size::var(v))),
-    }
 }
 
 /// Whether the integer `a` is `j + c` with `c` not depending on `j` (a

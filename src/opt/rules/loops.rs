@@ -4,6 +4,7 @@
 
 use super::{bind, copies, copy_block, in_range, local_def, one_hot_term, var};
 use crate::ir::prim::Cost;
+use crate::ir::range::Bound;
 use crate::ir::{Atom, Binder, Block, Expr, Lit, LoopKind, Prim, Scalar, Size, Stmt, Type, VarId, walk};
 use crate::opt::rule::{Ctx, Rule};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -11,7 +12,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 pub const RULES: &[Rule] = &[
     Rule::on_stmt(
         "licm",
-        "statements of a loop body (or `while` condition, or reduction operator) that depend on nothing the loop binds move before the loop; only statements that cannot fail, since the loop may run zero times",
+        "statements of a loop body (or `while` condition, or reduction operator) that depend on nothing the loop binds move before the loop; only statements that cannot fail, since the loop may run zero times, and whose unchecked reads stay in range there (one in range only while the loop runs moves as `if n > 0 then e else zeros`)",
         licm,
     ),
     Rule::on_stmt(
@@ -90,20 +91,44 @@ fn worth_hoisting(s: &Stmt) -> bool {
     !matches!(s.expr, Expr::Atom(_))
 }
 
+/// How an invariant statement leaves its loop.
+#[derive(Clone, Copy, PartialEq)]
+enum Leave {
+    Stays,
+    Moves,
+    /// its reads are in range only where the loop runs (`v[0]` in `for i <
+    /// n`, unchecked because `n >= 1` there): it moves as `if n > 0 then st
+    /// else zeros`
+    WhenRuns,
+}
+
 fn licm(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let (bound, blocks) = loop_bound(&s.expr)?;
-    // per block: which top-level statements are invariant
-    let mut hoist: Vec<Vec<bool>> = vec![];
+    let own = own_range(&s.expr);
+    // per block: how each top-level statement leaves
+    let mut hoist: Vec<Vec<Leave>> = vec![];
     let mut any = false;
     for b in &blocks {
         let mut variant: FxHashSet<VarId> = bound.clone();
-        let mut marks = vec![false; b.stmts.len()];
+        let mut marks = vec![Leave::Stays; b.stmts.len()];
+        let defs = super::bounds::Local::of(&[b]);
         for (k, st) in b.stmts.iter().enumerate() {
             let free = walk::free_vars_stmt(st);
-            if free.iter().any(|v| variant.contains(v)) || ctx.can_fail(st) || !worth_hoisting(st) {
+            if !(free.iter().any(|v| variant.contains(v)) || ctx.can_fail(st) || !worth_hoisting(st)) {
+                marks[k] = if super::bounds::reads_hold_moved(st, &[], &defs, ctx) {
+                    Leave::Moves
+                } else if let Some((range, _)) = &own
+                    && super::bounds::reads_hold_moved(st, std::slice::from_ref(range), &defs, ctx)
+                    && st.binds.iter().all(|x| x.ty.shape.iter().all(|d| d.provably_nonneg(&|v| ctx.is_nonneg(v))))
+                {
+                    Leave::WhenRuns
+                } else {
+                    Leave::Stays
+                };
+            }
+            if marks[k] == Leave::Stays {
                 variant.extend(st.binds.iter().map(|x| x.var));
             } else {
-                marks[k] = true;
                 any = true;
             }
         }
@@ -112,24 +137,63 @@ fn licm(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     if !any {
         return None;
     }
-    let mut out: Vec<Stmt> = vec![];
+    let mut taken: Vec<(Stmt, Leave)> = vec![];
     let mut new = s.clone();
-    let mut take = |b: &mut Block, marks: &[bool]| {
+    for (b, marks) in walk::sub_blocks_mut(&mut new.expr).zip(&hoist) {
         let mut k = 0;
         b.stmts.retain(|st| {
-            let h = marks[k];
+            let m = marks[k];
             k += 1;
-            if h {
-                out.push(st.clone());
+            if m != Leave::Stays {
+                taken.push((st.clone(), m));
             }
-            !h
+            m == Leave::Stays
         });
-    };
-    for (b, marks) in walk::sub_blocks_mut(&mut new.expr).zip(&hoist) {
-        take(b, marks);
+    }
+    let mut out: Vec<Stmt> = vec![];
+    let mut ran: Option<Atom> = None;
+    for (st, m) in taken {
+        if m == Leave::Moves {
+            out.push(st);
+            continue;
+        }
+        let trips = own.as_ref().map(|(_, n)| *n).expect("WhenRuns needs the loop's trip count");
+        let ran = *ran.get_or_insert_with(|| {
+            let v = ctx.fresh("ran");
+            out.push(bind(v, Type::scalar(Scalar::Bool), Expr::Prim(Prim::Gt, vec![trips, Atom::Lit(Lit::I64(0))])));
+            Atom::Var(v)
+        });
+        out.extend(only_if_ran(ran, st, ctx)?);
     }
     out.push(new);
     Some(out)
+}
+
+/// The range of a counted loop's index, with its trip count as an atom.
+fn own_range(e: &Expr) -> Option<(Bound, Atom)> {
+    match e {
+        Expr::For { ivar, size, .. } | Expr::ForAcc { ivar, size, .. } => Some((Bound { x: Size::var(*ivar), upper: size.clone() }, size.as_atom()?)),
+        Expr::Loop { kind: LoopKind::Count { ivar, n, .. }, .. } => Some((Bound { x: Size::var(*ivar), upper: Size::of_atom(n)? }, *n)),
+        _ => None,
+    }
+}
+
+/// `st` as `if ran then st else zeros`, binding the same variables.
+fn only_if_ran(ran: Atom, mut st: Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let binds = st.binds.clone();
+    let mut pre = vec![];
+    let mut zeros_of = vec![];
+    for x in &binds {
+        let (stmts, z) = zeros(&x.ty, ctx)?;
+        pre.extend(stmts);
+        zeros_of.push(z);
+    }
+    for x in &mut st.binds {
+        x.var = ctx.fresh_like(x.var);
+    }
+    let then_b = Block { result: st.binds.iter().map(|x| Atom::Var(x.var)).collect(), stmts: vec![st] };
+    let else_b = Block { stmts: pre, result: zeros_of };
+    Some(vec![Stmt { binds, expr: Expr::If { cond: ran, then_b, else_b }, loc: None }])
 }
 
 fn loop_zero(s: &Stmt, _ctx: &mut Ctx) -> Option<Vec<Stmt>> {
@@ -460,11 +524,20 @@ fn hoisted(s: &Stmt, body: &Block, found: &Found, variant: &FxHashSet<VarId>, ct
     let mut needed: FxHashSet<VarId> = walk::free_vars_stmt(target);
     let mut slices: Vec<Vec<Stmt>> = vec![vec![]; levels.len()];
     slices[levels.len() - 1].push(target.clone());
+    // the table's loops, around the statements each level needs
+    let table_loops: Vec<Bound> = levels.iter().map(|(i, n, _)| Bound { x: Size::var(*i), upper: n.clone() }).collect();
+    let defs = super::bounds::Local::of(&[body]);
+    if !super::bounds::reads_hold_moved(target, &table_loops, &defs, ctx) {
+        return None;
+    }
     for (lv, (_, _, b)) in levels.iter().enumerate().rev() {
         let upto = if lv == levels.len() - 1 { found.at } else { found.path[lv + 1] };
         for st in b.stmts[..upto].iter().rev() {
             if st.binds.iter().any(|x| needed.contains(&x.var)) {
-                if walk::free_vars_stmt(st).iter().any(|v| variant.contains(v)) || ctx.can_fail(st) {
+                if walk::free_vars_stmt(st).iter().any(|v| variant.contains(v))
+                    || ctx.can_fail(st)
+                    || !super::bounds::reads_hold_moved(st, &table_loops[..=lv], &defs, ctx)
+                {
                     return None;
                 }
                 needed.extend(walk::free_vars_stmt(st));
@@ -536,6 +609,10 @@ fn hoisted(s: &Stmt, body: &Block, found: &Found, variant: &FxHashSet<VarId>, ct
 fn for_ignores_index(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let Expr::For { ivar, size, body } = &s.expr else { return None };
     if walk::free_vars_block(body).contains(ivar) || body.stmts.iter().any(|st| ctx.can_fail(st)) {
+        return None;
+    }
+    let defs = super::bounds::Local::of(&[body]);
+    if !body.stmts.iter().all(|st| super::bounds::reads_hold_moved(st, &[], &defs, ctx)) {
         return None;
     }
     let n = size.as_atom()?;
