@@ -55,7 +55,9 @@ pub struct BenchArgs {
     backend: Option<Backend>,
 
     /// Threads for the C backend, e.g. `--threads 2` (default:
-    /// `ARDEN_NUM_THREADS`, else every core). `--threads 1` runs without OpenMP.
+    /// `ARDEN_NUM_THREADS`, else every core, fewer while other processes
+    /// keep cores busy; `ARDEN_DYNAMIC_THREADS=0|1` turns that off or on).
+    /// `--threads 1` runs without OpenMP.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     threads: Option<u16>,
 
@@ -105,6 +107,10 @@ struct Report {
     backend: &'static str,
     entry: String,
     threads: usize,
+    /// whether calls took fewer threads while the machine was busy, and
+    /// the fewest and most they took
+    dynamic: bool,
+    threads_used: Option<(usize, usize)>,
     frontend: Duration,
     compile: Duration,
     cached: bool,
@@ -161,6 +167,8 @@ impl Report {
             "backend": self.backend,
             "entry": self.entry,
             "threads": self.threads,
+            "dynamic": self.dynamic,
+            "threads_used": self.threads_used.map(|(lo, hi)| [lo, hi]),
             "frontend_ms": ms(self.frontend),
             "compile_ms": ms(self.compile),
             "cached": self.cached,
@@ -177,7 +185,13 @@ impl Report {
     fn to_table(&self, file: &str) -> String {
         let (min, median, mean) = summary(&self.times);
         let total: f64 = self.times.iter().map(Duration::as_secs_f64).sum();
-        let threads = if self.threads == 1 { "1 thread".to_string() } else { format!("{} threads", self.threads) };
+        let mut threads = if self.threads == 1 { "1 thread".to_string() } else { format!("{} threads", self.threads) };
+        if let (true, Some((lo, hi))) = (self.dynamic, self.threads_used)
+            && (lo, hi) != (self.threads, self.threads)
+        {
+            let used = if lo == hi { lo.to_string() } else { format!("{lo}-{hi}") };
+            threads = format!("up to {threads}, {used} used (other processes kept cores busy)");
+        }
         let compile = match self.backend {
             "c" => format!(
                 "{:.1} ms ({}; generate C, {} and load)",
@@ -244,6 +258,7 @@ pub fn bench(a: &BenchArgs) -> Outcome {
     let mut options = compiled.options();
     if let Some(n) = a.threads {
         options.threads = n as usize;
+        options.dynamic = arden::backend::c::default_dynamic(false);
     }
     let entry = compiled.entry(&name)?;
     // Calls as the Python package makes them (`call_borrowed`): arguments
@@ -259,6 +274,7 @@ pub fn bench(a: &BenchArgs) -> Outcome {
     let mut times = vec![];
     let mut total = Duration::ZERO;
     let mut peak = None;
+    let mut used = None;
     while (times.len() as u64) < a.runs || total < min_time {
         let t = Instant::now();
         let (value, stats) = entry.call_borrowed(&arg_refs, &options, None)?;
@@ -269,6 +285,7 @@ pub fn bench(a: &BenchArgs) -> Outcome {
         total += dt;
         if let Some(s) = stats {
             peak = Some(peak.unwrap_or(0).max(s.peak_bytes));
+            used = Some(used.map_or((s.threads, s.threads), |(lo, hi): (usize, usize)| (lo.min(s.threads), hi.max(s.threads))));
         }
     }
     let (compile, cached) = match compiled.library() {
@@ -279,6 +296,8 @@ pub fn bench(a: &BenchArgs) -> Outcome {
         backend: if backend == Backend::C { "c" } else { "interp" },
         entry: name,
         threads: if backend == Backend::C { options.threads } else { 1 },
+        dynamic: backend == Backend::C && options.dynamic,
+        threads_used: used,
         frontend,
         compile,
         cached,
@@ -319,6 +338,8 @@ mod tests {
             backend: "c",
             entry: "dot".into(),
             threads: 2,
+            dynamic: true,
+            threads_used: Some((1, 2)),
             frontend: Duration::from_millis(3),
             compile: Duration::from_millis(12),
             cached: true,
@@ -336,5 +357,10 @@ mod tests {
         assert_eq!(j["peak_bytes"], 64);
         assert_eq!(j["compile_ms"], 12.0);
         assert!(r.to_table("dot.ard").contains("peak"));
+        assert_eq!(j["dynamic"], true);
+        assert_eq!(j["threads_used"], serde_json::json!([1, 2]));
+        assert!(r.to_table("dot.ard").contains("up to 2 threads, 1-2 used"), "{}", r.to_table("dot.ard"));
+        let all = Report { threads_used: Some((2, 2)), ..r };
+        assert!(all.to_table("dot.ard").contains("backend c, 2 threads\n"), "{}", all.to_table("dot.ard"));
     }
 }

@@ -292,7 +292,9 @@ struct RunArgs {
     backend: Option<BackendArg>,
 
     /// Threads for the C backend, e.g. `--threads 4` (default:
-    /// `ARDEN_NUM_THREADS`, else every core). `--threads 1` runs without OpenMP.
+    /// `ARDEN_NUM_THREADS`, else every core, fewer while other processes
+    /// keep cores busy; `ARDEN_DYNAMIC_THREADS=0|1` turns that off or on).
+    /// `--threads 1` runs without OpenMP.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     threads: Option<u16>,
 
@@ -751,6 +753,7 @@ fn run_compiled(a: &RunArgs, compiled: &arden::Compiled, name: &str, args: &[Val
     let mut options = compiled.options();
     if let Some(n) = a.threads {
         options.threads = n as usize;
+        options.dynamic = arden::backend::c::default_dynamic(false);
     }
     let t0 = std::time::Instant::now();
     let (value, stats) = compiled.entry(name)?.call_with(args, &options).map_err(stopped_or)?;
@@ -759,7 +762,7 @@ fn run_compiled(a: &RunArgs, compiled: &arden::Compiled, name: &str, args: &[Val
         let lib = compiled.library().expect("the C backend has a library");
         eprintln!(
             "stats: backend=c threads={} compile={:.3}ms ({}) run={:.3}ms peak_bytes={}",
-            options.threads,
+            stats.map_or(options.threads, |s| s.threads),
             lib.build_time.as_secs_f64() * 1e3,
             if lib.compiled { "compiled" } else { "cached" },
             run_time.as_secs_f64() * 1e3,

@@ -44,7 +44,7 @@ fn run_everything() {
             for case in cases(&text) {
                 let Ok(args) = args_for(&prog, &case) else { continue };
                 let want = interp.entry(&case.entry).unwrap().call(&args);
-                for o in [CallOptions { threads: 1, par_min: 1 << 15 }, CallOptions { threads: 2, par_min: 0 }] {
+                for o in [CallOptions { threads: 1, par_min: 1 << 15, dynamic: false }, CallOptions { threads: 2, par_min: 0, dynamic: false }] {
                     runs += 1;
                     let got = native.entry(&case.entry).unwrap().call_with(&args, &o);
                     match (&want, got) {

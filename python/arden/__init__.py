@@ -564,7 +564,8 @@ class Module:
         #: entry the C backend cannot compile runs on the interpreter, with
         #: an ArdenWarning on its first call)
         self.backend: str = native.backend()
-        #: threads for C-backend calls (None: $ARDEN_NUM_THREADS, else all cores)
+        #: threads for C-backend calls (None: $ARDEN_NUM_THREADS, else all
+        #: cores, of which a call takes those other processes leave free)
         self.threads: Optional[int] = native.threads()
         #: the optimiser's level (0 or 1)
         self.opt_level: int = native.opt_level()
@@ -969,7 +970,8 @@ def compile(
             entries the C backend cannot compile run on the interpreter (with
             an :class:`ArdenWarning`), as ``arden run`` does.
         threads: threads for C-backend calls (default ``$ARDEN_NUM_THREADS``,
-            else every core), like ``arden run --threads``.
+            else every core, of which a call takes those other processes
+            leave free), like ``arden run --threads``.
         opt_level: the optimiser's level, as ``arden run -O``: 1 (the default
             schedule of rewrites) or 0 (none). Applies to the entries and to
             the derivatives that :meth:`Module.grad` and friends build.

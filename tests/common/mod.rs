@@ -316,9 +316,9 @@ impl Drop for TempDir {
 /// one chunk or none.
 pub fn thread_options() -> [CallOptions; 4] {
     [
-        CallOptions { threads: 1, par_min: 1 << 15 },
-        CallOptions { threads: 2, par_min: 0 },
-        CallOptions { threads: 3, par_min: 0 },
-        CallOptions { threads: 16, par_min: 0 },
+        CallOptions { threads: 1, par_min: 1 << 15, dynamic: false },
+        CallOptions { threads: 2, par_min: 0, dynamic: false },
+        CallOptions { threads: 3, par_min: 0, dynamic: false },
+        CallOptions { threads: 16, par_min: 0, dynamic: false },
     ]
 }

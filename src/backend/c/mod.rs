@@ -43,10 +43,12 @@
 //! its own range of the destination, in position order (again the
 //! interpreter's bits). With one thread no OpenMP construct is entered.
 //! Before libgomp first loads, [`wait_policy`] bounds how long its idle
-//! threads spin.
+//! threads spin; a call whose thread count the user left open runs on the
+//! cores other processes leave free ([`threads`]).
 
 mod cc;
 pub mod emit;
+pub mod threads;
 
 pub use cc::{Compiler, FAST_MATH_FLAGS, FLAGS, MAX_LIBRARY_BYTES, cache_dir, find_compiler, valid_cached};
 
@@ -105,11 +107,14 @@ pub struct CallOptions {
     /// Minimum estimated work for a parallel loop (tests use 0 to run every
     /// parallel path on small inputs).
     pub par_min: i64,
+    /// Run on fewer threads (at least one) while other processes keep
+    /// cores busy ([`threads`]); `threads` is then the most a call takes.
+    pub dynamic: bool,
 }
 
 impl Default for CallOptions {
     fn default() -> Self {
-        CallOptions { threads: default_threads(), par_min: DEFAULT_PAR_MIN }
+        CallOptions { threads: default_threads(), par_min: DEFAULT_PAR_MIN, dynamic: default_dynamic(std::env::var_os("ARDEN_NUM_THREADS").is_none()) }
     }
 }
 
@@ -120,6 +125,18 @@ pub fn default_threads() -> usize {
         .and_then(|s| s.trim().parse::<usize>().ok())
         .filter(|n| *n >= 1)
         .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+}
+
+/// Whether calls adapt their thread count to the machine's load:
+/// `ARDEN_DYNAMIC_THREADS` (`1`/`true` or `0`/`false`) when set, else
+/// `open`, whether the user left the count open (no `ARDEN_NUM_THREADS`,
+/// no `--threads`): a count the user chose is taken as is.
+pub fn default_dynamic(open: bool) -> bool {
+    match std::env::var("ARDEN_DYNAMIC_THREADS").ok().as_deref().map(str::trim) {
+        Some("1" | "true") => true,
+        Some("0" | "false") => false,
+        _ => open,
+    }
 }
 
 #[repr(C)]
@@ -184,6 +201,8 @@ pub struct CallStats {
     /// buffers left in the registry after the call (the results; more
     /// would be a leak, which the tests check)
     pub live_buffers: i64,
+    /// the threads the call ran on
+    pub threads: usize,
 }
 
 /// A failure to compile or load.
@@ -389,9 +408,10 @@ impl Library {
             })
             .collect();
         let mut res = vec![ArdIo::default(); rtys.len().max(1)];
-        let threads = opts.threads.clamp(1, 256) as c_int;
+        let asked = opts.threads.clamp(1, 256);
+        let threads = if opts.dynamic { threads::for_call(asked) } else { asked };
         // SAFETY: ctx_new allocates a fresh context.
-        let ptr = unsafe { (self.ctx_new)(threads, opts.par_min) };
+        let ptr = unsafe { (self.ctx_new)(threads as c_int, opts.par_min) };
         if ptr.is_null() {
             return Err("out of memory".into());
         }
@@ -412,7 +432,7 @@ impl Library {
             return Err(msg);
         }
         // SAFETY: plain reads of the context (before results leave it).
-        let stats = unsafe { CallStats { peak_bytes: (self.ctx_peak)(ctx.ptr), live_buffers: (self.ctx_live)(ctx.ptr) } };
+        let stats = unsafe { CallStats { peak_bytes: (self.ctx_peak)(ctx.ptr), live_buffers: (self.ctx_live)(ctx.ptr), threads } };
         // Every result is taken here, right after the call, so that each
         // reference ard_take hands over gets its owner (see rt.h).
         // SAFETY: `res` was written by the successful entry; the context
