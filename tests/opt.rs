@@ -1090,8 +1090,9 @@ entry further [d] (l: [d*(d-1)/2]f64) (x: [d]f64) : [d]f64 =
 /// `scatter_nest` adds them in place in loops, in the scatter's order, and
 /// runs a guarded pair's inner loop only where its guard holds. Bitwise the
 /// same as -O0 (collisions of 1e16 and 1 show the order; `-0.0`, NaN, empty
-/// and one-element triangles); a scatter outside any parallel loop and one
-/// written by hand keep their `scatter_add`.
+/// and one-element triangles; a convolution's overlapping windows, whose
+/// nest reads a saved table by rows); a scatter outside any parallel loop
+/// and one written by hand keep their `scatter_add`.
 #[test]
 fn reverse_mode_scatter_nests_add_in_place() {
     let src = std::fs::read_to_string("tests/ad_programs/r24_scatter_nests.ard").unwrap();
@@ -1110,6 +1111,10 @@ fn reverse_mode_scatter_nests_add_in_place() {
         ("g_up", "[[[2.0]], [[1.0, -1.0]]]"),
         ("g_wrap", "[[[1.0, -2.0, 0.5], [0.25, 1.0, -1.0]], [[1e16, -2.0, 1.0, 3.0, -1e16], [-0.0, 1.5, -1.0, 2.0, 1.0]]]"),
         ("g_wrap", "[[[1.0, 2.0, 3.0]], [[]]]"),
+        (
+            "g_conv",
+            "[[[1.0, -2.0, 3e-17, 0.25, 1.0], [-1.0, 2.0, 0.5, -5e-17, 1e16], [0.5, 1e-16, -1.0, 2.0, 0.5], [1.0, 1.0, -0.0, 0.5, -2.0], [2.0, -1.0, 1.0, 0.5, 7e-17]], [[[0.1, 0.2, 0.3, 0.4, -0.1, 0.6], [0.5, -0.6, 0.7, 0.8, 0.0, -0.2], [-0.9, 1.0, 1.1, 1.2, 0.3, 0.1], [1.3, 1.4, -1.5, 1.6, 0.2, 0.4], [0.1, -0.1, 0.2, -0.2, 0.3, -0.3], [0.0, 0.5, 0.25, -0.25, 1.0, 0.0], [0.3, 0.3, 0.3, -0.3, 0.3, 0.3]]]]",
+        ),
     ];
     for (entry, args) in cases {
         let (fired, ir, _, _) = run_both(&src, entry, args);

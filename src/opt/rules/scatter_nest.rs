@@ -17,7 +17,7 @@ use rustc_hash::FxHashSet;
 
 pub const RULES: &[Rule] = &[Rule::on_stmt(
     "scatter_nest",
-    "`scatter_add d (flatten* is) (flatten* vs)` inside a parallel loop's body, where `is`, `vs` are stacked results of one nest `for i_1 … i_r` read only by the scatter, and the pair is computed by statements that cannot fail → counted loops over the nest adding each pair into `d` in place (`d[e] += v`, checked as the scatter checks): no pair arrays, no pass over them, the same sums in the same order. In the guarded form `if S > 0 then scatter_add (replicate S 0.0) … else …` (reverse mode's), pairs `if i_r < e then (p, v) else (0, ±0.0)` also run only where the condition holds (`i_r` from a bound on the innermost index, as `sum_cond_range`): adding ±0.0 to element 0 of a sum from +0.0 changes no bit",
+    "`scatter_add d (flatten* is) (flatten* vs)` inside a parallel loop's body, where `is`, `vs` are stacked results of one nest `for i_1 … i_r` read only by the scatter, and the pair is computed by statements that cannot fail (scalar arithmetic, reads of elements or rows, branches) → counted loops over the nest adding each pair into `d` in place (`d[e] += v`, checked as the scatter checks): no pair arrays, no pass over them, the same sums in the same order. In the guarded form `if S > 0 then scatter_add (replicate S 0.0) … else …` (reverse mode's), pairs `if i_r < e then (p, v) else (0, ±0.0)` also run only where the condition holds (`i_r` from a bound on the innermost index, as `sum_cond_range`): adding ±0.0 to element 0 of a sum from +0.0 changes no bit",
     scatter_nest,
 )];
 
@@ -123,8 +123,9 @@ fn pair_nest(idxs: &Atom, vals: &Atom, ctx: &Ctx) -> Option<Vec<Level>> {
 
 /// The statements of `stmts` (in order) that `needed` depends on, skipping
 /// `except`; `needed` grows by what they read. `None` when one of them is
-/// more than scalar arithmetic, a read or a branch between such (the copy
-/// would repeat work the nest does anyway).
+/// more than scalar arithmetic, a read (of an element, or of a row: a view
+/// into its array, as a nest level's `t[i]` of a saved table) or a branch
+/// between such (the copy would repeat work the nest does anyway).
 fn closure(stmts: &[Stmt], needed: &mut FxHashSet<VarId>, except: Option<&Stmt>) -> Option<Vec<Stmt>> {
     let mut keep = vec![false; stmts.len()];
     for (k, st) in stmts.iter().enumerate().rev() {
@@ -132,13 +133,15 @@ fn closure(stmts: &[Stmt], needed: &mut FxHashSet<VarId>, except: Option<&Stmt>)
             continue;
         }
         let cheap = match &st.expr {
-            Expr::Atom(_) | Expr::Prim(..) | Expr::Index { .. } => true,
+            Expr::Index { .. } => true,
+            Expr::Atom(_) | Expr::Prim(..) => st.binds.iter().all(|b| b.ty.rank() == 0),
             Expr::If { then_b, else_b, .. } => {
-                [then_b, else_b].iter().all(|b| b.stmts.iter().all(|s| matches!(s.expr, Expr::Atom(_) | Expr::Prim(..) | Expr::Index { .. })))
+                st.binds.iter().all(|b| b.ty.rank() == 0)
+                    && [then_b, else_b].iter().all(|b| b.stmts.iter().all(|s| matches!(s.expr, Expr::Atom(_) | Expr::Prim(..) | Expr::Index { .. })))
             }
             _ => false,
         };
-        if !cheap || st.binds.iter().any(|b| b.ty.rank() != 0) {
+        if !cheap {
             return None;
         }
         keep[k] = true;
