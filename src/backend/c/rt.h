@@ -531,9 +531,26 @@ ARD_SLOW static int ard_alloc(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize,
         ard_fail(c, it, ARD_SIZE_OVERFLOW_MSG);
         return 1;
     }
+    /* An axis of length 0 makes the array empty whatever the others say:
+     * `for (i < 0). for (j < h - 4). …` with a small h has the type
+     * [0][h - 4] and no row, as on the interpreter (its shape keeps 0 for
+     * the impossible lengths). */
+    int64_t dz[ARD_MAXR];
+    int empty = 0;
+    for (int i = 0; i < rank; i++) empty |= d[i] == 0;
+    if (empty) {
+        for (int i = 0; i < rank; i++) dz[i] = d[i] < 0 ? 0 : d[i];
+        d = dz;
+    }
     int64_t n = 1;
     for (int i = 0; i < rank; i++) {
-        if (d[i] < 0 || (d[i] != 0 && n > ARD_MAX_ELEMS / d[i]) ) { n = -1; break; }
+        if (d[i] < 0) {
+            char s[256];
+            ard_shape_str(s, sizeof s, rank, d);
+            ard_fail(c, it, "array of shape %s has a negative size%s", s, at);
+            return 1;
+        }
+        if (d[i] != 0 && n > ARD_MAX_ELEMS / d[i]) { n = -1; break; }
         n *= d[i];
     }
     if (n < 0 || n > ARD_MAX_ELEMS) {

@@ -715,7 +715,16 @@ impl Interp<'_> {
             if b.ty.shape.is_empty() {
                 return Err(internal("a `for` binds a scalar"));
             }
-            let row = self.dims_of(&b.ty.shape[1..])?;
+            // a row type that cannot exist (a negative size, `[h - 4]` of a
+            // small `h`) fails, unless no row is made: the loop runs no
+            // iteration (reverse mode's tables of an empty batch), and the
+            // array is empty with 0 for the impossible lengths (as in C)
+            let row = self.shape_of(&Type { elem: b.ty.elem, shape: b.ty.shape[1..].to_vec() })?;
+            if n > 0 && row.iter().any(|d| *d < 0) {
+                let shape: String = std::iter::once(n as i64).chain(row.iter().copied()).map(|d| format!("[{d}]")).collect();
+                return fail(format!("array of shape {shape} has a negative size{}", at(&s.loc)));
+            }
+            let row: Vec<usize> = row.iter().map(|d| (*d).max(0) as usize).collect();
             let len = count(&row)?;
             let total = count(&[n, len])?;
             outs.push(data::with_capacity(b.ty.elem, total)?);

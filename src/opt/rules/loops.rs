@@ -1013,7 +1013,7 @@ fn interchange_sum(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
 }
 
 /// `size` as an `i64` atom, its arithmetic appended to `out`.
-fn materialized(size: &Size, out: &mut Vec<Stmt>, ctx: &mut Ctx) -> Atom {
+pub(crate) fn materialized(size: &Size, out: &mut Vec<Stmt>, ctx: &mut Ctx) -> Atom {
     size.materialize(&mut |p, xs| {
         let t = ctx.fresh("len");
         out.push(bind(t, Type::scalar(Scalar::I64), Expr::Prim(p, xs)));

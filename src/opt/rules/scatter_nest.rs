@@ -11,7 +11,7 @@
 //! the nest's, row-major), so the result has the same bits.
 
 use super::{bind, local_def, var};
-use crate::ir::{Atom, Binder, Block, Expr, Lit, Loc, LoopKind, Prim, Scalar, Stmt, Type, VarId, walk};
+use crate::ir::{Atom, Binder, Block, Expr, Lit, Loc, LoopKind, Prim, Scalar, Size, Stmt, Type, VarId, walk};
 use crate::opt::rule::{Ctx, Rule};
 use rustc_hash::FxHashSet;
 
@@ -67,7 +67,7 @@ fn nonempty_zeros(ctx: &Ctx, cond: &Atom, dest: &Atom) -> bool {
 /// of the index and value results in that body.
 struct Level {
     ivar: VarId,
-    size: Atom,
+    size: Size,
     body: Block,
     at: (usize, usize),
 }
@@ -107,7 +107,7 @@ fn pair_nest(idxs: &Atom, vals: &Atom, ctx: &Ctx) -> Option<Vec<Level>> {
             Expr::ForAcc { ivar, size, body, acc } if !acc[at.0] && !acc[at.1] => (*ivar, size, body),
             _ => return None,
         };
-        levels.push(Level { ivar, size: size.as_atom()?, body: body.clone(), at });
+        levels.push(Level { ivar, size: size.clone(), body: body.clone(), at });
         if levels.len() == rank + 1 {
             return Some(levels);
         }
@@ -191,7 +191,8 @@ fn pairs_loop(y: &Binder, dest: Atom, idxs: &Atom, vals: &Atom, loc: &Loc, pads_
     let acc_in = ctx.fresh("acc");
     let mut count_stmts = vec![];
     let mut ivar = inner.ivar;
-    let mut count = inner.size;
+    // a level's trip count as an atom, computed where its loop will be
+    let mut count = super::loops::materialized(&inner.size, &mut count_stmts, ctx);
     let mut needed: FxHashSet<VarId> = FxHashSet::default();
     let mut stmts;
     let (p, v);
@@ -208,7 +209,7 @@ fn pairs_loop(y: &Binder, dest: Atom, idxs: &Atom, vals: &Atom, loc: &Loc, pads_
             stmts.extend(branch);
             let Expr::Prim(op, xs) = &cmp.expr else { return None };
             let (e, k, below) = super::loops::cond_bound(*op, xs, inner.ivar)?;
-            let (c, offset) = super::loops::cond_range(e, k, below, inner.size, &mut count_stmts, ctx);
+            let (c, offset) = super::loops::cond_range(e, k, below, count, &mut count_stmts, ctx);
             count = c;
             if let Some(lo) = offset {
                 let j = ctx.fresh_like(inner.ivar);
@@ -248,7 +249,10 @@ fn pairs_loop(y: &Binder, dest: Atom, idxs: &Atom, vals: &Atom, loc: &Loc, pads_
         let acc = nest_init(&nest)?;
         let result = Atom::Var(nest.last()?.binds[0].var);
         stmts.append(&mut nest);
-        nest = counted(level.ivar, level.size, acc, Block { stmts, result: vec![result] }, &ty, ctx);
+        let mut trips = vec![];
+        let n = super::loops::materialized(&level.size, &mut trips, ctx);
+        trips.extend(counted(level.ivar, n, acc, Block { stmts, result: vec![result] }, &ty, ctx));
+        nest = trips;
     }
     // the outermost loop starts from `dest`; every binder is renamed so the
     // copies live beside the nest they came from
