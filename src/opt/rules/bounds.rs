@@ -75,6 +75,35 @@ pub(crate) fn reads_hold_moved(st: &Stmt, levels: &[Bound], local: &Local, ctx: 
     holds
 }
 
+/// What the unchecked reads of a statement need once a rule moves it out
+/// of a counted loop.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Moved {
+    /// nothing: they stay in range where the statement lands
+    Holds,
+    /// that the loop it left would have run: `v[0]` inside `for i < n`
+    /// (unchecked by `proven_index` because `n >= 1` there)
+    WhereTheLoopRuns,
+}
+
+/// [`Moved`] for `st` leaving the loop whose index ranges over `left`
+/// (`None`: a loop without an index, which no proof of a read uses) for a
+/// place inside `levels` (loops the rule builds around it, outermost
+/// first; see [`reads_hold_moved`]). A read this prover cannot place in
+/// range even with `left`'s range was not unchecked by a proof over that
+/// range (`proven_index`, `guarded_index` and `licm` see the same loops,
+/// and a branch around the loop stays around it): a rule made it
+/// unchecked by construction (`scatter_stencil`'s clamped `select`
+/// positions, the lowering's `idx` types), valid wherever its operands are.
+pub(crate) fn reads_when_moved(st: &Stmt, levels: &[Bound], left: Option<&Bound>, local: &Local, ctx: &Ctx) -> Moved {
+    if reads_hold_moved(st, levels, local, ctx) {
+        return Moved::Holds;
+    }
+    let Some(left) = left else { return Moved::Holds };
+    let inside: Vec<Bound> = std::iter::once(left.clone()).chain(levels.iter().cloned()).collect();
+    if reads_hold_moved(st, &inside, local, ctx) { Moved::WhereTheLoopRuns } else { Moved::Holds }
+}
+
 /// What blocks define (nested blocks included): their statements by the
 /// variables they bind, and the types of all they bind (loop parameters
 /// too), for [`reads_hold_moved`].

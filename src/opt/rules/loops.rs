@@ -2,6 +2,7 @@
 //! of zero or one iteration, and the single-active-iteration collapse that
 //! makes one-hot sums free.
 
+use super::bounds::Moved;
 use super::{bind, copies, copy_block, in_range, local_def, one_hot_term, var};
 use crate::ir::prim::Cost;
 use crate::ir::range::Bound;
@@ -104,7 +105,7 @@ enum Leave {
 
 fn licm(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let (bound, blocks) = loop_bound(&s.expr)?;
-    let own = own_range(&s.expr);
+    let (range, trips) = own_range(&s.expr);
     // per block: how each top-level statement leaves
     let mut hoist: Vec<Vec<Leave>> = vec![];
     let mut any = false;
@@ -115,15 +116,11 @@ fn licm(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
         for (k, st) in b.stmts.iter().enumerate() {
             let free = walk::free_vars_stmt(st);
             if !(free.iter().any(|v| variant.contains(v)) || ctx.can_fail(st) || !worth_hoisting(st)) {
-                marks[k] = if super::bounds::reads_hold_moved(st, &[], &defs, ctx) {
-                    Leave::Moves
-                } else if let Some((range, _)) = &own
-                    && super::bounds::reads_hold_moved(st, std::slice::from_ref(range), &defs, ctx)
-                    && st.binds.iter().all(|x| x.ty.shape.iter().all(|d| d.provably_nonneg(&|v| ctx.is_nonneg(v))))
-                {
-                    Leave::WhenRuns
-                } else {
-                    Leave::Stays
+                let zeros_exist = || st.binds.iter().all(|x| x.ty.shape.iter().all(|d| d.provably_nonneg(&|v| ctx.is_nonneg(v))));
+                marks[k] = match super::bounds::reads_when_moved(st, &[], range.as_ref(), &defs, ctx) {
+                    Moved::Holds => Leave::Moves,
+                    Moved::WhereTheLoopRuns if trips.is_some() && zeros_exist() => Leave::WhenRuns,
+                    Moved::WhereTheLoopRuns => Leave::Stays,
                 };
             }
             if marks[k] == Leave::Stays {
@@ -157,7 +154,7 @@ fn licm(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
             out.push(st);
             continue;
         }
-        let trips = own.as_ref().map(|(_, n)| *n).expect("WhenRuns needs the loop's trip count");
+        let trips = trips.expect("WhenRuns needs the loop's trip count");
         let ran = *ran.get_or_insert_with(|| {
             let v = ctx.fresh("ran");
             out.push(bind(v, Type::scalar(Scalar::Bool), Expr::Prim(Prim::Gt, vec![trips, Atom::Lit(Lit::I64(0))])));
@@ -169,12 +166,12 @@ fn licm(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     Some(out)
 }
 
-/// The range of a counted loop's index, with its trip count as an atom.
-fn own_range(e: &Expr) -> Option<(Bound, Atom)> {
+/// The range of a counted loop's index, and its trip count as an atom.
+fn own_range(e: &Expr) -> (Option<Bound>, Option<Atom>) {
     match e {
-        Expr::For { ivar, size, .. } | Expr::ForAcc { ivar, size, .. } => Some((Bound { x: Size::var(*ivar), upper: size.clone() }, size.as_atom()?)),
-        Expr::Loop { kind: LoopKind::Count { ivar, n, .. }, .. } => Some((Bound { x: Size::var(*ivar), upper: Size::of_atom(n)? }, *n)),
-        _ => None,
+        Expr::For { ivar, size, .. } | Expr::ForAcc { ivar, size, .. } => (Some(Bound { x: Size::var(*ivar), upper: size.clone() }), size.as_atom()),
+        Expr::Loop { kind: LoopKind::Count { ivar, n, .. }, .. } => (Size::of_atom(n).map(|upper| Bound { x: Size::var(*ivar), upper }), Some(*n)),
+        _ => (None, None),
     }
 }
 
@@ -527,17 +524,16 @@ fn hoisted(s: &Stmt, body: &Block, found: &Found, variant: &FxHashSet<VarId>, ct
     // the table's loops, around the statements each level needs
     let table_loops: Vec<Bound> = levels.iter().map(|(i, n, _)| Bound { x: Size::var(*i), upper: n.clone() }).collect();
     let defs = super::bounds::Local::of(&[body]);
-    if !super::bounds::reads_hold_moved(target, &table_loops, &defs, ctx) {
+    let left = own_range(&s.expr).0;
+    let holds = |st: &Stmt, levels: &[Bound]| super::bounds::reads_when_moved(st, levels, left.as_ref(), &defs, ctx) == Moved::Holds;
+    if !holds(target, &table_loops) {
         return None;
     }
     for (lv, (_, _, b)) in levels.iter().enumerate().rev() {
         let upto = if lv == levels.len() - 1 { found.at } else { found.path[lv + 1] };
         for st in b.stmts[..upto].iter().rev() {
             if st.binds.iter().any(|x| needed.contains(&x.var)) {
-                if walk::free_vars_stmt(st).iter().any(|v| variant.contains(v))
-                    || ctx.can_fail(st)
-                    || !super::bounds::reads_hold_moved(st, &table_loops[..=lv], &defs, ctx)
-                {
+                if walk::free_vars_stmt(st).iter().any(|v| variant.contains(v)) || ctx.can_fail(st) || !holds(st, &table_loops[..=lv]) {
                     return None;
                 }
                 needed.extend(walk::free_vars_stmt(st));
@@ -612,7 +608,8 @@ fn for_ignores_index(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
         return None;
     }
     let defs = super::bounds::Local::of(&[body]);
-    if !body.stmts.iter().all(|st| super::bounds::reads_hold_moved(st, &[], &defs, ctx)) {
+    let range = Bound { x: Size::var(*ivar), upper: size.clone() };
+    if !body.stmts.iter().all(|st| super::bounds::reads_when_moved(st, &[], Some(&range), &defs, ctx) == Moved::Holds) {
         return None;
     }
     let n = size.as_atom()?;
