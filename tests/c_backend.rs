@@ -706,6 +706,40 @@ fn counters_add_in_plain_c() {
     }
 }
 
+/// A counted loop whose array state its body passes on by updates alone
+/// (reverse mode's in-place additions, `scatter_nest`) makes the state
+/// unique once, before the loop, and updates it without testing: no
+/// `if (ard_unique(` per element. A state shared with a value used after
+/// the loop (`kept`) or an argument (`param`) is copied first, so that
+/// value is unchanged; the interpreter's results and errors either way.
+#[test]
+fn loop_states_updated_in_place_are_made_unique_once() {
+    let src = "entry kept [n] (a: [n]f64) (p: [4]i64) : ([n]f64, [n]f64) =\n\
+                 let c = for (i < n). a[i] * 2.0\n\
+                 let b = loop acc = c for i < 4 do (let o = acc[p[i]] in acc with [p[i]] = o + 1.0)\n\
+                 in (c, b)\n\
+               entry param [n] (a: [n]f64) (p: [4]i64) : [n]f64 =\n\
+                 loop acc = a for i < 4 do (let o = acc[p[i]] in acc with [p[i]] = o + 0.5)\n";
+    let prog = Program::from_source("unique.ard", src).unwrap();
+    for e in ["kept", "param"] {
+        let c = arden::backend::c::emit::emit_function(prog.entry(e).unwrap().function(), 0).unwrap();
+        assert!(!c.contains("if (ard_unique("), "{e}: a uniqueness test per update:\n{c}");
+        assert!(c.contains("if (!ard_unique("), "{e}: no uniqueness made before the loop:\n{c}");
+    }
+    let Some((compiled, interp)) = c_and_interp("unique.ard", src) else { return };
+    let a = Value::array(vec![3], ArrayData::F64(vec![1.0, 2.0, 3.0].into()));
+    for (e, p) in [("kept", [0, 2, 2, 1]), ("param", [0, 2, 2, 1]), ("param", [0, 5, 2, 1])] {
+        let args = [a.clone(), Value::array(vec![4], ArrayData::I64(p.to_vec().into()))];
+        let want = interp.entry(e).unwrap().call(&args).map(|v| v.to_json()).map_err(|x| x.to_string());
+        for opts in common::thread_options() {
+            let got = compiled.entry(e).unwrap().call_with(&args, &opts).map(|(v, _)| v.to_json()).map_err(|x| x.to_string());
+            assert_eq!(got, want, "{e} {p:?} at {} threads", opts.threads);
+        }
+    }
+    let kept = interp.entry("kept").unwrap().call(&[a.clone(), Value::array(vec![4], ArrayData::I64(vec![0, 2, 2, 1].into()))]).unwrap();
+    assert_eq!(kept.to_json().to_string(), "[[2.0, 4.0, 6.0], [3.0, 5.0, 8.0]]");
+}
+
 /// An `update` at a position its block read from the same array just
 /// before (reverse mode's in-place additions) is not checked again: that
 /// read failed first. An update at another position keeps its check. The

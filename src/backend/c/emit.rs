@@ -307,6 +307,37 @@ fn read_before_update(b: &Block, k: usize) -> bool {
     b.stmts[..k].iter().any(|s| matches!(&s.expr, Expr::Index { arr: Atom::Var(x), idx: i, .. } if x == a && i.first() == Some(idx)))
 }
 
+/// The variables of the chain by which `body` passes the loop state `p`
+/// (result `j`) on: `p`, then each `update` of the last one, when nothing
+/// else uses them but element reads (of the chain's last member) and the
+/// result is the last; `None` otherwise. Made unique before the loop, such
+/// a state stays unique at every iteration, so its updates need no test
+/// (reverse mode's in-place additions, `scatter_nest`: a test per element
+/// kept LeNet's adds scalar and spilled their value).
+fn update_chain(body: &Block, p: VarId, j: usize) -> Option<Vec<VarId>> {
+    let mut chain = vec![p];
+    for st in &body.stmts {
+        let cur = *chain.last().expect("starts with p");
+        let mut uses = vec![];
+        walk::stmt_uses(st, &mut |v| uses.push(v));
+        if !uses.iter().any(|v| chain.contains(v)) {
+            continue;
+        }
+        let nested = walk::sub_blocks(&st.expr).next().is_some();
+        match &st.expr {
+            _ if nested => return None,
+            Expr::Index { arr: Atom::Var(a), idx, .. } if *a == cur && st.binds.iter().all(|b| b.ty.rank() == 0) && !idx.contains(&Atom::Var(cur)) => {}
+            Expr::Update { arr: Atom::Var(a), idx, val, .. } if *a == cur && *idx != Atom::Var(cur) && *val != Atom::Var(cur) => {
+                chain.push(st.binds.first()?.var);
+            }
+            _ => return None,
+        }
+    }
+    let last = Atom::Var(*chain.last()?);
+    let in_result = |v: &VarId| body.result.iter().filter(|a| **a == Atom::Var(*v)).count();
+    (chain.len() > 1 && body.result.get(j) == Some(&last) && chain.iter().map(in_result).sum::<usize>() == 1).then_some(chain)
+}
+
 /// A body whose work is one parallel construct (a loop nest's level, with
 /// scalars and views beside it): worth a second, in-order form of its loop.
 fn one_parallel_construct(b: &Block) -> bool {
@@ -371,6 +402,11 @@ struct Em {
     /// the statement being emitted is an `update` whose position a read
     /// before it in its block has checked (or proven): no second check
     update_in_range: bool,
+    /// array variables whose buffer nothing else holds (a counted loop's
+    /// state made unique before the loop and passed along by its body's
+    /// updates alone, [`update_chain`]): an update of one writes in place
+    /// without testing the count
+    unique: FxHashSet<VarId>,
     /// the next id for a variable the emitter adds (above the function's)
     next_var: u32,
     /// the variables the emitter added, in order: each is declared where
@@ -536,6 +572,7 @@ impl Em {
             size_params: f.size_params.iter().map(|(_, v)| *v).collect(),
             counters: loop_counters(&f.body),
             update_in_range: false,
+            unique: FxHashSet::default(),
             next_var,
             made: vec![],
             at: cstr(&format!(" in entry `{}`", f.name)),
@@ -1045,6 +1082,22 @@ impl Em {
         self.line(&format!("  if ({alloc}(ctx, ard_it, &{out}, sizeof({}), {}, {}, ard_d{k}, {at})) goto {fail}; }}", ctype(elem), is_float(elem), dims.len()));
     }
 
+    /// `pn` (an array variable holding a reference) made the only holder of
+    /// its buffer: a copy when another holds it too.
+    fn make_unique(&mut self, pn: &str, ty: &Type) {
+        let dims: Vec<String> = (0..ty.rank()).map(|i| format!("{pn}.d[{i}]")).collect();
+        let len = self.rowlen(pn, ty.rank(), 0);
+        let ct = ctype(ty.elem);
+        let k = self.fresh();
+        self.open(&format!("if (!ard_unique({pn}.b)) {{"));
+        self.line(&format!("ard_arr ard_u{k};"));
+        self.new_arr(&format!("ard_u{k}"), ty.elem, &dims);
+        self.line(&format!("ard_copy_par(ctx, ard_u{k}.p, {pn}.p, {len} * (int64_t)sizeof({ct}));"));
+        self.line(&format!("ard_release(ctx, {pn}.b);"));
+        self.line(&format!("{pn} = ard_u{k};"));
+        self.close("}");
+    }
+
     /// A writable copy of array `a` into `out`: the buffer itself when this
     /// is its last use and nobody else holds it, else a fresh copy.
     fn writable(&mut self, out: &str, a: &Atom, s: &Stmt, dying: &[VarId], consumed: &mut Vec<VarId>) -> R<()> {
@@ -1055,6 +1108,10 @@ impl Em {
         let ct = ctype(t.elem);
         if let Some(v) = self.consumable(a, s, dying) {
             consumed.push(v);
+            if self.unique.contains(&v) {
+                self.line(&format!("{out} = {src};"));
+                return Ok(());
+            }
             self.open(&format!("if (ard_unique({src}.b)) {{ {out} = {src}; }} else {{"));
             self.new_arr(out, t.elem, &dims);
             self.line(&format!("ard_copy_par(ctx, {out}.p, {src}.p, {len} * (int64_t)sizeof({ct}));"));
@@ -1200,6 +1257,19 @@ impl Em {
                     }
                 }
                 let pvars: Vec<VarId> = params.iter().map(|p| p.var).collect();
+                // states passed on by updates alone: unique before the loop,
+                // so unique at every iteration (`update_chain`)
+                let mut chains = vec![];
+                if matches!(kind, LoopKind::Count { .. }) {
+                    for (j, p) in params.iter().enumerate() {
+                        if let Some(chain) = (p.ty.rank() > 0).then(|| update_chain(body, p.var, j)).flatten() {
+                            let pn = self.v(p.var);
+                            self.make_unique(&pn, &p.ty);
+                            chains.extend(chain);
+                        }
+                    }
+                }
+                let fresh: Vec<VarId> = chains.into_iter().filter(|v| self.unique.insert(*v)).collect();
                 match kind {
                     LoopKind::Count { ivar, n, down } => {
                         let n = self.int(n);
@@ -1233,6 +1303,9 @@ impl Em {
                 self.open("{");
                 self.block(body, &pvars, &temps)?;
                 self.close("}");
+                for v in fresh {
+                    self.unique.remove(&v);
+                }
                 for (p, tn) in params.iter().zip(&temps) {
                     let pn = self.v(p.var);
                     self.line(&format!("{pn} = {tn};"));

@@ -733,8 +733,13 @@ ARD_CHUNK_FOLD(ard_chunk_mul_i64, int64_t, 1, ard_mul64)
 ARD_CHUNK_FOLD(ard_chunk_add_i32, int32_t, 0, ard_add32)
 ARD_CHUNK_FOLD(ard_chunk_mul_i32, int32_t, 1, ard_mul32)
 
-/* saturating non-negative arithmetic for work estimates */
-static inline int64_t ard_wadd(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
+/* saturating non-negative arithmetic for work estimates (a negative term,
+ * from a loop size such as `h - 4` that no iteration reaches, counts 0) */
+static inline int64_t ard_wadd(int64_t a, int64_t b) {
+    a = a < 0 ? 0 : a;
+    b = b < 0 ? 0 : b;
+    return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
 static inline int64_t ard_wmul(int64_t a, int64_t b) {
     if (a <= 0 || b <= 0) return 0;
     return a > INT64_MAX / b ? INT64_MAX : a * b;
