@@ -1085,17 +1085,21 @@ impl Em {
     /// `pn` (an array variable holding a reference) made the only holder of
     /// its buffer: a copy when another holds it too.
     fn make_unique(&mut self, pn: &str, ty: &Type) {
-        let dims: Vec<String> = (0..ty.rank()).map(|i| format!("{pn}.d[{i}]")).collect();
-        let len = self.rowlen(pn, ty.rank(), 0);
-        let ct = ctype(ty.elem);
         let k = self.fresh();
         self.open(&format!("if (!ard_unique({pn}.b)) {{"));
         self.line(&format!("ard_arr ard_u{k};"));
-        self.new_arr(&format!("ard_u{k}"), ty.elem, &dims);
-        self.line(&format!("ard_copy_par(ctx, ard_u{k}.p, {pn}.p, {len} * (int64_t)sizeof({ct}));"));
+        self.copy_into(&format!("ard_u{k}"), pn, ty);
         self.line(&format!("ard_release(ctx, {pn}.b);"));
         self.line(&format!("{pn} = ard_u{k};"));
         self.close("}");
+    }
+
+    /// `out` a new array holding a copy of the elements of `src` (of type `ty`).
+    fn copy_into(&mut self, out: &str, src: &str, ty: &Type) {
+        let dims: Vec<String> = (0..ty.rank()).map(|i| format!("{src}.d[{i}]")).collect();
+        let len = self.rowlen(src, ty.rank(), 0);
+        self.new_arr(out, ty.elem, &dims);
+        self.line(&format!("ard_copy_par(ctx, {out}.p, {src}.p, {len} * (int64_t)sizeof({}));", ctype(ty.elem)));
     }
 
     /// A writable copy of array `a` into `out`: the buffer itself when this
@@ -1103,9 +1107,6 @@ impl Em {
     fn writable(&mut self, out: &str, a: &Atom, s: &Stmt, dying: &[VarId], consumed: &mut Vec<VarId>) -> R<()> {
         let t = self.atom_ty(a);
         let src = self.atom(a);
-        let dims: Vec<String> = (0..t.rank()).map(|i| format!("{src}.d[{i}]")).collect();
-        let len = self.rowlen(&src, t.rank(), 0);
-        let ct = ctype(t.elem);
         if let Some(v) = self.consumable(a, s, dying) {
             consumed.push(v);
             if self.unique.contains(&v) {
@@ -1113,13 +1114,11 @@ impl Em {
                 return Ok(());
             }
             self.open(&format!("if (ard_unique({src}.b)) {{ {out} = {src}; }} else {{"));
-            self.new_arr(out, t.elem, &dims);
-            self.line(&format!("ard_copy_par(ctx, {out}.p, {src}.p, {len} * (int64_t)sizeof({ct}));"));
+            self.copy_into(out, &src, &t);
             self.line(&format!("ard_release(ctx, {src}.b);"));
             self.close("}");
         } else {
-            self.new_arr(out, t.elem, &dims);
-            self.line(&format!("ard_copy_par(ctx, {out}.p, {src}.p, {len} * (int64_t)sizeof({ct}));"));
+            self.copy_into(out, &src, &t);
         }
         Ok(())
     }
