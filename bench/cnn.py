@@ -1,7 +1,7 @@
 """The CNN case study of seed paper 000 (examples/cnn/lenet.ard): check it
 against JAX and time a training epoch side by side with JAX.
 
-    bench/.venv/bin/python bench/cnn.py --data DIR [--check] [--threads 1,2] [--runs 3] [--epochs 40]
+    bench/.venv/bin/python bench/cnn.py --data DIR [--check] [--threads 1,2] [--runs 3] [--epochs 40] [--jax-gpu]
 
 DIR holds what shared/cnn/make_data.py writes (`python3 make_data.py --out
 DIR`; it needs numpy, scipy and scikit-learn). The Python here needs numpy
@@ -16,8 +16,9 @@ parameter and fails above 1e-10.
 
 Timing: `arden bench --entry train_epoch` (C backend, minimum over --runs
 calls after one warm-up, per thread count) and JAX's jitted epoch (a
-`lax.scan` over the batches; XLA pinned to one thread for 1, its default
-for more). One epoch's time times --epochs is reported beside the
+`lax.scan` over the batches, on the CPU; XLA pinned to one thread for 1,
+its default for more; --jax-gpu adds its time on a GPU). One epoch's
+time times --epochs is reported beside the
 reference figures of shared/cnn/README.md; an epoch's time does not depend
 on the weights, so N epochs take N times one.
 """
@@ -137,6 +138,14 @@ def time_jax(data, runs, batch, lr):
     return best
 
 
+def jax_in_process(a, batch, lr, env, pin=()):
+    """time_jax in a process of its own (XLA reads its flags when it starts)."""
+    code = ("import sys; sys.path.insert(0, %r); import cnn; print(cnn.time_jax(%r, %d, %d, %r))"
+            % (os.path.dirname(os.path.abspath(__file__)), a.data, a.runs, batch, lr))
+    out = subprocess.run([*pin, sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env).stdout
+    return float(out.split()[-1])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True, help="the directory shared/cnn/make_data.py wrote")
@@ -145,6 +154,7 @@ def main():
     ap.add_argument("--runs", type=int, default=3, help="timed epochs per measurement (minimum taken)")
     ap.add_argument("--epochs", type=int, default=40, help="the epoch count to scale one epoch's time to")
     ap.add_argument("--no-jax", action="store_true", help="time arden only")
+    ap.add_argument("--jax-gpu", action="store_true", help="also time JAX's epoch on the GPU (JAX_PLATFORMS=cuda)")
     a = ap.parse_args()
     batch, lr = 100, 2.0
     if not os.path.exists(os.path.join(a.data, "train_x.npy")):
@@ -155,14 +165,14 @@ def main():
         sec = time_arden(a.data, t, a.runs, batch, lr)
         print(f"arden C, {t} thread(s): one epoch {sec:.3f} s, {a.epochs} epochs {a.epochs * sec:.1f} s")
         if not a.no_jax:
-            # XLA reads its thread flags when it starts: one process per setting
             flags = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" if t == 1 else ""
-            env = dict(os.environ, XLA_FLAGS=flags)
-            code = ("import sys; sys.path.insert(0, %r); import cnn; print(cnn.time_jax(%r, %d, %d, %r))"
-                    % (os.path.dirname(os.path.abspath(__file__)), a.data, a.runs, batch, lr))
-            pin = ["taskset", "-c", "0" if t == 1 else f"0-{t - 1}"]
-            js = float(subprocess.run(pin + [sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env).stdout.split()[-1])
+            # on the CPU, also where jax sees a GPU (it would take it)
+            env = dict(os.environ, XLA_FLAGS=flags, JAX_PLATFORMS="cpu")
+            js = jax_in_process(a, batch, lr, env, ["taskset", "-c", "0" if t == 1 else f"0-{t - 1}"])
             print(f"JAX, {t} thread(s): one epoch {js:.3f} s, {a.epochs} epochs {a.epochs * js:.1f} s; arden / JAX {sec / js:.2f}x")
+    if a.jax_gpu:
+        js = jax_in_process(a, batch, lr, dict(os.environ, JAX_PLATFORMS="cuda"))
+        print(f"JAX on the GPU: one epoch {js:.3f} s, {a.epochs} epochs {a.epochs * js:.1f} s")
     print("reference (shared/cnn/README.md, 2-core AMD EPYC): hand-written C + OpenMP 77 s / 40 s at 1 / 2 threads, "
           "PyTorch CPU 134 s / 89 s, for 40 epochs")
 

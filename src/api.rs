@@ -462,7 +462,7 @@ fn rebuild(shape: &Shape, it: &mut impl Iterator<Item = Value>) -> Value {
 // ---- choosing a backend -------------------------------------------------
 
 use crate::backend::c;
-pub use crate::backend::c::{CallOptions, CallStats};
+pub use crate::backend::c::{CallOptions, CallStats, Team};
 use std::sync::Arc;
 
 /// Which backend runs a program's entries.

@@ -258,7 +258,7 @@ pub fn bench(a: &BenchArgs) -> Outcome {
     let mut options = compiled.options();
     if let Some(n) = a.threads {
         options.threads = n as usize;
-        options.dynamic = arden::backend::c::default_dynamic(false);
+        options.team = arden::backend::c::Team::dynamic_if(arden::backend::c::default_dynamic(false));
     }
     let entry = compiled.entry(&name)?;
     // Calls as the Python package makes them (`call_borrowed`): arguments
@@ -296,7 +296,7 @@ pub fn bench(a: &BenchArgs) -> Outcome {
         backend: if backend == Backend::C { "c" } else { "interp" },
         entry: name,
         threads: if backend == Backend::C { options.threads } else { 1 },
-        dynamic: backend == Backend::C && options.dynamic,
+        dynamic: backend == Backend::C && matches!(options.team, arden::backend::c::Team::Dynamic),
         threads_used: used,
         frontend,
         compile,

@@ -753,7 +753,7 @@ fn run_compiled(a: &RunArgs, compiled: &arden::Compiled, name: &str, args: &[Val
     let mut options = compiled.options();
     if let Some(n) = a.threads {
         options.threads = n as usize;
-        options.dynamic = arden::backend::c::default_dynamic(false);
+        options.team = arden::backend::c::Team::dynamic_if(arden::backend::c::default_dynamic(false));
     }
     let t0 = std::time::Instant::now();
     let (value, stats) = compiled.entry(name)?.call_with(args, &options).map_err(stopped_or)?;

@@ -7,7 +7,7 @@
 //! shared library (cached under a per-run directory).
 
 mod common;
-use arden::api::{Backend, CallOptions};
+use arden::api::{Backend, CallOptions, Team};
 use arden::runtime::ArrayData;
 use arden::{Program, Value};
 use common::*;
@@ -164,9 +164,9 @@ fn many_threads_call_one_entry() {
                 let f = c.entry("f").unwrap();
                 let g = c.entry("g").unwrap();
                 let opts = if t % 2 == 0 {
-                    CallOptions { threads: 1, par_min: 1 << 15, dynamic: false }
+                    CallOptions { threads: 1, par_min: 1 << 15, team: Team::Fixed }
                 } else {
-                    CallOptions { threads: 2, par_min: 0, dynamic: false }
+                    CallOptions { threads: 2, par_min: 0, team: Team::Fixed }
                 };
                 let calls = if t % 2 == 0 { 1000 } else { 200 };
                 for k in 0..calls {
@@ -206,7 +206,7 @@ fn parallel_errors_match_the_interpreter() {
         let args = [Value::array(vec![n], ArrayData::F64((0..n).map(|i| i as f64).collect())), Value::array(vec![n], ArrayData::I64(bad.into()))];
         let want = interp.entry("f").unwrap().call(&args).unwrap_err().to_string();
         for threads in [1, 2] {
-            let got = native.entry("f").unwrap().call_with(&args, &CallOptions { threads, par_min: 0, dynamic: false }).unwrap_err().to_string();
+            let got = native.entry("f").unwrap().call_with(&args, &CallOptions { threads, par_min: 0, team: Team::Fixed }).unwrap_err().to_string();
             assert_eq!(got, want);
         }
     }
@@ -332,7 +332,8 @@ fn an_update_in_a_branch_writes_in_place() {
     let Some((compiled, interp)) = c_and_interp("branch_update.ard", src) else { return };
     let n = 100_000;
     let x = Value::array(vec![n], ArrayData::F64((0..n).map(|i| ((i * 7919) % 1000) as f64 / 100.0).collect()));
-    let (got, stats) = compiled.entry("g").unwrap().call_with(std::slice::from_ref(&x), &CallOptions { threads: 1, par_min: 1 << 15, dynamic: false }).unwrap();
+    let (got, stats) =
+        compiled.entry("g").unwrap().call_with(std::slice::from_ref(&x), &CallOptions { threads: 1, par_min: 1 << 15, team: Team::Fixed }).unwrap();
     let (want, _) = interp.entry("g").unwrap().call_with(&[x], &CallOptions::default()).unwrap();
     assert!(same(&got, &want));
     let result_bytes = 8 * n as i64;
@@ -457,7 +458,7 @@ fn float_primitives_give_the_interpreters_bits() {
         };
         let args = [arr(&xs), arr(&ys)];
         let (want, _) = interp.entry(e).unwrap().call_with(&args, &CallOptions::default()).unwrap();
-        for opts in [CallOptions { threads: 1, par_min: 1 << 15, dynamic: false }, CallOptions { threads: 2, par_min: 0, dynamic: false }] {
+        for opts in [CallOptions { threads: 1, par_min: 1 << 15, team: Team::Fixed }, CallOptions { threads: 2, par_min: 0, team: Team::Fixed }] {
             let (got, _) = compiled.entry(e).unwrap().call_with(&args, &opts).unwrap();
             assert_eq!(bits(&got), bits(&want), "{e} at {} threads: {} vs {}", opts.threads, got.to_json(), want.to_json());
         }
@@ -506,7 +507,8 @@ fn zero_replicates_are_zeroed_allocations() {
     let Some((compiled, interp)) = c_and_interp("zeros.ard", src) else { return };
     for n in [0usize, 5, 1000, 3_000_000] {
         let x = Value::array(vec![n], ArrayData::F64((0..n).map(|i| i as f64 - 2.5).collect()));
-        let (got, _) = compiled.entry("f").unwrap().call_with(std::slice::from_ref(&x), &CallOptions { threads: 1, par_min: 1 << 15, dynamic: false }).unwrap();
+        let (got, _) =
+            compiled.entry("f").unwrap().call_with(std::slice::from_ref(&x), &CallOptions { threads: 1, par_min: 1 << 15, team: Team::Fixed }).unwrap();
         let (want, _) = interp.entry("f").unwrap().call_with(std::slice::from_ref(&x), &CallOptions::default()).unwrap();
         assert_eq!(got.to_json(), want.to_json(), "n = {n}");
         let Value::Tuple(parts) = &got else { panic!("a tuple") };
@@ -530,7 +532,7 @@ fn a_second_call_reuses_the_heap_pages_of_the_first() {
     let n = 100_000;
     let y = Value::array(vec![n], ArrayData::F64((0..n).map(|i| 1.0 + (i % 7) as f64 / 100.0).collect()));
     let g = compiled.entry("g").unwrap();
-    let opts = CallOptions { threads: 1, par_min: 1 << 15, dynamic: false };
+    let opts = CallOptions { threads: 1, par_min: 1 << 15, team: Team::Fixed };
     // the faults of this thread (other tests run beside it)
     let faults = || {
         let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -562,7 +564,7 @@ fn large_buffers_are_kept_for_the_next_call() {
     let n = 4 << 20;
     let x = Value::array(vec![n], ArrayData::F64((0..n).map(|i| (i % 13) as f64).collect()));
     let f = compiled.entry("f").unwrap();
-    let opts = CallOptions { threads: 1, par_min: 1 << 15, dynamic: false };
+    let opts = CallOptions { threads: 1, par_min: 1 << 15, team: Team::Fixed };
     let faults = || {
         let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
         assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) }, 0);

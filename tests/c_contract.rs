@@ -7,7 +7,7 @@
 //! entry must also be one the kernel computes (`ard_contract` in its C).
 
 mod common;
-use arden::api::{Backend, CallOptions};
+use arden::api::{Backend, CallOptions, Team};
 use arden::runtime::ArrayData;
 use arden::{Program, Value};
 use common::*;
@@ -98,7 +98,7 @@ fn contractions_give_the_interpreters_bits_at_any_thread_count() {
             let args = vec![array(case.a, (n, k, m), &mut rng), array(case.b, (n, k, m), &mut rng), array("[m]f64", (n, k, m), &mut rng)];
             let (want, _) = interp.entry(&case.name).unwrap().call_with(&args, &CallOptions::default()).unwrap();
             for threads in [1, 2, 3] {
-                let opts = CallOptions { threads, par_min: 0, dynamic: false };
+                let opts = CallOptions { threads, par_min: 0, team: Team::Fixed };
                 let (got, _) = compiled.entry(&case.name).unwrap().call_with(&args, &opts).unwrap();
                 assert_eq!(bits(&got), bits(&want), "`{}` at n={n} k={k} m={m} on {threads} threads (single loop: {})", case.name, case.single);
             }
@@ -133,7 +133,7 @@ fn outer_product_sums_give_the_interpreters_bits() {
             let args = vec![array(at, (n, k, m), &mut rng), array(wt, (n, k, m), &mut rng), array("[n][m]f64", (n, k, m), &mut rng)];
             let (want, _) = interp.entry(name).unwrap().call_with(&args, &CallOptions::default()).unwrap();
             for threads in [1, 2, 3] {
-                let (got, _) = compiled.entry(name).unwrap().call_with(&args, &CallOptions { threads, par_min: 0, dynamic: false }).unwrap();
+                let (got, _) = compiled.entry(name).unwrap().call_with(&args, &CallOptions { threads, par_min: 0, team: Team::Fixed }).unwrap();
                 assert_eq!(bits(&got), bits(&want), "`{name}` at n={n} k={k} m={m} on {threads} threads");
             }
         }
@@ -191,7 +191,7 @@ fn matrix_vector_products_summed_again_give_the_interpreters_bits() {
             let args = vec![array(at, (n, k, 1), &mut rng), array("[k]f64", (n, k, 1), &mut rng), array("[n]f64", (n, k, 1), &mut rng), Value::I64(0)];
             let (want, _) = interp.entry(name).unwrap().call_with(&args, &CallOptions::default()).unwrap();
             for threads in [1, 2, 3] {
-                let (got, _) = compiled.entry(name).unwrap().call_with(&args, &CallOptions { threads, par_min: 0, dynamic: false }).unwrap();
+                let (got, _) = compiled.entry(name).unwrap().call_with(&args, &CallOptions { threads, par_min: 0, team: Team::Fixed }).unwrap();
                 assert_eq!(bits(&got), bits(&want), "`{name}` at n={n} k={k} on {threads} threads");
             }
         }
@@ -200,7 +200,7 @@ fn matrix_vector_products_summed_again_give_the_interpreters_bits() {
     let i_err = interp.entry("bad").unwrap().call(&args).unwrap_err().to_string();
     assert!(i_err.contains("out of bounds"), "{i_err}");
     for threads in [1, 2, 3] {
-        let c_err = compiled.entry("bad").unwrap().call_with(&args, &CallOptions { threads, par_min: 0, dynamic: false }).unwrap_err().to_string();
+        let c_err = compiled.entry("bad").unwrap().call_with(&args, &CallOptions { threads, par_min: 0, team: Team::Fixed }).unwrap_err().to_string();
         assert_eq!(c_err, i_err, "on {threads} threads");
     }
 }
@@ -244,7 +244,7 @@ fn batched_contractions_give_the_interpreters_bits() {
                 let got = compiled
                     .entry(name)
                     .unwrap()
-                    .call_with(&args, &CallOptions { threads, par_min: 0, dynamic: false })
+                    .call_with(&args, &CallOptions { threads, par_min: 0, team: Team::Fixed })
                     .map(|(v, _)| bits(&v))
                     .map_err(|e| e.to_string());
                 assert_eq!(got, want, "`{name}` at {sizes:?} on {threads} threads");
@@ -256,7 +256,7 @@ fn batched_contractions_give_the_interpreters_bits() {
     let i_err = interp.entry("bad").unwrap().call(&args).unwrap_err().to_string();
     assert!(i_err.contains("out of bounds"), "{i_err}");
     for threads in [1, 2, 3] {
-        let c_err = compiled.entry("bad").unwrap().call_with(&args, &CallOptions { threads, par_min: 0, dynamic: false }).unwrap_err().to_string();
+        let c_err = compiled.entry("bad").unwrap().call_with(&args, &CallOptions { threads, par_min: 0, team: Team::Fixed }).unwrap_err().to_string();
         assert_eq!(c_err, i_err, "on {threads} threads");
     }
 }
@@ -284,7 +284,7 @@ fn a_layer_read_once_by_a_sum_stays_a_kernel() {
         let args = vec![array("[n][k]f64", (h, d, 0), &mut rng), array("[n]f64", (h, 0, 0), &mut rng), array("[n][k]f64", (b, d, 0), &mut rng)];
         let (want, _) = interp.entry("loss").unwrap().call_with(&args, &CallOptions::default()).unwrap();
         for threads in [1, 2, 3] {
-            let (got, _) = compiled.entry("loss").unwrap().call_with(&args, &CallOptions { threads, par_min: 0, dynamic: false }).unwrap();
+            let (got, _) = compiled.entry("loss").unwrap().call_with(&args, &CallOptions { threads, par_min: 0, team: Team::Fixed }).unwrap();
             assert_eq!(bits(&got), bits(&want), "b={b} d={d} h={h} on {threads} threads");
         }
     }

@@ -15,7 +15,7 @@
 //! stack overflow in `scatter_add`'s private copies that no other test saw).
 
 mod common;
-use arden::api::{Backend, CallOptions};
+use arden::api::{Backend, CallOptions, Team};
 use arden::backend::c::COptions;
 use arden::{Program, Value};
 use common::*;
@@ -44,7 +44,10 @@ fn run_everything() {
             for case in cases(&text) {
                 let Ok(args) = args_for(&prog, &case) else { continue };
                 let want = interp.entry(&case.entry).unwrap().call(&args);
-                for o in [CallOptions { threads: 1, par_min: 1 << 15, dynamic: false }, CallOptions { threads: 2, par_min: 0, dynamic: false }] {
+                for o in [
+                    CallOptions { threads: 1, par_min: 1 << 15, team: Team::Fixed },
+                    CallOptions { threads: 4, par_min: 0, team: Team::Each(common::varying_team) },
+                ] {
                     runs += 1;
                     let got = native.entry(&case.entry).unwrap().call_with(&args, &o);
                     match (&want, got) {

@@ -653,7 +653,7 @@ impl NativeProgram {
                 return Err(PyValueError::new_err("threads must be at least 1"));
             }
             options.threads = t;
-            options.dynamic = arden::backend::c::default_dynamic(false);
+            options.team = arden::backend::c::Team::dynamic_if(arden::backend::c::default_dynamic(false));
         }
         if !matches!(kind, "call" | "jvp" | "vjp") {
             return Err(PyValueError::new_err(format!("internal: unknown call kind {kind:?}")));

@@ -4,7 +4,7 @@
 //! compiler.
 #![allow(dead_code)]
 
-use arden::api::CallOptions;
+use arden::api::{CallOptions, Team};
 use arden::runtime::data::value_from_json;
 use arden::runtime::{Array, ArrayData};
 use arden::{Program, Value};
@@ -309,16 +309,25 @@ impl Drop for TempDir {
 }
 
 /// The call options the C backend is compared with the interpreter at:
-/// 1 thread (the default threshold), then 2, 3 and 16 threads with every
+/// 1 thread (the default threshold), then 2 threads, a team that changes
+/// from region to region ([`varying_team`]) and 16 threads, with every
 /// parallel path forced on (`par_min` 0). Sums and products combine in a
 /// fixed order (LANGUAGE.md §10), so every thread count gives the
 /// interpreter's bits; 3 splits the chunks unevenly, 16 gives most threads
 /// one chunk or none.
 pub fn thread_options() -> [CallOptions; 4] {
     [
-        CallOptions { threads: 1, par_min: 1 << 15, dynamic: false },
-        CallOptions { threads: 2, par_min: 0, dynamic: false },
-        CallOptions { threads: 3, par_min: 0, dynamic: false },
-        CallOptions { threads: 16, par_min: 0, dynamic: false },
+        CallOptions { threads: 1, par_min: 1 << 15, team: Team::Fixed },
+        CallOptions { threads: 2, par_min: 0, team: Team::Fixed },
+        CallOptions { threads: 16, par_min: 0, team: Team::Each(varying_team) },
+        CallOptions { threads: 16, par_min: 0, team: Team::Fixed },
     ]
+}
+
+/// 3, 1, 16, 2, 7, 3, … threads, one after the other per parallel region
+/// (what the dynamic count may do within a call on a busy machine).
+pub extern "C" fn varying_team(asked: std::ffi::c_int) -> std::ffi::c_int {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    const TEAMS: [std::ffi::c_int; 5] = [3, 1, 16, 2, 7];
+    TEAMS[NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % TEAMS.len()].min(asked)
 }

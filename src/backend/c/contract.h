@@ -266,7 +266,7 @@ static int ard_gemm_part(ard_ctx *ctx, int64_t it, int64_t i0, int64_t i1, int64
     return stopped;
 }
 
-/* C (n x m) = A (n x k) * B (k x m), on ctx->nthreads threads when `par`
+/* C (n x m) = A (n x k) * B (k x m), on ard_team's threads when `par`
  * and the work pays for a parallel region: the threads take rows (or,
  * when there are more column panels than row panels, columns) in
  * tile-aligned ranges, so each output is computed by one thread in the
@@ -274,8 +274,8 @@ static int ard_gemm_part(ard_ctx *ctx, int64_t it, int64_t i0, int64_t i1, int64
 static ARD_SLOW int ard_contract(ard_ctx *ctx, int64_t it, int par, int64_t n, int64_t m, int64_t k, const double *A, int64_t sai, int64_t sap,
                                  const double *B, int64_t sbp, int64_t sbj, double *C, const char *at) {
     if (n <= 0 || m <= 0) return 0;
-    int nt = ctx->nthreads;
-    if (!par || nt <= 1 || ard_wmul(ard_wmul(n, m), k) < ctx->par_min) return ard_gemm_part(ctx, it, 0, n, 0, m, k, A, sai, sap, B, sbp, sbj, C, m, at);
+    int nt;
+    if (!par || ctx->nthreads <= 1 || ard_wmul(ard_wmul(n, m), k) < ctx->par_min || (nt = ard_team(ctx)) <= 1) return ard_gemm_part(ctx, it, 0, n, 0, m, k, A, sai, sap, B, sbp, sbj, C, m, at);
     int by_rows = (n + ARD_MR - 1) / ARD_MR >= (m + ARD_NR - 1) / ARD_NR;
     int64_t tiles = by_rows ? (n + ARD_MR - 1) / ARD_MR : (m + ARD_NR - 1) / ARD_NR, step = by_rows ? ARD_MR : ARD_NR;
     int failed = 0;

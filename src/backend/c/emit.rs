@@ -1214,9 +1214,9 @@ impl Em {
                         // combined in order: a later range wins only with a
                         // NaN (none before) or a strictly greater (smaller)
                         // value, so the index is the ordered loop's
-                        self.open(&format!("if (ctx->nthreads > 1 && ard_n{k} >= ctx->par_min) {{"));
+                        self.open(&format!("if (ctx->nthreads > 1 && ard_n{k} >= ctx->par_min && ard_team(ctx) > 1) {{"));
                         self.line(&format!("const {ct} *ard_x = {p}; int64_t ard_at[ARD_MAX_THREADS]; int ard_nt = 1;"));
-                        self.line("#pragma omp parallel num_threads(ctx->nthreads)");
+                        self.line("#pragma omp parallel num_threads(ctx->team)");
                         self.open("{");
                         self.line("int ard_t = omp_get_thread_num(), ard_T = omp_get_num_threads();");
                         self.line("if (ard_t == 0) ard_nt = ard_T;");
@@ -1729,7 +1729,7 @@ impl Em {
             // and the one construct in its body in parallel. Only for such
             // a body, and one level deep: the body's C is there twice.
             let units = format!("ard_nchunks({n}, ard_rchunk({n}))");
-            self.open(&format!("if (ctx->nthreads > 1 && 2 * {units} <= ctx->nthreads && {w} >= ctx->par_min) {{"));
+            self.open(&format!("if (ctx->nthreads > 1 && {w} >= ctx->par_min && ard_team(ctx) > 1 && 2 * {units} <= ctx->team) {{"));
             self.in_order_outer = true;
             let in_order = self.summed_inline(k, &n, ivar, body, &rows);
             self.in_order_outer = false;
@@ -1755,9 +1755,9 @@ impl Em {
         let (fname, caps) = self.outline(k, ivar, body, rows, chunked)?;
         let caps = if caps.is_empty() { String::new() } else { format!(", {}", caps.join(", ")) };
         let fail = self.fail.clone();
-        self.open(&format!("if (ctx->nthreads > 1 && ard_wmul({n}, {w}) >= ctx->par_min) {{"));
+        self.open(&format!("if (ctx->nthreads > 1 && ard_wmul({n}, {w}) >= ctx->par_min && ard_team(ctx) > 1) {{"));
         self.line("ard_begin_parallel(ctx);");
-        self.line("#pragma omp parallel num_threads(ctx->nthreads)");
+        self.line("#pragma omp parallel num_threads(ctx->team)");
         self.open("{");
         self.line("const int64_t ard_t = omp_get_thread_num(), ard_nt = omp_get_num_threads();");
         self.line(&format!("const int64_t ard_q = {n} / ard_nt, ard_r = {n} % ard_nt;"));
@@ -2082,8 +2082,9 @@ impl Em {
         let (fail, at) = (self.fail.clone(), self.at.clone());
         let c = format!("ard_ci{k}");
         self.open("{");
-        self.line(&format!("const int64_t ard_cl{k}_ = ard_rchunk({n}), ard_par{k} = ctx->nthreads > 1 && ard_wmul({n}, {w}) >= ctx->par_min && ard_nchunks({n}, ard_cl{k}_) > 1;"));
-        let threads = format!("(ard_par{k} ? ctx->nthreads : 1)");
+        self.line(&format!("const int64_t ard_cl{k}_ = ard_rchunk({n}), ard_par{k} = ctx->nthreads > 1 && ard_wmul({n}, {w}) >= ctx->par_min && ard_nchunks({n}, ard_cl{k}_) > 1 && ard_team(ctx) > 1;"));
+        self.line(&format!("const int ard_tm{k} = ard_par{k} ? ctx->team : 1;"));
+        let threads = format!("ard_tm{k}");
         self.summed_setup(k, n, rows, &threads);
         self.open(&format!("if (ard_par{k}) {{"));
         // each thread takes the next chunk not yet taken: on a machine busy
@@ -2092,7 +2093,7 @@ impl Em {
         // chunk and combined in order, are the same bits either way
         self.line(&format!("int ard_stop = 0; int64_t ard_next{k} = 0;"));
         self.line("ard_begin_parallel(ctx);");
-        self.line("#pragma omp parallel num_threads(ctx->nthreads)");
+        self.line(&format!("#pragma omp parallel num_threads(ard_tm{k})"));
         self.open("{");
         self.line("const int64_t ard_t = omp_get_thread_num();");
         self.open("for (int ard_first = 1;; ard_first = 0) {");
@@ -2403,9 +2404,9 @@ impl Em {
                 self.line(&format!("const {ct} *restrict ard_x = {px}; int64_t ard_n = {x}.d[0]; {ct} ard_acc = {z};"));
                 if !self.par && !self.seq_only {
                     let comb = Self::op_expr(op, t.elem, "ard_acc", "ard_part[ard_t]")?;
-                    self.open("if (ctx->nthreads > 1 && ard_n >= ctx->par_min && ard_n > 1) {");
+                    self.open("if (ctx->nthreads > 1 && ard_n >= ctx->par_min && ard_n > 1 && ard_team(ctx) > 1) {");
                     self.line(&format!("{ct} ard_part[ARD_MAX_THREADS]; int ard_has[ARD_MAX_THREADS]; int ard_nt = 1, ard_stop = 0;"));
-                    self.line("#pragma omp parallel num_threads(ctx->nthreads)");
+                    self.line("#pragma omp parallel num_threads(ctx->team)");
                     self.open("{");
                     self.line("int ard_t = omp_get_thread_num(), ard_T = omp_get_num_threads();");
                     self.line("if (ard_t == 0) ard_nt = ard_T;");
@@ -2475,9 +2476,9 @@ impl Em {
             em.close("}");
         };
         if !self.par && !self.seq_only {
-            self.open("if (ctx->nthreads > 1 && ard_n >= ctx->par_min) {");
+            self.open("if (ctx->nthreads > 1 && ard_n >= ctx->par_min && ard_team(ctx) > 1) {");
             self.line("int ard_stop = 0;");
-            self.line("#pragma omp parallel num_threads(ctx->nthreads)");
+            self.line("#pragma omp parallel num_threads(ctx->team)");
             self.open("{");
             self.line("const int64_t ard_t = omp_get_thread_num(), ard_nt = omp_get_num_threads();");
             self.line("const int64_t ard_c0 = ard_nc * ard_t / ard_nt, ard_c1 = ard_nc * (ard_t + 1) / ard_nt;");
@@ -2689,8 +2690,8 @@ impl Em {
             // the values that land there (the order of the sequential loop,
             // so the same bits at every thread count); every thread reads
             // all the indices
-            self.open("if (ctx->nthreads > 1 && ard_mul64(ard_k, ard_m) >= ctx->par_min && ard_nm > 1) {");
-            self.line("#pragma omp parallel num_threads(ctx->nthreads)");
+            self.open("if (ctx->nthreads > 1 && ard_mul64(ard_k, ard_m) >= ctx->par_min && ard_nm > 1 && ard_team(ctx) > 1) {");
+            self.line("#pragma omp parallel num_threads(ctx->team)");
             self.open("{");
             self.line("const int64_t ard_t = omp_get_thread_num(), ard_T = omp_get_num_threads();");
             self.line("const int64_t ard_a = ard_nm * ard_t / ard_T, ard_b = ard_nm * (ard_t + 1) / ard_T;");

@@ -107,14 +107,38 @@ pub struct CallOptions {
     /// Minimum estimated work for a parallel loop (tests use 0 to run every
     /// parallel path on small inputs).
     pub par_min: i64,
-    /// Run on fewer threads (at least one) while other processes keep
-    /// cores busy ([`threads`]); `threads` is then the most a call takes.
-    pub dynamic: bool,
+    /// How each parallel region chooses its threads (at most `threads`).
+    pub team: Team,
+}
+
+/// How a call's parallel regions choose their threads.
+#[derive(Clone, Copy, Debug)]
+pub enum Team {
+    /// every region runs on the threads asked
+    Fixed,
+    /// fewer (at least one) while other processes keep the cores busy
+    /// ([`threads`])
+    Dynamic,
+    /// as many as this function says, asked before each region with the
+    /// most allowed (tests: a count that changes from region to region
+    /// within a call)
+    Each(extern "C" fn(c_int) -> c_int),
+}
+
+impl Team {
+    /// [`Team::Dynamic`] when `dynamic`, else [`Team::Fixed`].
+    pub fn dynamic_if(dynamic: bool) -> Team {
+        if dynamic { Team::Dynamic } else { Team::Fixed }
+    }
 }
 
 impl Default for CallOptions {
     fn default() -> Self {
-        CallOptions { threads: default_threads(), par_min: DEFAULT_PAR_MIN, dynamic: default_dynamic(std::env::var_os("ARDEN_NUM_THREADS").is_none()) }
+        CallOptions {
+            threads: default_threads(),
+            par_min: DEFAULT_PAR_MIN,
+            team: Team::dynamic_if(default_dynamic(std::env::var_os("ARDEN_NUM_THREADS").is_none())),
+        }
     }
 }
 
@@ -165,6 +189,7 @@ type CtxFree = unsafe extern "C" fn(*mut c_void);
 type CtxLimits = unsafe extern "C" fn(*mut c_void, *const u8, i64, i64, f64);
 type CtxMsg = unsafe extern "C" fn(*mut c_void) -> *const c_char;
 type CtxI64 = unsafe extern "C" fn(*mut c_void) -> i64;
+type CtxDynamic = unsafe extern "C" fn(*mut c_void, extern "C" fn(c_int) -> c_int);
 type Take = unsafe extern "C" fn(*mut c_void, *mut c_void) -> *mut c_void;
 type Release = unsafe extern "C" fn(*mut c_void);
 type EntryFn = unsafe extern "C" fn(*mut c_void, *const i64, *const ArdIo, *mut ArdIo) -> c_int;
@@ -179,6 +204,8 @@ pub struct Library {
     ctx_msg: CtxMsg,
     ctx_peak: CtxI64,
     ctx_live: CtxI64,
+    ctx_dynamic: CtxDynamic,
+    ctx_team_max: CtxI64,
     take: Take,
     release: Release,
     entries: Vec<Result<EntryFn, String>>,
@@ -201,7 +228,8 @@ pub struct CallStats {
     /// buffers left in the registry after the call (the results; more
     /// would be a leak, which the tests check)
     pub live_buffers: i64,
-    /// the threads the call ran on
+    /// the most threads a parallel region of the call ran on (with a
+    /// fixed count, the count asked)
     pub threads: usize,
 }
 
@@ -230,6 +258,8 @@ pub fn compile(m: &Module, opts: &COptions) -> Result<Library, CError> {
         let ctx_msg = *lib.get::<CtxMsg>(b"ard_ctx_msg\0").map_err(|e| CError(e.to_string()))?;
         let ctx_peak = *lib.get::<CtxI64>(b"ard_ctx_peak\0").map_err(|e| CError(e.to_string()))?;
         let ctx_live = *lib.get::<CtxI64>(b"ard_ctx_live\0").map_err(|e| CError(e.to_string()))?;
+        let ctx_dynamic = *lib.get::<CtxDynamic>(b"ard_ctx_dynamic\0").map_err(|e| CError(e.to_string()))?;
+        let ctx_team_max = *lib.get::<CtxI64>(b"ard_ctx_team_max\0").map_err(|e| CError(e.to_string()))?;
         let take = *lib.get::<Take>(b"ard_take\0").map_err(|e| CError(e.to_string()))?;
         let release = *lib.get::<Release>(b"ard_buf_release\0").map_err(|e| CError(e.to_string()))?;
         let mut entries = vec![];
@@ -250,6 +280,8 @@ pub fn compile(m: &Module, opts: &COptions) -> Result<Library, CError> {
             ctx_msg,
             ctx_peak,
             ctx_live,
+            ctx_dynamic,
+            ctx_team_max,
             take,
             release,
             entries,
@@ -409,13 +441,21 @@ impl Library {
             .collect();
         let mut res = vec![ArdIo::default(); rtys.len().max(1)];
         let asked = opts.threads.clamp(1, 256);
-        let threads = if opts.dynamic { threads::for_call(asked) } else { asked };
         // SAFETY: ctx_new allocates a fresh context.
-        let ptr = unsafe { (self.ctx_new)(threads as c_int, opts.par_min) };
+        let ptr = unsafe { (self.ctx_new)(asked as c_int, opts.par_min) };
         if ptr.is_null() {
             return Err("out of memory".into());
         }
         let ctx = Ctx { lib: self, ptr };
+        let hook = match opts.team {
+            Team::Fixed => None,
+            Team::Dynamic => Some(threads::team_for_region as extern "C" fn(c_int) -> c_int),
+            Team::Each(f) => Some(f),
+        };
+        if let Some(f) = hook.filter(|_| asked > 1) {
+            // SAFETY: the context is alive; the hook is a plain function.
+            unsafe { (self.ctx_dynamic)(ctx.ptr, f) };
+        }
         // The run's limits (crate::backend::limits): compiled loops poll the
         // same stop flag as the interpreter, allocations check the same limit.
         let max = limits::max_memory().map_or(i64::MAX, |b| b.min(i64::MAX as u64) as i64);
@@ -432,7 +472,9 @@ impl Library {
             return Err(msg);
         }
         // SAFETY: plain reads of the context (before results leave it).
-        let stats = unsafe { CallStats { peak_bytes: (self.ctx_peak)(ctx.ptr), live_buffers: (self.ctx_live)(ctx.ptr), threads } };
+        let stats = unsafe {
+            CallStats { peak_bytes: (self.ctx_peak)(ctx.ptr), live_buffers: (self.ctx_live)(ctx.ptr), threads: (self.ctx_team_max)(ctx.ptr) as usize }
+        };
         // Every result is taken here, right after the call, so that each
         // reference ard_take hands over gets its owner (see rt.h).
         // SAFETY: `res` was written by the successful entry; the context

@@ -66,7 +66,14 @@ typedef struct ard_list {
 } ard_list;
 
 typedef struct ard_ctx {
+    /* the most threads a region may run on (the per-thread lists below) */
     int nthreads;
+    /* the threads the next region runs on (ard_team), and the most any
+     * region of this call got */
+    int team, team_max;
+    /* NULL: every region gets `nthreads`; else asked before each region
+     * for the threads to use now (ard_ctx_dynamic) */
+    int (*team_fn)(int asked);
     /* 1 while one thread runs the call (outside a parallel `for`: see
      * ard_begin_parallel): the registry's locks and reference counts are
      * then plain loads and stores. Atomics there were a fifth of the time
@@ -124,6 +131,7 @@ ARD_API ard_ctx *ard_ctx_new(int nthreads, int64_t par_min) {
     ard_ctx *c = (ard_ctx *)calloc(1, sizeof(ard_ctx));
     if (!c) return NULL;
     c->nthreads = nthreads < 1 ? 1 : (nthreads > ARD_MAX_THREADS ? ARD_MAX_THREADS : nthreads);
+    c->team = c->team_max = c->nthreads;
     c->par_min = par_min;
     c->fail_iter = INT64_MAX;
     c->max_bytes = INT64_MAX;
@@ -151,6 +159,17 @@ ARD_API void ard_ctx_limits(ard_ctx *c, const unsigned char *stop, int64_t max_b
     c->base_bytes = base_bytes;
     c->timeout_s = timeout_s;
 }
+
+/* A thread count that follows the machine's load (src/backend/c/threads.rs):
+ * `team_fn(nthreads)` says, before each parallel region, how many threads
+ * to use now. Asked per region, not per call: a call of thousands of
+ * regions that runs for seconds adapts within it (a team waiting at every
+ * barrier for a descheduled thread made a 0.3 s call take 8 s). */
+ARD_API void ard_ctx_dynamic(ard_ctx *c, int (*team_fn)(int)) {
+    c->team_fn = team_fn;
+    c->team_max = 1;
+}
+ARD_API int64_t ard_ctx_team_max(ard_ctx *c) { return c->team_max; }
 
 ARD_API const char *ard_ctx_msg(ard_ctx *c) { return c->msg; }
 ARD_API int64_t ard_ctx_peak(ard_ctx *c) { return c->peak; }
@@ -199,6 +218,18 @@ static inline int ard_thread(const ard_ctx *c) {
     (void)c;
     return 0;
 #endif
+}
+
+/* The threads the region about to start runs on (then in c->team). Only
+ * the thread running the call asks (outside regions); inside one the
+ * team stays as it is. The bits never depend on it (LANGUAGE.md §10). */
+static inline int ard_team(ard_ctx *c) {
+    if (c->team_fn && c->solo) {
+        int t = c->team_fn(c->nthreads);
+        c->team = t < 1 ? 1 : (t > c->nthreads ? c->nthreads : t);
+        if (c->team > c->team_max) c->team_max = c->team;
+    }
+    return c->team;
 }
 
 static inline void ard_lock_list(const ard_ctx *c, ard_list *l) { if (!c->solo) ard_spin(&l->lock); }
@@ -494,9 +525,9 @@ static inline int ard_size_overflowed(ard_ctx *c) { return __atomic_load_n(&c->s
 #define ARD_PAR_BYTES ((int64_t)1 << 18)
 ARD_SLOW static void ard_move_par(ard_ctx *c, void *dst, const void *src, int64_t bytes) {
 #ifdef _OPENMP
-    if (c->solo && c->nthreads > 1 && bytes >= ARD_PAR_BYTES) {
+    if (c->solo && c->nthreads > 1 && bytes >= ARD_PAR_BYTES && ard_team(c) > 1) {
         const int64_t lines = (bytes + 63) / 64;
-        #pragma omp parallel num_threads(c->nthreads)
+        #pragma omp parallel num_threads(c->team)
         {
             const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
             const int64_t lo = lines * t / nt * 64, hi = lines * (t + 1) / nt * 64 < bytes ? lines * (t + 1) / nt * 64 : bytes;

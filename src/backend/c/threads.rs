@@ -1,5 +1,5 @@
-//! How many threads a call runs on when the user did not fix the number:
-//! all it asked for, unless this process's threads wait for a core, and
+//! How many threads a parallel region runs on when the user did not fix the
+//! number: all it asked for, unless this process's threads wait for a core, and
 //! then the cores other processes leave free (at least one).
 //!
 //! Why: OpenMP's threads wait for each other at every barrier. On a machine
@@ -17,7 +17,7 @@
 //! process: processes of lower priority (`nice`) take little from it, and
 //! counting them as load halved the RK4 gradient's speed on 2 threads
 //! beside a niced test run. When the threads waited more than [`WAITED`] of
-//! their running time, calls get the cores the other runnable tasks leave
+//! their running time, regions get the cores the other runnable tasks leave
 //! free (the machine's runnable tasks, `procs_running` in `/proc/stat`,
 //! less this process's own) for a while ([`Mode`]), then try all the
 //! threads asked again: on fewer threads the process cannot see whether
@@ -25,7 +25,11 @@
 //!
 //! A reading costs some 10-100 µs (a file per thread), so it is taken at
 //! most every [`RESAMPLE`] and reused meanwhile. Where `/proc` cannot be
-//! read (not Linux), every call gets the threads asked for. The thread
+//! read (not Linux), every region gets the threads asked for.
+//! The C runtime asks before each region (rt.h's `ard_team`), not once a
+//! call: a call of thousands of regions then follows the load within it,
+//! and a try of all the threads costs one reading's worth of regions, not a
+//! whole slowed call (8 s for that RK4 gradient). The thread
 //! count never changes a result's bits (docs/LANGUAGE.md §10), only its
 //! time.
 
@@ -45,21 +49,21 @@ pub const WAITED: f64 = 0.75;
 /// threads ran at least this long meanwhile (a few wake-ups are noise).
 const MIN_RUN_NS: u64 = 1_000_000;
 
-/// How long calls first stay on the free cores once slowed, before one
-/// reading's worth of calls tries all the threads asked again; each try
+/// How long regions first stay on the free cores once slowed, before one
+/// reading's worth of regions tries all the threads asked again; each try
 /// that is slowed doubles it, up to [`LONGEST_BACKOFF`]. Short, since a
 /// competitor may be brief (a program starting up beside a benchmark).
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 const LONGEST_BACKOFF: Duration = Duration::from_secs(64);
 
-/// Where the calls stand.
+/// Where the regions stand.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Mode {
-    /// every call gets the threads it asked for
+    /// every region gets the threads it asked for
     Open,
-    /// slowed: calls get the free cores until `until`
+    /// slowed: regions get the free cores until `until`
     Reduced { until: Instant, backoff: Duration },
-    /// after `Reduced`: the calls of one reading get all they asked for
+    /// after `Reduced`: the regions of one reading get all they asked for
     Trying { backoff: Duration },
 }
 
@@ -84,7 +88,7 @@ impl Mode {
 struct Reading {
     at: Instant,
     mode: Mode,
-    /// the threads a call gets until the next reading (before the cap by
+    /// the threads a region gets until the next reading (before the cap by
     /// the count asked)
     free: usize,
     /// per thread id: nanoseconds run, nanoseconds waited in the run queue
@@ -93,8 +97,8 @@ struct Reading {
 
 static LAST: Mutex<Option<Reading>> = Mutex::new(None);
 
-/// The threads for a call that asked for at most `asked`.
-pub fn for_call(asked: usize) -> usize {
+/// The threads for a region that may use at most `asked`.
+pub fn for_region(asked: usize) -> usize {
     if asked <= 1 {
         return 1;
     }
@@ -106,7 +110,7 @@ pub fn for_call(asked: usize) -> usize {
         return r.free.clamp(1, asked);
     }
     let (mode, previous) = last.take().map_or((Mode::Open, FxHashMap::default()), |r| (r.mode, r.seen));
-    // (nothing to read: every call gets what it asked for)
+    // (nothing to read: every region gets what it asked for)
     let (seen, slowed) = own_threads(&previous).unwrap_or_default();
     let mode = mode.next(slowed, now);
     let free = match mode {
@@ -117,10 +121,15 @@ pub fn for_call(asked: usize) -> usize {
     free.clamp(1, asked)
 }
 
+/// [`for_region`] for the C runtime (rt.h's `ard_team`).
+pub extern "C" fn team_for_region(asked: std::ffi::c_int) -> std::ffi::c_int {
+    for_region(asked.max(1) as usize) as std::ffi::c_int
+}
+
 /// This process's threads' run-queue figures, and whether together they
 /// waited more than [`WAITED`] of their running time since `previous` (the
 /// first reading is a baseline: what the threads waited before, starting
-/// up or compiling, says little about the calls to come). Together: beside
+/// up or compiling, says little about the regions to come). Together: beside
 /// niced processes one thread at a time waited up to 0.66× its run, on 2
 /// busy cores every thread about 1×.
 fn own_threads(previous: &FxHashMap<u64, (u64, u64)>) -> Option<(FxHashMap<u64, (u64, u64)>, bool)> {
@@ -242,11 +251,11 @@ mod tests {
     }
 
     #[test]
-    fn a_call_gets_between_one_and_the_threads_asked() {
+    fn a_region_gets_between_one_and_the_threads_asked() {
         for asked in [1, 2, 3, 16] {
-            let t = for_call(asked);
+            let t = for_region(asked);
             assert!((1..=asked).contains(&t), "{asked} asked, {t} given");
         }
-        assert_eq!(for_call(0), 1);
+        assert_eq!(for_region(0), 1);
     }
 }
