@@ -708,6 +708,31 @@ fn counters_add_in_plain_c() {
     }
 }
 
+/// A short chunk of a sum with a small body (fewer than 8 terms: a sum of
+/// 1-7 terms, or the last chunk of one of at most 512) adds its terms in
+/// registers, each term's copy of the body guarded by whether it exists,
+/// not through lanes in memory; the interpreter's bits at every length
+/// from 0 to 17 (each tail length, one and two chunks) and thread count.
+#[test]
+fn short_chunks_add_in_registers() {
+    let src = "entry gm [n][m] (x: [n][m]f64) (y: [m]f64) : [n]f64 = for i. sum (for j. x[i, j] * y[j] * y[j])\n";
+    let prog = Program::from_source("short.ard", src).unwrap();
+    let c = arden::backend::c::emit::emit_function(prog.entry("gm").unwrap().function(), 0).unwrap();
+    assert!(c.contains(" + 6 < ard_hi"), "no guarded copies for a short chunk:\n{c}");
+    let Some((compiled, interp)) = c_and_interp("short.ard", src) else { return };
+    for m in 0..18usize {
+        let n = 37;
+        let x = Value::array(vec![n, m], ArrayData::F64((0..n * m).map(|i| 1.0 + (i as f64 * 0.61).sin().abs()).collect::<Vec<_>>().into()));
+        // terms of three magnitudes: another order of the lanes changes bits
+        let y = Value::array(vec![m], ArrayData::F64((0..m).map(|i| (i as f64 * 1.3).cos() * 10f64.powi(i as i32 % 3)).collect::<Vec<_>>().into()));
+        let (want, _) = interp.entry("gm").unwrap().call_with(&[x.clone(), y.clone()], &CallOptions::default()).unwrap();
+        for opts in common::thread_options() {
+            let (got, _) = compiled.entry("gm").unwrap().call_with(&[x.clone(), y.clone()], &opts).unwrap();
+            assert!(same(&got, &want), "m = {m} at {} threads", opts.threads);
+        }
+    }
+}
+
 /// A counted loop whose array state its body passes on by updates alone
 /// (reverse mode's in-place additions, `scatter_nest`) makes the state
 /// unique once, before the loop, and updates it without testing: no
