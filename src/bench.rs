@@ -107,8 +107,9 @@ struct Report {
     backend: &'static str,
     entry: String,
     threads: usize,
-    /// whether calls took fewer threads while the machine was busy, and
-    /// the fewest and most they took
+    /// whether parallel loops took fewer threads while the machine was
+    /// busy, and over the calls the fewest and most threads a call's
+    /// loops took at most
     dynamic: bool,
     threads_used: Option<(usize, usize)>,
     frontend: Duration,

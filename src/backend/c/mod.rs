@@ -473,7 +473,15 @@ impl Library {
         }
         // SAFETY: plain reads of the context (before results leave it).
         let stats = unsafe {
-            CallStats { peak_bytes: (self.ctx_peak)(ctx.ptr), live_buffers: (self.ctx_live)(ctx.ptr), threads: (self.ctx_team_max)(ctx.ptr) as usize }
+            CallStats {
+                peak_bytes: (self.ctx_peak)(ctx.ptr),
+                live_buffers: (self.ctx_live)(ctx.ptr),
+                threads: match (self.ctx_team_max)(ctx.ptr) {
+                    // no region asked the dynamic count
+                    0 => asked,
+                    t => t as usize,
+                },
+            }
         };
         // Every result is taken here, right after the call, so that each
         // reference ard_take hands over gets its owner (see rt.h).

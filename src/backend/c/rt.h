@@ -167,7 +167,7 @@ ARD_API void ard_ctx_limits(ard_ctx *c, const unsigned char *stop, int64_t max_b
  * barrier for a descheduled thread made a 0.3 s call take 8 s). */
 ARD_API void ard_ctx_dynamic(ard_ctx *c, int (*team_fn)(int)) {
     c->team_fn = team_fn;
-    c->team_max = 1;
+    c->team_max = 0; /* 0 while no region has asked */
 }
 ARD_API int64_t ard_ctx_team_max(ard_ctx *c) { return c->team_max; }
 
