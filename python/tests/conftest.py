@@ -33,6 +33,9 @@ def cli_path() -> Optional[pathlib.Path]:
 @pytest.fixture(scope="session")
 def cli() -> pathlib.Path:
     p = cli_path()
+    if os.environ.get("ARDEN_CLI") and not p.exists():
+        # named but missing: a mistake (CI names it), not a reason to skip
+        pytest.fail(f"ARDEN_CLI={p} does not exist")
     if p is None or not p.exists():
         pytest.skip("the arden command line is not built (cargo build --release, or set ARDEN_CLI)")
     return p
