@@ -701,10 +701,16 @@ fn counters_add_in_plain_c() {
     }
     let x = Value::array(vec![1000], ArrayData::F64((0..1000).map(|i| (i as f64 * 0.37).sin()).collect::<Vec<_>>().into()));
     let f = Value::array(vec![5], ArrayData::F64(vec![0.5, -1.0, 2.0, 0.25, 1.5].into()));
-    let (want, _) = interp.entry("win").unwrap().call_with(&[x.clone(), f.clone()], &CallOptions::default()).unwrap();
+    agrees_at_every_thread_count(&compiled, &interp, "win", &[x, f], "win");
+}
+
+/// `entry` of `compiled` gives the interpreter's bits on `args` with every
+/// call option of [`common::thread_options`].
+fn agrees_at_every_thread_count(compiled: &arden::api::Compiled, interp: &arden::api::Compiled, entry: &str, args: &[Value], what: &str) {
+    let (want, _) = interp.entry(entry).unwrap().call_with(args, &CallOptions::default()).unwrap();
     for opts in common::thread_options() {
-        let (got, _) = compiled.entry("win").unwrap().call_with(&[x.clone(), f.clone()], &opts).unwrap();
-        assert!(same(&got, &want), "win at {} threads", opts.threads);
+        let (got, _) = compiled.entry(entry).unwrap().call_with(args, &opts).unwrap();
+        assert!(same(&got, &want), "{what} at {} threads", opts.threads);
     }
 }
 
@@ -725,11 +731,7 @@ fn short_chunks_add_in_registers() {
         let x = Value::array(vec![n, m], ArrayData::F64((0..n * m).map(|i| 1.0 + (i as f64 * 0.61).sin().abs()).collect::<Vec<_>>().into()));
         // terms of three magnitudes: another order of the lanes changes bits
         let y = Value::array(vec![m], ArrayData::F64((0..m).map(|i| (i as f64 * 1.3).cos() * 10f64.powi(i as i32 % 3)).collect::<Vec<_>>().into()));
-        let (want, _) = interp.entry("gm").unwrap().call_with(&[x.clone(), y.clone()], &CallOptions::default()).unwrap();
-        for opts in common::thread_options() {
-            let (got, _) = compiled.entry("gm").unwrap().call_with(&[x.clone(), y.clone()], &opts).unwrap();
-            assert!(same(&got, &want), "m = {m} at {} threads", opts.threads);
-        }
+        agrees_at_every_thread_count(&compiled, &interp, "gm", &[x, y], &format!("m = {m}"));
     }
 }
 
