@@ -1548,3 +1548,28 @@ fn a_loop_that_can_fail_is_not_copied_into_its_reader() {
         assert!(o1 <= o0, "{o1} > {o0}\n{ir}");
     }
 }
+
+/// An in-place `update a[p]` after an unchecked read of `a[p]` cannot fail
+/// (`walk::update_read_before`): reverse mode's adds into an unused
+/// gradient (a packed triangle's, `scatter_nest`'s loops) are dead code.
+/// Before, they were kept as possibly failing, and the GMM gradient's
+/// `alpha` part alone paid for the whole triangle (3.3 vs 1.1 ms).
+#[test]
+fn in_place_adds_of_an_unused_gradient_are_dead_code() {
+    let src = "\
+def tri [d] (l: [d*(d-1)/2]f64) (x: [d]f64) : [d]f64 =
+  for j. x[j] + sum (for (i < d). if i < j then l[i * (2 * d - i - 1) / 2 + j - i - 1] * x[i] else 0.0)
+def f [k][n][d] (a: [k]f64) (l: [k][d*(d-1)/2]f64) (xs: [n][d]f64) : f64 =
+  sum (for p. sum (for c. let y = tri l[c] xs[p] in exp a[c] * sum (for b. y[b] * y[b])))
+entry both [k][n][d] (a: [k]f64) (l: [k][d*(d-1)/2]f64) (xs: [n][d]f64) : ([k]f64, [k][d*(d-1)/2]f64) =
+  grad (\\(a', l') -> f a' l' xs) (a, l)
+entry first [k][n][d] (a: [k]f64) (l: [k][d*(d-1)/2]f64) (xs: [n][d]f64) : [k]f64 =
+  let (ga, _) = both a l xs in ga
+";
+    let args = "[[0.5, -1.0], [[1.0, 2.0, -3.0], [0.5, 0.25, 1e16]], [[1.0, -2.0, 0.5], [0.0, 3.0, -1.0]]]";
+    let (_, ir, _, _) = run_both(src, "both", args);
+    assert!(ir.contains("update"), "the whole gradient adds in place:\n{ir}");
+    let (_, ir, o0, o1) = run_both(src, "first", args);
+    assert!(!ir.contains("update") && !ir.contains("scatter_add"), "{ir}");
+    assert!(o1 < o0, "{o1} vs {o0}");
+}

@@ -509,7 +509,7 @@ pub fn can_fail_with(s: &Stmt, nonneg: &dyn Fn(VarId) -> bool) -> bool {
         matches!(xs.get(1), Some(Atom::Lit(Lit::I64(c))) if *c != 0 && *c != -1) || matches!(xs.get(1), Some(Atom::Lit(Lit::I32(c))) if *c != 0 && *c != -1)
     };
     let int_div = |p: &Prim, xs: &[Atom]| p.row().traps == Traps::IntZeroDivisor && s.binds.first().is_some_and(|b| b.ty.elem.is_int()) && !safe_divisor(xs);
-    let block_fails = |b: &Block| b.stmts.iter().any(|s| can_fail_with(s, nonneg));
+    let block_fails = |b: &Block| b.stmts.iter().enumerate().any(|(k, s)| can_fail_with(s, nonneg) && !update_read_before(&b.stmts[..k], s));
     let count_fails = |n: &Atom| match n {
         Atom::Lit(Lit::I64(c)) => *c < 0,
         Atom::Var(v) => !nonneg(*v),
@@ -526,6 +526,16 @@ pub fn can_fail_with(s: &Stmt, nonneg: &dyn Fn(VarId) -> bool) -> bool {
         // the rest fails only where a statement nested in it does
         e => sub_blocks(e).any(block_fails),
     }
+}
+
+/// Whether `s` is an `update a[p] = v` that one of the statements `before`
+/// (earlier in its block) proved in range by reading `a[p]` unchecked:
+/// reverse mode's in-place addition `let o = a[p]; a with [p] = o + v`.
+pub fn update_read_before(before: &[Stmt], s: &Stmt) -> bool {
+    let Expr::Update { arr: Atom::Var(a), idx, .. } = &s.expr else { return false };
+    before.iter().any(|st| {
+        matches!(&st.expr, Expr::Index { arr: Atom::Var(x), idx: i, checks } if x == a && i.first() == Some(idx) && checks.first().is_some_and(Option::is_none))
+    })
 }
 
 /// Replace every `trace` in `b` (nested blocks too) by copies of its

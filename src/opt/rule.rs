@@ -383,8 +383,8 @@ impl Ctx<'_, '_> {
     fn fails_unguarded(&self, s: &Stmt, local: &mut FxHashMap<VarId, (Type, Option<Expr>)>, positive: &mut Vec<Size>) -> bool {
         use crate::ir::{Prim, walk};
         let block = |b: &Block, local: &mut FxHashMap<VarId, (Type, Option<Expr>)>, positive: &mut Vec<Size>| {
-            b.stmts.iter().any(|st| {
-                let bad = self.fails_unguarded(st, local, positive);
+            b.stmts.iter().enumerate().any(|(k, st)| {
+                let bad = self.fails_unguarded(st, local, positive) && !walk::update_read_before(&b.stmts[..k], st);
                 let expr = (st.binds.len() == 1 && matches!(st.expr, Expr::Prim(..))).then(|| st.expr.clone());
                 for x in &st.binds {
                     local.insert(x.var, (x.ty.clone(), expr.clone()));
