@@ -246,9 +246,12 @@ fn accumulating_rows_are_written_in_place() {
 fn summed_rows_are_added_in_place() {
     let src = "entry f [n][m] (x: [n][m]f64) : [m]f64 = sum (for i. for j. x[i, j] * 2.0 - 0.0)\n\
                entry g [n][m] (x: [n][m]i64) : [m]i64 = sum (for i. for j. x[i, j] * 3)\n\
-               entry h [n][m] (x: [n][m]f64) : ([m]f64, f64) = let r = for i. for j. x[i, j] * 2.0 in (sum r, sum (for i. r[i, 0]))\n";
+               entry h [n][m] (x: [n][m]f64) : ([m]f64, f64) = let r = for i. for j. x[i, j] * 2.0 in (sum r, sum (for i. r[i, 0]))\n\
+               entry k [n][m] (x: [n][m]f64) : [m][m]f64 = sum (for i. for j. for l. x[i, j] * x[i, l] * x[i, l] - 0.0)\n\
+               entry q [n][m] (x: [n][m]f64) : [m][3]f64 = sum (for i. for j. concat [x[i, j]] (for (l < 2). x[i, l + 1] - x[i, j]))\n";
     let prog = Program::from_source("sum_rows.ard", src).unwrap();
-    for e in ["f", "g"] {
+    // rows of rows too (`k`): each inner row is added as it is made
+    for e in ["f", "g", "k"] {
         let func = prog.entry(e).unwrap().function().clone();
         let c = arden::backend::c::emit::emit_function(&func, 0).unwrap();
         assert!(!c.contains("ard_a[ard_e] + ard_x[ard_e]") && !c.contains("ard_add64(ard_a[ard_e]"), "{e}: a row is built, then added:\n{c}");
@@ -256,7 +259,7 @@ fn summed_rows_are_added_in_place() {
     let Some((compiled, interp)) = c_and_interp("sum_rows.ard", src) else { return };
     let xf = Value::array(vec![3, 4], ArrayData::F64(vec![-0.0, 1.5, -0.0, 1e300, -0.0, -2.0, 0.0, 1e300, -0.0, 0.5, -0.0, -1e300].into()));
     let xi = Value::array(vec![3, 4], ArrayData::I64(vec![1, -2, 3, 4, 5, 6, -7, 8, 9, 10, 11, -12].into()));
-    for (e, x) in [("f", &xf), ("g", &xi), ("h", &xf)] {
+    for (e, x) in [("f", &xf), ("g", &xi), ("h", &xf), ("k", &xf), ("q", &xf)] {
         for opts in common::thread_options() {
             let (got, _) = compiled.entry(e).unwrap().call_with(std::slice::from_ref(x), &opts).unwrap();
             let (want, _) = interp.entry(e).unwrap().call_with(std::slice::from_ref(x), &CallOptions::default()).unwrap();

@@ -183,11 +183,12 @@ fn at_str(l: &Option<Loc>) -> String {
 }
 
 /// Whether `v`, a row a `for` body returns to be summed, is built by a
-/// `for` of that body (one of its stacked results, of scalars) and read by
-/// nothing else there: that `for` can add its elements straight into the
-/// accumulator, in the same order as adding the finished row would.
+/// `for` of that body (one of its stacked results) and read by nothing
+/// else there: that `for` can add its elements (or its rows, as each is
+/// made) straight into the accumulator, in the same order as adding the
+/// finished row would, and the row itself is never made.
 fn row_summed_in_place(body: &Block, v: VarId) -> bool {
-    let built_by_for = body.stmts.iter().any(|st| matches!(st.expr, Expr::For { .. }) && st.binds.iter().any(|b| b.var == v && b.ty.rank() == 1));
+    let built_by_for = body.stmts.iter().any(|st| matches!(st.expr, Expr::For { .. }) && st.binds.iter().any(|b| b.var == v && b.ty.rank() >= 1));
     built_by_for && body.result.iter().filter(|a| **a == Atom::Var(v)).count() == 1 && body.stmts.iter().all(|st| !walk::free_vars_stmt(st).contains(&v))
 }
 
@@ -1677,10 +1678,14 @@ impl Em {
                 return Err("internal: a `for` binds a scalar".into());
             }
             if let Some(ptr) = self.sum_rows.get(&b.var).cloned() {
-                // element `ard_i` of the enclosing accumulator, added to
-                // once per iteration; the row itself is never made
+                // element (or row) `ard_i` of the enclosing accumulator,
+                // added to once per iteration; the row itself is never made
                 self.borrowed.insert(b.var);
-                rows.push(Row::Summed { ptr: format!("({ptr} + ard_i)"), len: "1".into(), ty: Type::scalar(b.ty.elem), lanes: false });
+                let row = Type { elem: b.ty.elem, shape: b.ty.shape[1..].to_vec() };
+                let len = format!("ard_srl{k}_{j}");
+                let elems = row.shape.iter().map(|d| format!("({})", self.size(d))).collect::<Vec<_>>().join(" * ");
+                self.line(&format!("const int64_t {len} = {}; (void){len};", if elems.is_empty() { "1" } else { &elems }));
+                rows.push(Row::Summed { ptr: format!("({ptr} + ard_i * {len})"), len, ty: row, lanes: false });
                 continue;
             }
             if !self.made_rows.remove(&b.var) && !self.view_of_dest_row(b, &o, &n) {
@@ -2280,10 +2285,14 @@ impl Em {
         for (j, r) in rows.iter().enumerate() {
             let Row::Summed { ptr, ty, .. } = r else { continue };
             if let Atom::Var(v) = &body.result[j]
-                && ty.rank() == 1
+                && ty.rank() >= 1
                 && row_summed_in_place(body, *v)
             {
-                self.sum_rows.insert(*v, ptr.clone());
+                // named here: the `for` that builds the row runs its own
+                // `ard_i`, which `ptr` must not see
+                let named = format!("ard_sp{k}_{j}");
+                self.line(&format!("{} *{named} = {ptr}; (void){named};", ctype(ty.elem)));
+                self.sum_rows.insert(*v, named);
                 direct[j] = true;
             }
         }
