@@ -1573,3 +1573,34 @@ entry first [k][n][d] (a: [k]f64) (l: [k][d*(d-1)/2]f64) (xs: [n][d]f64) : [k]f6
     assert!(!ir.contains("update") && !ir.contains("scatter_add"), "{ir}");
     assert!(o1 < o0, "{o1} vs {o0}");
 }
+
+/// `unroll_for` adds a short constant sum's terms in the fixed order
+/// (LANGUAGE.md §10: lanes combined pairwise, then `0 + T`), the order of
+/// the loop it replaces. It added them left to right: `sum (for (i < 4).
+/// x[i])` of `[1e16, 1, -1e16, 1]` was 1.0 optimised and 0.0 unoptimised,
+/// and the same sum over a size parameter gave 0.0.
+#[test]
+fn unrolled_sums_keep_the_fixed_order() {
+    let mut src = String::new();
+    for k in 1..=8 {
+        src.push_str(&format!("entry s{k} (x: [{k}]f64) : f64 = sum (for (i < {k}). x[i] * 1.0)\n"));
+    }
+    src.push_str("entry any [n] (x: [n]f64) : f64 = sum (for i. x[i] * 1.0)\n");
+    let p = Program::from_source("unroll.ard", &src).unwrap();
+    let rows: [f64; 8] = [1e16, 1.0, -1e16, 1.0, 3e-17, -1e16, 1e16, 0.5];
+    for k in 1..=8usize {
+        for shift in 0..8 {
+            let x: Vec<f64> = (0..k).map(|i| rows[(i + shift) % 8]).collect();
+            let args = serde_json::to_string(&[&x]).unwrap();
+            let (fired, ir, _, _) = run_both(&src, &format!("s{k}"), &args);
+            if k >= 2 {
+                assert!(fired.contains_key("unroll_for"), "s{k}: {fired:?}\n{ir}");
+            }
+            // the same bits as the loop over a size known only at run time
+            let v = value_from_json(&serde_json::json!(x), &p.entry("any").unwrap().params()[0].1).unwrap();
+            let want = p.entry("any").unwrap().call(std::slice::from_ref(&v)).unwrap();
+            let got = p.entry(&format!("s{k}")).unwrap().call(&[v]).unwrap();
+            assert!(same_at(&want, &got, false), "s{k} of {x:?}: {} vs {}", got.to_json(), want.to_json());
+        }
+    }
+}

@@ -34,7 +34,7 @@ pub const RULES: &[Rule] = &[
     Rule::on_stmt("for_one", "`for i < 1. e` → `[e[i := 0]]`", for_one),
     Rule::on_stmt(
         "unroll_for",
-        "`for i < k. e` with k a constant from 2 to 4 (or an accumulating `for` from 1 to 4), scalar results and a body of reads and arithmetic only, at most 96 statements in all → the k copies e[i := 0] … e[i := k-1] in order, then an array literal of each stacked result and `0 + r0 + … + rk-1` of each summed one (the additions the loop made, in its order): a small state (2-d, 3-d, a quaternion) becomes scalars",
+        "`for i < k. e` with k a constant from 2 to 4 (or an accumulating `for` from 1 to 8), scalar results and a body of reads and arithmetic only, at most 96 statements in all → the k copies e[i := 0] … e[i := k-1] in order, then an array literal of each stacked result and, of each summed one, the additions the loop made in the fixed order (lanes r0 … rk-1 combined pairwise, `((r0 + r1) + (r2 + r3)) + …`, then `0 + T`): a small state (2-d, 3-d, a quaternion) becomes scalars, and a window's short sum straight-line code",
         unroll_for,
     ),
     Rule::on_stmt(
@@ -642,6 +642,9 @@ fn for_one(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
 /// 3-d state, a quaternion) become scalars, whose arrays then go
 /// (`index_array_lit`); anything larger stays a loop.
 const UNROLL_MAX: i64 = 4;
+/// An accumulating `for` of up to 8 terms is one chunk of the fixed order,
+/// whose lane tree `unroll_for` writes out.
+const UNROLL_SUM_MAX: i64 = 8;
 const UNROLL_STMTS: usize = 96;
 
 fn unroll_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
@@ -652,8 +655,8 @@ fn unroll_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     };
     let k = size.as_const()?;
     // a one-iteration `for` is `for_one`'s
-    let smallest = if acc.is_some() { 1 } else { 2 };
-    if !(smallest..=UNROLL_MAX).contains(&k) || body.stmts.len() * k as usize > UNROLL_STMTS || !reads_and_arithmetic(body) {
+    let (smallest, largest) = if acc.is_some() { (1, UNROLL_SUM_MAX) } else { (2, UNROLL_MAX) };
+    if !(smallest..=largest).contains(&k) || body.stmts.len() * k as usize > UNROLL_STMTS || !reads_and_arithmetic(body) {
         return None;
     }
     let summed = |j: usize| acc.is_some_and(|a| a[j]);
@@ -669,14 +672,31 @@ fn unroll_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
             out.push(bind(b.var, b.ty.clone(), Expr::ArrayLit(copies.iter().map(|c| c.result[j]).collect())));
             continue;
         }
-        let mut total = super::lit_f(b.ty.elem, 0.0);
-        for (i, c) in copies.iter().enumerate() {
-            let v = if i + 1 == copies.len() { b.var } else { ctx.fresh("sum") };
-            out.push(bind(v, b.ty.clone(), Expr::Prim(Prim::Add, vec![total, c.result[j]])));
-            total = Atom::Var(v);
+        // the fixed order (LANGUAGE.md §10): at most 8 terms are one chunk,
+        // term i in lane i (from -0.0, which adds nothing), the lanes
+        // combined pairwise, then the start value: `0 + T`
+        let mut lanes: Vec<Atom> = copies.iter().map(|c| c.result[j]).collect();
+        for (x, y) in lane_tree_pairs(lanes.len()) {
+            let v = ctx.fresh("sum");
+            out.push(bind(v, b.ty.clone(), Expr::Prim(Prim::Add, vec![lanes[x], lanes[y]])));
+            lanes[x] = Atom::Var(v);
         }
+        out.push(bind(b.var, b.ty.clone(), Expr::Prim(Prim::Add, vec![super::lit_f(b.ty.elem, 0.0), lanes[0]])));
     }
     Some(out)
+}
+
+/// The pairs `(i, i + s)` the fixed order combines for `k` lanes, in
+/// order: for strides `s = 1, 2, 4, …`, every multiple `i` of `2s` with
+/// `i + s < k` (lane `i` becomes `l_i + l_{i+s}`; lane 0 ends as the total).
+fn lane_tree_pairs(k: usize) -> Vec<(usize, usize)> {
+    let mut pairs = vec![];
+    let mut s = 1;
+    while s < k {
+        pairs.extend((0..k).step_by(2 * s).filter(|i| i + s < k).map(|i| (i, i + s)));
+        s *= 2;
+    }
+    pairs
 }
 
 /// A body of copies, reads and scalar primitives only (no loops, branches
