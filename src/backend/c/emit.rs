@@ -1589,7 +1589,11 @@ impl Em {
                 );
                 self.ind -= 1;
             }
-            off = if j == 0 { format!("ard_i{k}_{j}") } else { format!("({off}) * {x}.d[{j}] + ard_i{k}_{j}") };
+            // an axis of constant length in the type is that length at
+            // run time (the verifier's invariant): a constant stride lets
+            // the C compiler fold the address (LeNet's [12][6][5][5] filters)
+            let stride = t.shape[j].as_const().map_or_else(|| format!("{x}.d[{j}]"), |c| format!("((int64_t){c}LL)"));
+            off = if j == 0 { format!("ard_i{k}_{j}") } else { format!("({off}) * {stride} + ard_i{k}_{j}") };
         }
         let p = self.elem_ptr(&x, t.elem);
         if idx.len() == t.rank() {
