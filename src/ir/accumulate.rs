@@ -23,6 +23,18 @@
 use super::{Atom, Block, Expr, Function, Lit, ReduceOp, Stmt, VarId};
 use rustc_hash::{FxHashMap, FxHashSet};
 
+/// The pairs `(i, i + s)` in which the fixed order of sums and products
+/// (LANGUAGE.md §10) combines `k` lanes or chunk results, in order: for
+/// strides `s = 1, 2, 4, …`, every multiple `i` of `2s` with `i + s < k`
+/// (element `i` becomes `x_i ⊕ x_{i+s}`; element 0 ends as the result).
+/// The interpreter combines by it (`backend/interp/order.rs`) and
+/// `unroll_for` writes it out.
+pub fn tree_pairs(k: usize) -> impl Iterator<Item = (usize, usize)> {
+    std::iter::successors(Some(1usize), |s| s.checked_mul(2))
+        .take_while(move |s| *s < k)
+        .flat_map(move |s| (0..k).step_by(2 * s).filter(move |i| i + s < k).map(move |i| (i, i + s)))
+}
+
 /// Rewrite every eligible `for` + `reduce add` pair of `f`.
 pub fn function(f: &mut Function) {
     let mut uses: FxHashMap<VarId, usize> = FxHashMap::default();

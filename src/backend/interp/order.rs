@@ -35,16 +35,10 @@ pub(crate) fn chunk_len(n: usize) -> usize {
 /// split at the largest power of two below `k`; trailing identity rows
 /// change nothing, so `k` may count only the rows that were used.)
 pub(super) fn tree<T: Num>(parts: &mut [T], k: usize, m: usize, f: fn(T, T) -> T) {
-    let mut s = 1;
-    while s < k {
-        let mut i = 0;
-        while i + s < k {
-            for e in 0..m {
-                parts[i * m + e] = f(parts[i * m + e], parts[(i + s) * m + e]);
-            }
-            i += 2 * s;
+    for (i, j) in crate::ir::accumulate::tree_pairs(k) {
+        for e in 0..m {
+            parts[i * m + e] = f(parts[i * m + e], parts[j * m + e]);
         }
-        s *= 2;
     }
 }
 

@@ -676,7 +676,7 @@ fn unroll_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
         // term i in lane i (from -0.0, which adds nothing), the lanes
         // combined pairwise, then the start value: `0 + T`
         let mut lanes: Vec<Atom> = copies.iter().map(|c| c.result[j]).collect();
-        for (x, y) in lane_tree_pairs(lanes.len()) {
+        for (x, y) in crate::ir::accumulate::tree_pairs(lanes.len()) {
             let v = ctx.fresh("sum");
             out.push(bind(v, b.ty.clone(), Expr::Prim(Prim::Add, vec![lanes[x], lanes[y]])));
             lanes[x] = Atom::Var(v);
@@ -684,19 +684,6 @@ fn unroll_for(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
         out.push(bind(b.var, b.ty.clone(), Expr::Prim(Prim::Add, vec![super::lit_f(b.ty.elem, 0.0), lanes[0]])));
     }
     Some(out)
-}
-
-/// The pairs `(i, i + s)` the fixed order combines for `k` lanes, in
-/// order: for strides `s = 1, 2, 4, …`, every multiple `i` of `2s` with
-/// `i + s < k` (lane `i` becomes `l_i + l_{i+s}`; lane 0 ends as the total).
-fn lane_tree_pairs(k: usize) -> Vec<(usize, usize)> {
-    let mut pairs = vec![];
-    let mut s = 1;
-    while s < k {
-        pairs.extend((0..k).step_by(2 * s).filter(|i| i + s < k).map(|i| (i, i + s)));
-        s *= 2;
-    }
-    pairs
 }
 
 /// A body of copies, reads and scalar primitives only (no loops, branches
