@@ -2,10 +2,12 @@
 //! scalars, each computed by nested sums (`for t. f (sum (for ch. sum (for
 //! o. x[ch, t + o] * w[ch, o])))`, a convolution), runs its iterations in
 //! groups of [`W`] consecutive ones side by side. Every scalar of the body
-//! becomes an array of `W` lanes (`ard_wvN[W]`), every statement a loop
-//! over the lanes that the C compiler vectorises, and each nested sum keeps
-//! its fixed order (LANGUAGE.md §10) per lane: chunks, 8 accumulators,
-//! pairwise combination. Only the loop over the lanes is added, so each
+//! becomes `W` lanes (`ard_wvN`, a GCC vector, rt.h's `ard_x8*`, where the
+//! type has one), every statement a loop over the lanes that the C compiler
+//! vectorises, and each nested sum keeps its fixed order (LANGUAGE.md §10)
+//! per lane: chunks, 8 accumulators, pairwise combination, the
+//! accumulators and trees whole vectors (as lane arrays gcc kept them in
+//! memory between statements). Only the loop over the lanes is added, so each
 //! element has the bits of the scalar code; what is won is that a sum of 5
 //! or 16 terms, alone too short for vector units, now fills them across
 //! the outer iterations. Bodies qualify when they only compute scalars
@@ -28,6 +30,29 @@ use rustc_hash::FxHashSet;
 
 /// Lanes per group: 8 doubles fill an AVX-512 register (two AVX2 ones).
 pub const W: usize = 8;
+
+/// The declaration of `W` lanes of C type `ct` named `name`: a GCC vector
+/// (rt.h's `ard_x8*`) where the element type has one, so that the lane
+/// loops' arrays can live in vector registers; indexing (`name[l]`) is the
+/// same either way.
+fn lanes_decl(ct: &str, name: &str) -> String {
+    // `name` may carry outer dimensions (`ard_lnK[8]`): lanes innermost
+    match lanes_type(ct) {
+        Some(v) => format!("{v} {name};"),
+        None => format!("{ct} {name}[{W}];"),
+    }
+}
+
+/// rt.h's vector of `W` elements of C type `ct`, if it has one.
+fn lanes_type(ct: &str) -> Option<&'static str> {
+    match ct {
+        "double" => Some("ard_x8d"),
+        "float" => Some("ard_x8f"),
+        "int64_t" => Some("ard_x8l"),
+        "int32_t" => Some("ard_x8i"),
+        _ => None,
+    }
+}
 
 /// Whether `b` is a body the widened form can emit: scalars made by
 /// primitives, reads and nested float sums (of such bodies), with at least
@@ -262,7 +287,7 @@ impl Em {
         self.open("{");
         let mut wide = FxHashSet::default();
         wide.insert(ivar);
-        self.line(&format!("int64_t ard_wv{}[{W}];", ivar.0));
+        self.line(&lanes_decl("int64_t", &format!("ard_wv{}", ivar.0)));
         self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) ard_wv{}[ard_l] = {g} + ard_l;", ivar.0));
         let outer_redo = self.redo.replace(redo.clone());
         let emitted = self.wblock(body, &mut wide);
@@ -393,7 +418,7 @@ impl Em {
         self.poll();
         let mut wide = FxHashSet::default();
         wide.insert(ivar);
-        self.line(&format!("int64_t ard_wv{}[{W}];", ivar.0));
+        self.line(&lanes_decl("int64_t", &format!("ard_wv{}", ivar.0)));
         self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) ard_wv{}[ard_l] = {g} + ard_l;", ivar.0));
         if !self.wblock(&Block { stmts: pre, result: vec![] }, &mut wide)? {
             self.out.truncate(mark);
@@ -515,7 +540,7 @@ impl Em {
             // a map of the group: the ordered fold, lane by lane
             let (ct, e) = (ctype(t), self.lane(ne, wide));
             let step = Self::op_expr(op, t, &format!("ard_wv{}[ard_l]", x.0), &format!("ard_wv{}[ard_e][ard_l]", a.0))?;
-            self.line(&format!("{ct} ard_wv{}[{W}];", x.0));
+            self.line(&lanes_decl(ct, &format!("ard_wv{}", x.0)));
             self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) ard_wv{}[ard_l] = {e};", x.0));
             self.line(&format!("for (int64_t ard_e = 0; ard_e < {n}; ard_e++) for (int ard_l = 0; ard_l < {W}; ard_l++) ard_wv{}[ard_l] = {step};", x.0));
             wide.insert(x);
@@ -523,7 +548,7 @@ impl Em {
         }
         let (Some(fold), Some(redo)) = (Self::lane_extremum(op, t), self.redo.clone()) else { return Ok(false) };
         let (ct, a, e) = (ctype(t), self.lane(arr, wide), self.lane(ne, wide));
-        self.line(&format!("{ct} ard_wv{}[{W}];", x.0));
+        self.line(&lanes_decl(ct, &format!("ard_wv{}", x.0)));
         self.open(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) {{"));
         self.line(&format!("const ard_arr ard_r = {a};"));
         self.line(&format!("if (ard_r.d[0] > ARD_CHUNK) goto {redo};"));
@@ -555,7 +580,7 @@ impl Em {
         let (Some(n), [i]) = (self.lane_rows.get(a).cloned(), &idx[..]) else { return Ok(false) };
         let x = &s.binds[0];
         let e = self.lane(i, wide);
-        self.line(&format!("{} ard_wv{}[{W}];", ctype(x.ty.elem), x.var.0));
+        self.line(&lanes_decl(ctype(x.ty.elem), &format!("ard_wv{}", x.var.0)));
         self.open(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) {{"));
         self.line(&format!("const int64_t ard_e = {e};"));
         if checks.iter().any(Option::is_some) {
@@ -629,7 +654,7 @@ impl Em {
         let lane_type = |t: &crate::ir::Type| if t.rank() > 0 { "ard_arr" } else { ctype(t.elem) };
         for s in stmts {
             for x in &s.binds {
-                self.line(&format!("{} ard_wv{}[{W}];", lane_type(&x.ty), x.var.0));
+                self.line(&lanes_decl(lane_type(&x.ty), &format!("ard_wv{}", x.var.0)));
             }
         }
         self.open(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) {{"));
@@ -676,45 +701,49 @@ impl Em {
         }
         let k = self.fresh();
         let add = |a: &str, b: &str| Self::op_expr(&ReduceOp::Add, t, a, b);
-        self.line(&format!("{ct} ard_wv{}[{W}];", x.0));
+        self.line(&lanes_decl(ct, &format!("ard_wv{}", x.0)));
         self.open("{");
         self.line(&format!("const int64_t ard_n{k} = {n};"));
         self.open(&format!("if (ard_n{k} < 0)"));
         self.fail("negative size %lld in a `for`%s", &[format!("(long long)ard_n{k}"), at_str(&s.loc)]);
         self.ind -= 1;
         self.line(&format!("const int64_t ard_cl{k} = ard_rchunk(ard_n{k}), ard_nc{k} = ard_n{k} > 0 ? ard_nchunks(ard_n{k}, ard_cl{k}) : 0;"));
-        self.line(&format!("{ct} ard_st{k}[64][{W}]; int ard_sp{k} = 0;"));
+        self.line(&format!("{} int ard_sp{k} = 0;", lanes_decl(ct, &format!("ard_st{k}[64]"))));
         self.open(&format!("for (int64_t ard_c{k} = 0; ard_c{k} < ard_nc{k}; ard_c{k}++) {{"));
         let (fail, at) = (self.fail.clone(), self.at.clone());
         self.line(&format!("if (ard_c{k} > 0 && ARD_STOPPING(ctx)) {{ ard_stopped(ctx, ard_it, {at}); goto {fail}; }}"));
         self.line(&format!("const int64_t ard_lo{k} = ard_c{k} * ard_cl{k}, ard_hi{k} = ard_n{k} - ard_lo{k} > ard_cl{k} ? ard_lo{k} + ard_cl{k} : ard_n{k};"));
-        self.line(&format!("{ct} ard_ln{k}[8][{W}];"));
+        self.line(&lanes_decl(ct, &format!("ard_ln{k}[8]")));
         self.line(&format!("for (int ard_e = 0; ard_e < 8; ard_e++) for (int ard_l = 0; ard_l < {W}; ard_l++) ard_ln{k}[ard_e][ard_l] = -0.0;"));
         self.open(&format!("for (int64_t ard_i{k} = ard_lo{k}; ard_i{k} < ard_hi{k}; ard_i{k}++) {{"));
         self.line(&format!("const int64_t {} = ard_i{k}; (void){};", self.v(ivar), self.v(ivar)));
-        self.line(&format!("{ct} *restrict ard_lp{k} = ard_ln{k}[ard_i{k} & 7];"));
         let mut inner = wide.clone();
         if !self.wblock(body, &mut inner)? {
             return Ok(false);
         }
-        let r = self.lane(&body.result[0], &inner);
-        let sum = add(&format!("ard_lp{k}[ard_l]"), &r)?;
-        self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) ard_lp{k}[ard_l] = {sum};"));
+        // whole lane vectors (GCC vector arithmetic, a scalar term is
+        // broadcast): each lane's adds are those of the lane loop
+        let r = match &body.result[0] {
+            Atom::Var(v) if inner.contains(v) => format!("ard_wv{}", v.0),
+            a => self.atom(a),
+        };
+        let acc = format!("ard_ln{k}[ard_i{k} & 7]");
+        self.line(&format!("{acc} = {};", add(&acc, &r)?));
         self.close("}");
-        let t8 = Self::tree8_of(t, &|e| format!("ard_ln{k}[{e}][ard_l]"))?;
-        self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) ard_st{k}[ard_sp{k}][ard_l] = {t8};"));
+        let t8 = Self::tree8_of(t, &|e| format!("ard_ln{k}[{e}]"))?;
+        self.line(&format!("ard_st{k}[ard_sp{k}] = {t8};"));
         self.line(&format!("ard_sp{k}++;"));
-        let merge = add(&format!("ard_st{k}[ard_sp{k} - 2][ard_l]"), &format!("ard_st{k}[ard_sp{k} - 1][ard_l]"))?;
+        let merge = add(&format!("ard_st{k}[ard_sp{k} - 2]"), &format!("ard_st{k}[ard_sp{k} - 1]"))?;
         self.open(&format!("for (int64_t ard_b = ard_c{k} + 1; (ard_b & 1) == 0; ard_b >>= 1) {{"));
-        self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) ard_st{k}[ard_sp{k} - 2][ard_l] = {merge};"));
+        self.line(&format!("ard_st{k}[ard_sp{k} - 2] = {merge};"));
         self.line(&format!("ard_sp{k}--;"));
         self.close("}");
         self.close("}");
         self.open(&format!("for (; ard_sp{k} > 1; ard_sp{k}--) {{"));
-        self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) ard_st{k}[ard_sp{k} - 2][ard_l] = {merge};"));
+        self.line(&format!("ard_st{k}[ard_sp{k} - 2] = {merge};"));
         self.close("}");
-        let fin = add(&format!("({ct})0"), &format!("ard_st{k}[0][ard_l]"))?;
-        self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) ard_wv{}[ard_l] = ard_nc{k} > 0 ? {fin} : ({ct})0;", x.0));
+        let fin = add(&format!("({ct})0"), &format!("ard_st{k}[0]"))?;
+        self.line(&format!("ard_wv{} = ard_nc{k} > 0 ? {fin} : ({}){{0}};", x.0, lanes_type(ct).unwrap_or(ct)));
         self.close("}");
         wide.insert(x);
         Ok(true)
