@@ -94,6 +94,14 @@ fn widened_sums_give_the_interpreters_bits_at_any_thread_count() {
     for f in &prog.module().functions {
         let text = arden::backend::c::emit::emit_function(f, 0).unwrap();
         assert!(text.contains("ard_wv"), "`{}` is not widened:\n{text}", f.name);
+        // the forms whose bits this test is for: a window's read `x[s, ch,
+        // t + o]` as one vector load, and whole chunks of 8 terms unrolled
+        if f.name == "conv" {
+            assert!(text.contains("memcpy(&ard_wv"), "`conv`'s window read is not one vector load:\n{text}");
+        }
+        if f.name == "sq" || f.name == "nearest" {
+            assert!(text.contains("#pragma GCC unroll 8"), "`{}`'s whole chunks are not unrolled:\n{text}", f.name);
+        }
     }
     let compiled = prog.compile(Backend::C).unwrap();
     let interp = prog.compile(Backend::Interp).unwrap();

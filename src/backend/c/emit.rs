@@ -372,6 +372,10 @@ struct Em {
     /// inside a widened group: the maps it computes for all lanes
     /// (`ard_wvX[n][8]`), with the C of their lengths
     lane_rows: FxHashMap<VarId, String>,
+    /// inside a widened group: integer lane arrays whose lane `l` holds
+    /// `base + l` (the group's index, and it plus a shared value), with
+    /// the C of `base`: a read at such a last index is one vector load
+    lane_bases: FxHashMap<VarId, String>,
     /// inside a widened group's rerun or its last iterations: loops there
     /// are not widened again (they run rarely or fewer than 8 times, and
     /// each widened copy of a body is C for gcc to compile)
@@ -570,6 +574,7 @@ impl Em {
             fail: fail.into(),
             redo: None,
             lane_rows: FxHashMap::default(),
+            lane_bases: FxHashMap::default(),
             narrow: false,
             owned_stack: vec![],
             borrowed: FxHashSet::default(),

@@ -7,7 +7,10 @@
 //! vectorises, and each nested sum keeps its fixed order (LANGUAGE.md §10)
 //! per lane: chunks, 8 accumulators, pairwise combination, the
 //! accumulators and trees whole vectors (as lane arrays gcc kept them in
-//! memory between statements). Only the loop over the lanes is added, so each
+//! memory between statements). A read whose last index is the group's
+//! index plus a shared value (`x[ch, t + o]`) is one vector load, and a
+//! whole chunk of 8 terms of a short straight-line body is unrolled, so
+//! that each term's accumulator is a register. Only the loop over the lanes is added, so each
 //! element has the bits of the scalar code; what is won is that a sum of 5
 //! or 16 terms, alone too short for vector units, now fills them across
 //! the outer iterations. Bodies qualify when they only compute scalars
@@ -175,6 +178,19 @@ fn fold_into(e: &mut Expr, v: VarId, a: VarId, idx: &[Atom], checks: &[crate::ir
 /// lanes of the outer loop may not be), so a group with one runs as before.
 pub const SHORT: usize = 64;
 
+/// The most statements of a widened sum's body written out 8 times for a
+/// whole chunk (more would be C for gcc to compile for little gain).
+const UNROLLED_TERM_STATEMENTS: usize = 8;
+
+/// Whether a widened sum's body is a few plain statements (no loop, no
+/// vector maths: 8 inlined copies of `pow` made llsq's gradient 5% slower):
+/// its whole chunks are unrolled.
+fn straight_line(b: &Block) -> bool {
+    b.stmts.len() <= UNROLLED_TERM_STATEMENTS
+        && b.stmts.iter().all(|s| matches!(s.expr, Expr::Prim(..) | Expr::Atom(_) | Expr::Index { .. }))
+        && !super::calls_vector_maths(b)
+}
+
 /// Whether `s` reads no lane: a plain statement the group runs once.
 fn uniform(s: &Stmt, wide: &FxHashSet<VarId>) -> bool {
     let mut reads_lane = false;
@@ -289,6 +305,7 @@ impl Em {
         wide.insert(ivar);
         self.line(&lanes_decl("int64_t", &format!("ard_wv{}", ivar.0)));
         self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) ard_wv{}[ard_l] = {g} + ard_l;", ivar.0));
+        self.lane_bases.insert(ivar, g.clone());
         let outer_redo = self.redo.replace(redo.clone());
         let emitted = self.wblock(body, &mut wide);
         self.redo = outer_redo;
@@ -297,6 +314,7 @@ impl Em {
             other => other,
         };
         self.lane_rows.clear();
+        self.lane_bases.clear();
         if !stored? {
             self.out.truncate(mark);
             self.ind = ind;
@@ -420,6 +438,7 @@ impl Em {
         wide.insert(ivar);
         self.line(&lanes_decl("int64_t", &format!("ard_wv{}", ivar.0)));
         self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) ard_wv{}[ard_l] = {g} + ard_l;", ivar.0));
+        self.lane_bases.insert(ivar, g.clone());
         if !self.wblock(&Block { stmts: pre, result: vec![] }, &mut wide)? {
             self.out.truncate(mark);
             self.ind = ind;
@@ -501,6 +520,7 @@ impl Em {
                 Expr::For { ivar, size, body } => self.widened_row(s, *ivar, size, body, wide)?,
                 _ if uniform(s, wide) => self.uniform_stmt(s)?,
                 _ if self.reads_lane_row(s) => self.lane_row_read(s, wide)?,
+                _ if self.contiguous_read(s, wide).is_some() => self.vector_read(s, wide)?,
                 _ if checks(s) => self.lane_run(std::slice::from_ref(s), wide)?,
                 _ => {
                     let j = (i + 1..b.stmts.len()).find(|&j| self.emitted_apart(&b.stmts[j], wide)).unwrap_or(b.stmts.len());
@@ -525,7 +545,72 @@ impl Em {
     /// Whether [`Em::wblock`] emits `s` on its own, not in a run of plain
     /// statements sharing one lane loop.
     fn emitted_apart(&self, s: &Stmt, wide: &FxHashSet<VarId>) -> bool {
-        matches!(s.expr, Expr::ForAcc { .. } | Expr::Reduce { .. } | Expr::For { .. }) || checks(s) || uniform(s, wide) || self.reads_lane_row(s)
+        matches!(s.expr, Expr::ForAcc { .. } | Expr::Reduce { .. } | Expr::For { .. })
+            || checks(s)
+            || uniform(s, wide)
+            || self.reads_lane_row(s)
+            || self.contiguous_read(s, wide).is_some()
+    }
+
+    /// The base of the lanes of `a` if lane `l` of it holds `base + l`.
+    fn lane_base(&self, a: &Atom, wide: &FxHashSet<VarId>) -> Option<String> {
+        match a {
+            Atom::Var(v) if wide.contains(v) => self.lane_bases.get(v).cloned(),
+            _ => None,
+        }
+    }
+
+    /// Records that `x = a ± b` holds `base ± b` in lane `l` when `a` holds
+    /// `base + l` and `b` is the same in every lane (a window's `t + o`).
+    fn note_lane_base(&mut self, s: &Stmt, wide: &FxHashSet<VarId>) {
+        let (Expr::Prim(p, args), [x]) = (&s.expr, &s.binds[..]) else { return };
+        if x.ty.rank() != 0 || x.ty.elem != crate::ir::Scalar::I64 || args.len() != 2 {
+            return;
+        }
+        let shared = |a: &Atom| !matches!(a, Atom::Var(v) if wide.contains(v));
+        let base = match (p, self.lane_base(&args[0], wide), self.lane_base(&args[1], wide)) {
+            (crate::ir::Prim::Add, Some(b), None) if shared(&args[1]) => format!("({b} + {})", self.int(&args[1])),
+            (crate::ir::Prim::Add, None, Some(b)) if shared(&args[0]) => format!("({} + {b})", self.int(&args[0])),
+            (crate::ir::Prim::Sub, Some(b), None) if shared(&args[1]) => format!("({b} - {})", self.int(&args[1])),
+            _ => return,
+        };
+        self.lane_bases.insert(x.var, base);
+    }
+
+    /// For an unchecked read of a whole element of an array the group
+    /// shares, at shared indices but the last, which is `base + l` in lane
+    /// `l`: the C of the array and of that base. The lanes are then 8
+    /// consecutive elements, one vector load (gcc did not see that through
+    /// the lane array of indices, and loaded them one by one).
+    fn contiguous_read(&self, s: &Stmt, wide: &FxHashSet<VarId>) -> Option<(String, String)> {
+        let Expr::Index { arr: arr @ Atom::Var(a), idx, checks } = &s.expr else { return None };
+        let (last, rest) = idx.split_last()?;
+        let t = self.ty.get(a)?;
+        let shared = |i: &Atom| !matches!(i, Atom::Var(v) if wide.contains(v));
+        if wide.contains(a) || t.rank() != idx.len() || checks.iter().any(Option::is_some) || !rest.iter().all(shared) {
+            return None;
+        }
+        lanes_type(ctype(t.elem))?;
+        Some((self.atom(arr), self.lane_base(last, wide)?))
+    }
+
+    /// [`Em::contiguous_read`]'s read: 8 consecutive elements into the
+    /// lane vector.
+    fn vector_read(&mut self, s: &Stmt, wide: &mut FxHashSet<VarId>) -> R<bool> {
+        let (Some((x, base)), Expr::Index { arr, idx, .. }) = (self.contiguous_read(s, wide), &s.expr) else { return Ok(false) };
+        let t = self.atom_ty(arr);
+        let mut off = String::new();
+        for (j, i) in idx.iter().enumerate() {
+            let iv = if j + 1 == idx.len() { base.clone() } else { self.int(i) };
+            let stride = t.shape[j].as_const().map_or_else(|| format!("{x}.d[{j}]"), |c| format!("((int64_t){c}LL)"));
+            off = if j == 0 { format!("({iv})") } else { format!("({off}) * {stride} + ({iv})") };
+        }
+        let v = s.binds[0].var;
+        let p = self.elem_ptr(&x, t.elem);
+        self.line(&lanes_decl(ctype(t.elem), &format!("ard_wv{}", v.0)));
+        self.line(&format!("memcpy(&ard_wv{}, {p} + {off}, sizeof ard_wv{});", v.0, v.0));
+        wide.insert(v);
+        Ok(true)
     }
 
     /// `maximum r` or `minimum r` (a float fold, `ne` first) for every
@@ -681,7 +766,26 @@ impl Em {
         self.owned_stack.pop();
         self.close("}");
         wide.extend(bound);
+        for s in stmts {
+            self.note_lane_base(s, wide);
+        }
         Ok(self.lanes_can_run(start))
+    }
+
+    /// One term of a widened sum for all lanes, added into the lane
+    /// vector `acc` (GCC vector arithmetic, a shared term broadcast: each
+    /// lane's add is the lane loop's).
+    fn sum_term(&mut self, body: &Block, wide: &FxHashSet<VarId>, acc: &str, t: crate::ir::Scalar) -> R<bool> {
+        let mut inner = wide.clone();
+        if !self.wblock(body, &mut inner)? {
+            return Ok(false);
+        }
+        let r = match &body.result[0] {
+            Atom::Var(v) if inner.contains(v) => format!("ard_wv{}", v.0),
+            a => self.atom(a),
+        };
+        self.line(&format!("{acc} = {};", Self::op_expr(&ReduceOp::Add, t, acc, &r)?));
+        Ok(true)
     }
 
     /// A float sum for every lane, in the fixed order: its length `size`
@@ -715,20 +819,25 @@ impl Em {
         self.line(&format!("const int64_t ard_lo{k} = ard_c{k} * ard_cl{k}, ard_hi{k} = ard_n{k} - ard_lo{k} > ard_cl{k} ? ard_lo{k} + ard_cl{k} : ard_n{k};"));
         self.line(&lanes_decl(ct, &format!("ard_ln{k}[8]")));
         self.line(&format!("for (int ard_e = 0; ard_e < 8; ard_e++) for (int ard_l = 0; ard_l < {W}; ard_l++) ard_ln{k}[ard_e][ard_l] = -0.0;"));
+        if straight_line(body) {
+            // a whole chunk of 8 terms (chunks start at multiples of 8):
+            // the loop unrolled, so that each term's accumulator is a
+            // constant one and stays in a register
+            self.open(&format!("if (ard_hi{k} - ard_lo{k} == 8) {{"));
+            self.line("#pragma GCC unroll 8");
+            self.open(&format!("for (int ard_e{k} = 0; ard_e{k} < 8; ard_e{k}++) {{"));
+            self.line(&format!("const int64_t {} = ard_lo{k} + ard_e{k}; (void){};", self.v(ivar), self.v(ivar)));
+            if !self.sum_term(body, wide, &format!("ard_ln{k}[ard_e{k}]"), t)? {
+                return Ok(false);
+            }
+            self.close("}");
+            self.close("} else");
+        }
         self.open(&format!("for (int64_t ard_i{k} = ard_lo{k}; ard_i{k} < ard_hi{k}; ard_i{k}++) {{"));
         self.line(&format!("const int64_t {} = ard_i{k}; (void){};", self.v(ivar), self.v(ivar)));
-        let mut inner = wide.clone();
-        if !self.wblock(body, &mut inner)? {
+        if !self.sum_term(body, wide, &format!("ard_ln{k}[ard_i{k} & 7]"), t)? {
             return Ok(false);
         }
-        // whole lane vectors (GCC vector arithmetic, a scalar term is
-        // broadcast): each lane's adds are those of the lane loop
-        let r = match &body.result[0] {
-            Atom::Var(v) if inner.contains(v) => format!("ard_wv{}", v.0),
-            a => self.atom(a),
-        };
-        let acc = format!("ard_ln{k}[ard_i{k} & 7]");
-        self.line(&format!("{acc} = {};", add(&acc, &r)?));
         self.close("}");
         let t8 = Self::tree8_of(t, &|e| format!("ard_ln{k}[{e}]"))?;
         self.line(&format!("ard_st{k}[ard_sp{k}] = {t8};"));
