@@ -99,6 +99,9 @@ fn widened_sums_give_the_interpreters_bits_at_any_thread_count() {
         if f.name == "conv" {
             assert!(text.contains("memcpy(&ard_wv"), "`conv`'s window read is not one vector load:\n{text}");
         }
+        if f.name == "nearest" {
+            assert!(text.contains("ard_hT"), "`nearest` does not read the centres from a transposed copy:\n{text}");
+        }
         if f.name == "sq" || f.name == "nearest" {
             assert!(text.contains("#pragma GCC unroll 8"), "`{}`'s whole chunks are not unrolled:\n{text}", f.name);
         }
@@ -115,7 +118,10 @@ fn widened_sums_give_the_interpreters_bits_at_any_thread_count() {
         let cases: Vec<(&str, Vec<Value>)> = vec![
             ("sq", vec![array(&[n, k], false, &mut rng), array(&[k], false, &mut rng)]),
             ("sq32", vec![array(&[n, small], true, &mut rng), array(&[small], true, &mut rng)]),
+            // 3 points (the outlined loop's range below 8: the centres are
+            // read in place) and n + 8 (from 9 on: a transposed copy)
             ("nearest", vec![array(&[3, k], false, &mut rng), array(&[n + 8, k], false, &mut rng)]),
+            ("nearest", vec![array(&[n + 8, k], false, &mut rng), array(&[n + 8, k], false, &mut rng)]),
             ("xent", vec![array(&[n + 16, small.max(1)], false, &mut rng), labels(n + 16, small.max(1), &mut rng)]),
             // maps of up to 70 elements, and of 260: past 256 a group reruns one iteration at a time
             ("quad", {

@@ -345,6 +345,39 @@ fn one_parallel_construct(b: &Block) -> bool {
     b.stmts.iter().filter(|s| stmt_runs_parallel_construct(s)).count() == 1
 }
 
+/// The function `name` of an outlined loop whose body (`name_b`) reads
+/// transposed copies of matrix parameters: it makes them (one allocation
+/// each, counted like any array; only for at least 8 iterations and at
+/// most 2^20 elements, else the body gets `NULL` and reads the matrix),
+/// runs the body, and frees them. `args`: the body's arguments but the
+/// copies.
+fn transposing_wrapper(name: &str, signature: &str, args: &[String], transposed: &[(String, String)], at: &str) -> String {
+    let mut w = format!("static int {name}({signature}) {{\n");
+    for (i, (p, m)) in transposed.iter().enumerate() {
+        let _ = writeln!(w, "    ard_arr {p}_a; {p}_a.b = NULL; const double *{p} = NULL;");
+        let _ = writeln!(w, "    if (ard_hi - ard_lo >= 8 && {m}.d[0] * {m}.d[1] <= ((int64_t)1 << 20)) {{");
+        let _ = writeln!(w, "        int64_t ard_d[2] = {{{m}.d[1], {m}.d[0]}};");
+        let _ = writeln!(w, "        if (ard_new_at(ctx, ard_par ? ard_lo : ard_it0, &{p}_a, sizeof(double), 1, 2, ard_d, {at})) {{");
+        for (q, _) in &transposed[..i] {
+            let _ = writeln!(w, "            if ({q}_a.b) ard_release(ctx, {q}_a.b);");
+        }
+        let _ = writeln!(w, "            return 1;\n        }}");
+        let _ = writeln!(w, "        double *ard_t = (double *){p}_a.p; const double *ard_s = (const double *){m}.p;");
+        let _ = writeln!(
+            w,
+            "        for (int64_t ard_r = 0; ard_r < {m}.d[0]; ard_r++) for (int64_t ard_c = 0; ard_c < {m}.d[1]; ard_c++) ard_t[ard_c * {m}.d[0] + ard_r] = ard_s[ard_r * {m}.d[1] + ard_c];"
+        );
+        let _ = writeln!(w, "        {p} = ard_t;\n    }}");
+    }
+    let all: Vec<&str> = args.iter().map(String::as_str).chain(transposed.iter().map(|(p, _)| p.as_str())).collect();
+    let _ = writeln!(w, "    const int ard_ret = {name}_b({});", all.join(", "));
+    for (p, _) in transposed {
+        let _ = writeln!(w, "    if ({p}_a.b) ard_release(ctx, {p}_a.b);");
+    }
+    w.push_str("    return ard_ret;\n}\n\n");
+    w
+}
+
 struct Em {
     /// the entry's position (outlined functions are named after it)
     entry: usize,
@@ -395,6 +428,16 @@ struct Em {
     /// a `for` whose result array is already made (a contraction's sums,
     /// `contract.rs`, which its epilogue replaces element by element)
     made_rows: FxHashSet<VarId>,
+    /// inside an outlined loop body (`Em::outline`): the variables bound
+    /// in it (the others are its parameters, the same for all iterations)
+    outlined_bound: Option<FxHashSet<VarId>>,
+    /// transposed copies of `f64` matrix parameters the outlined body asks
+    /// for (`widen.rs`: lanes that read down a column), as (the copy's
+    /// pointer, the matrix): made once per call of the function, before
+    /// its iterations
+    transposed: Vec<(String, String)>,
+    /// inside a widened group of the outlined loop's own iterations
+    lanes_own_rows: bool,
     /// the function's size parameters (known everywhere in it)
     size_params: FxHashSet<VarId>,
     /// the counters of its `for`s and counted `loop`s: each runs from 0
@@ -581,6 +624,9 @@ impl Em {
             dest_rows: FxHashMap::default(),
             sum_rows: FxHashMap::default(),
             made_rows: FxHashSet::default(),
+            outlined_bound: None,
+            transposed: vec![],
+            lanes_own_rows: false,
             size_params: f.size_params.iter().map(|(_, v)| *v).collect(),
             counters: loop_counters(&f.body),
             update_in_range: false,
@@ -2173,8 +2219,13 @@ impl Em {
         let saved_fail = std::mem::replace(&mut self.fail, format!("ard_ofail{k}"));
         let saved_par = std::mem::replace(&mut self.par, true);
         let made_before = self.made.len();
+        let mut in_body = crate::ir::walk::bound_vars_block(body);
+        in_body.insert(ivar);
+        let saved_bound = self.outlined_bound.replace(in_body);
+        let saved_transposed = std::mem::take(&mut self.transposed);
         let mut inner = vec![];
         let mut acc_params = String::new();
+        let mut acc_names = vec![];
         for (j, r) in rows.iter().enumerate() {
             match r {
                 Row::Stacked { out, len, ty } => {
@@ -2185,6 +2236,7 @@ impl Em {
                 Row::Summed { len, ty, lanes, .. } => {
                     let p = format!("ard_acc{j}");
                     let _ = write!(acc_params, ", {} *restrict {p}", ctype(ty.elem));
+                    acc_names.push(p.clone());
                     inner.push(Row::Summed { ptr: p, len: len.clone(), ty: ty.clone(), lanes: *lanes });
                 }
             }
@@ -2210,6 +2262,8 @@ impl Em {
         self.ind = saved_ind;
         self.fail = saved_fail;
         self.par = saved_par;
+        self.outlined_bound = saved_bound;
+        let transposed = std::mem::replace(&mut self.transposed, saved_transposed);
         res?;
         let mut bound = crate::ir::walk::bound_vars_block(body);
         bound.extend(&self.made[made_before..]);
@@ -2222,11 +2276,16 @@ impl Em {
             let cty = if t.rank() == 0 { ctype(t.elem) } else { "ard_arr" };
             let _ = write!(params, ", {cty} {}", self.v(*v));
         }
-        let _ = write!(
-            self.helpers,
-            "static int {name}(ard_ctx *ctx, int64_t ard_lo, int64_t ard_hi, int ard_par, int64_t ard_it0{params}{acc_params}) {{\n{text}{0}:\n    return 1;\n}}\n\n",
-            format_args!("ard_ofail{k}")
-        );
+        let signature = format!("ard_ctx *ctx, int64_t ard_lo, int64_t ard_hi, int ard_par, int64_t ard_it0{params}{acc_params}");
+        if transposed.is_empty() {
+            let _ = write!(self.helpers, "static int {name}({signature}) {{\n{text}ard_ofail{k}:\n    return 1;\n}}\n\n");
+        } else {
+            let copies: String = transposed.iter().map(|(p, _)| format!(", const double *restrict {p}")).collect();
+            let _ = write!(self.helpers, "static int {name}_b({signature}{copies}) {{\n{text}ard_ofail{k}:\n    return 1;\n}}\n\n");
+            let fixed = ["ctx", "ard_lo", "ard_hi", "ard_par", "ard_it0"].map(String::from);
+            let args: Vec<String> = fixed.into_iter().chain(caps.iter().map(|v| self.v(*v))).chain(acc_names).collect();
+            self.helpers.push_str(&transposing_wrapper(&name, &signature, &args, &transposed, &self.at));
+        }
         Ok((name, caps.iter().map(|v| self.v(*v)).collect()))
     }
 

@@ -307,7 +307,11 @@ impl Em {
         self.line(&format!("for (int ard_l = 0; ard_l < {W}; ard_l++) ard_wv{}[ard_l] = {g} + ard_l;", ivar.0));
         self.lane_bases.insert(ivar, g.clone());
         let outer_redo = self.redo.replace(redo.clone());
+        // lanes of the outlined loop itself read only its own range of
+        // rows: no transposed copy of a whole matrix for them
+        let outer_rows = std::mem::replace(&mut self.lanes_own_rows, outlined);
         let emitted = self.wblock(body, &mut wide);
+        self.lanes_own_rows = outer_rows;
         self.redo = outer_redo;
         let stored = match emitted {
             Ok(true) => self.store_lanes(&g, body, rows, &wide),
@@ -521,6 +525,7 @@ impl Em {
                 _ if uniform(s, wide) => self.uniform_stmt(s)?,
                 _ if self.reads_lane_row(s) => self.lane_row_read(s, wide)?,
                 _ if self.contiguous_read(s, wide).is_some() => self.vector_read(s, wide)?,
+                _ if self.column_read(s, wide).is_some() => self.transposed_read(s, wide)?,
                 _ if checks(s) => self.lane_run(std::slice::from_ref(s), wide)?,
                 _ => {
                     let j = (i + 1..b.stmts.len()).find(|&j| self.emitted_apart(&b.stmts[j], wide)).unwrap_or(b.stmts.len());
@@ -550,6 +555,47 @@ impl Em {
             || uniform(s, wide)
             || self.reads_lane_row(s)
             || self.contiguous_read(s, wide).is_some()
+            || self.column_read(s, wide).is_some()
+    }
+
+    /// For an unchecked read `m[r, c]` of an `f64` matrix parameter of the
+    /// outlined loop body (the same for all its iterations) whose row `r`
+    /// is `base + l` in lane `l` and whose column `c` is shared (k-means'
+    /// centres `c[j, a]`, lanes `j`): the C of `m`, `base` and `c`. The
+    /// lanes walk down a column, 8 rows apart in memory.
+    fn column_read(&self, s: &Stmt, wide: &FxHashSet<VarId>) -> Option<(String, String, String)> {
+        let Expr::Index { arr: arr @ Atom::Var(m), idx, checks } = &s.expr else { return None };
+        let t = self.ty.get(m)?;
+        let [r, c] = &idx[..] else { return None };
+        let parameter = !self.lanes_own_rows && self.outlined_bound.as_ref().is_some_and(|b| !b.contains(m));
+        let shared = !matches!(c, Atom::Var(v) if wide.contains(v));
+        if !parameter || !shared || wide.contains(m) || t.rank() != 2 || t.elem != crate::ir::Scalar::F64 || checks.iter().any(Option::is_some) {
+            return None;
+        }
+        Some((self.atom(arr), self.lane_base(r, wide)?, self.int(c)))
+    }
+
+    /// [`Em::column_read`]'s read: one vector load from the transposed
+    /// copy the outlined function makes before its iterations
+    /// (`transposing_wrapper`), or lane by lane where it made none.
+    fn transposed_read(&mut self, s: &Stmt, wide: &mut FxHashSet<VarId>) -> R<bool> {
+        let Some((m, base, c)) = self.column_read(s, wide) else { return Ok(false) };
+        let copy = match self.transposed.iter().find(|(_, x)| *x == m) {
+            Some((p, _)) => p.clone(),
+            None => {
+                let p = format!("ard_hT{}", self.fresh());
+                self.transposed.push((p.clone(), m.clone()));
+                p
+            }
+        };
+        let v = s.binds[0].var.0;
+        self.line(&format!("ard_x8d ard_wv{v};"));
+        self.line(&format!("if ({copy}) memcpy(&ard_wv{v}, {copy} + ({c}) * {m}.d[0] + ({base}), sizeof ard_wv{v});"));
+        self.line(&format!(
+            "else for (int ard_l = 0; ard_l < {W}; ard_l++) ard_wv{v}[ard_l] = ((const double *){m}.p)[(({base}) + ard_l) * {m}.d[1] + ({c})];"
+        ));
+        wide.insert(s.binds[0].var);
+        Ok(true)
     }
 
     /// The base of the lanes of `a` if lane `l` of it holds `base + l`.
