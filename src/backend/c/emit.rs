@@ -347,15 +347,17 @@ fn one_parallel_construct(b: &Block) -> bool {
 
 /// The function `name` of an outlined loop whose body (`name_b`) reads
 /// transposed copies of matrix parameters: it makes them (one allocation
-/// each, counted like any array; only for at least 8 iterations and at
-/// most 2^20 elements, else the body gets `NULL` and reads the matrix),
+/// each, counted like any array; only for at least 8 iterations, and at
+/// least as many as the matrix has columns, so that the copy costs less
+/// than the reads it serves, and for at most 2^20 elements; else the body
+/// gets `NULL` and reads the matrix),
 /// runs the body, and frees them. `args`: the body's arguments but the
 /// copies.
 fn transposing_wrapper(name: &str, signature: &str, args: &[String], transposed: &[(String, String)], at: &str) -> String {
     let mut w = format!("static int {name}({signature}) {{\n");
     for (i, (p, m)) in transposed.iter().enumerate() {
         let _ = writeln!(w, "    ard_arr {p}_a; {p}_a.b = NULL; const double *{p} = NULL;");
-        let _ = writeln!(w, "    if (ard_hi - ard_lo >= 8 && {m}.d[0] * {m}.d[1] <= ((int64_t)1 << 20)) {{");
+        let _ = writeln!(w, "    if (ard_hi - ard_lo >= 8 && ard_hi - ard_lo >= {m}.d[1] && {m}.d[0] * {m}.d[1] <= ((int64_t)1 << 20)) {{");
         let _ = writeln!(w, "        int64_t ard_d[2] = {{{m}.d[1], {m}.d[0]}};");
         let _ = writeln!(w, "        if (ard_new_at(ctx, ard_par ? ard_lo : ard_it0, &{p}_a, sizeof(double), 1, 2, ard_d, {at})) {{");
         for (q, _) in &transposed[..i] {
