@@ -134,6 +134,14 @@ pub fn ctype(s: Scalar) -> &'static str {
     }
 }
 
+/// The C of the length of axis `j` of the array `x` of type `t`: an axis
+/// of constant length in the type is that length at run time (the
+/// verifier's invariant), and a constant stride lets the C compiler fold
+/// the address (LeNet's `[12][6][5][5]` filters).
+fn axis_len(x: &str, t: &Type, j: usize) -> String {
+    t.shape[j].as_const().map_or_else(|| format!("{x}.d[{j}]"), |c| format!("((int64_t){c}LL)"))
+}
+
 fn f64_lit(x: f64) -> String {
     if x.is_nan() {
         "NAN".into()
@@ -1642,10 +1650,7 @@ impl Em {
                 );
                 self.ind -= 1;
             }
-            // an axis of constant length in the type is that length at
-            // run time (the verifier's invariant): a constant stride lets
-            // the C compiler fold the address (LeNet's [12][6][5][5] filters)
-            let stride = t.shape[j].as_const().map_or_else(|| format!("{x}.d[{j}]"), |c| format!("((int64_t){c}LL)"));
+            let stride = axis_len(&x, &t, j);
             off = if j == 0 { format!("ard_i{k}_{j}") } else { format!("({off}) * {stride} + ard_i{k}_{j}") };
         }
         let p = self.elem_ptr(&x, t.elem);

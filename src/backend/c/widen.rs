@@ -648,7 +648,7 @@ impl Em {
         let mut off = String::new();
         for (j, i) in idx.iter().enumerate() {
             let iv = if j + 1 == idx.len() { base.clone() } else { self.int(i) };
-            let stride = t.shape[j].as_const().map_or_else(|| format!("{x}.d[{j}]"), |c| format!("((int64_t){c}LL)"));
+            let stride = super::axis_len(&x, &t, j);
             off = if j == 0 { format!("({iv})") } else { format!("({off}) * {stride} + ({iv})") };
         }
         let v = s.binds[0].var;
