@@ -24,8 +24,12 @@ LONG = {
 }
 
 CHILD = r"""
-import sys, time
+import signal, sys, time
 import arden
+# Ctrl-C raises KeyboardInterrupt even where the suite was started with
+# SIGINT ignored (a background job of a non-interactive shell), in which
+# case Python installs no handler of its own
+signal.signal(signal.SIGINT, signal.default_int_handler)
 src, n, backend = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 m = arden.compile(src, name="spin.ard", backend=backend, threads=int(sys.argv[4]))
 assert m.spin(10) == m.spin(10)  # compiled and warm
