@@ -102,8 +102,10 @@ fn widened_sums_give_the_interpreters_bits_at_any_thread_count() {
         if f.name == "nearest" {
             assert!(text.contains("ard_hT"), "`nearest` does not read the centres from a transposed copy:\n{text}");
         }
-        if f.name == "sq" || f.name == "nearest" {
+        if f.name == "sq" || f.name == "nearest" || f.name == "conv" {
             assert!(text.contains("#pragma GCC unroll 8"), "`{}`'s whole chunks are not unrolled:\n{text}", f.name);
+            // and a short chunk (a window of 5) term by term into constant accumulators
+            assert!(text.contains("< 8) {") && text.contains(") break;"), "`{}`'s short chunks are not unrolled:\n{text}", f.name);
         }
     }
     let compiled = prog.compile(Backend::C).unwrap();
