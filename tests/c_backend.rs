@@ -1033,3 +1033,37 @@ fn lane_extrema_keep_the_ordered_folds_bits() {
         }
     }
 }
+
+/// A read at an integer chosen by `select` (reverse mode's stencils read
+/// `x[i >= 1 ? i - 1 : 0]`) is a conditional read of the two elements,
+/// which gcc vectorises, and integer selects have no branch: the same
+/// bits as the interpreter, on every thread team, at lengths around the
+/// vector width.
+#[test]
+fn reads_at_selected_indices_are_conditional_reads() {
+    let src = "entry shift [n] (u: [n]f64) (w: [n]f64) : [n]f64 =\n  \
+                 grad (\\v -> sum (for (i < n). ((if i > 0 then v[i - 1] else 0.0) + (if i < n - 2 then v[i + 2] else 0.0)) * w[i])) u\n\
+               entry grid [n][m] (u: [n][m]f64) : [n][m]f64 =\n  \
+                 grad (\\v -> sum (flatten (for (i < n) (j < m). (if j > 0 then v[i, j - 1] else 0.0) * (if i > 0 then v[i - 1, j] else 1.0)))) u\n";
+    let prog = Program::from_source("sel_read.ard", src).unwrap();
+    for e in ["shift", "grid"] {
+        let c = arden::backend::c::emit::emit_function(prog.entry(e).unwrap().function(), 0).unwrap();
+        assert!(c.contains(" ? ((double*)"), "{e}: no conditional read:\n{c}");
+        assert!(!c.contains(" : ((int64_t)0LL))"), "{e}: an integer select with a branch:\n{c}");
+    }
+    let Some((compiled, interp)) = c_and_interp("sel_read.ard", src) else { return };
+    for n in [1usize, 2, 3, 7, 9, 17, 33] {
+        let vals = |k: usize, s: f64| -> Vec<f64> { (0..k).map(|i| (i as f64 * s).sin() * 10f64.powi(i as i32 % 7 - 3)).collect() };
+        let cases = [
+            ("shift", vec![Value::array(vec![n], ArrayData::F64(vals(n, 0.37).into())), Value::array(vec![n], ArrayData::F64(vals(n, 0.71).into()))]),
+            ("grid", vec![Value::array(vec![n, n + 2], ArrayData::F64(vals(n * (n + 2), 0.29).into()))]),
+        ];
+        for (e, args) in cases {
+            let want = interp.entry(e).unwrap().call(&args).unwrap();
+            for opts in common::thread_options() {
+                let (got, _) = compiled.entry(e).unwrap().call_with(&args, &opts).unwrap();
+                assert!(same(&got, &want), "{e} n={n} at {} threads: {} vs {}", opts.threads, got.to_json(), want.to_json());
+            }
+        }
+    }
+}

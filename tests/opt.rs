@@ -1036,6 +1036,15 @@ fn adding_zero_to_what_is_never_minus_zero_goes() {
     assert!(!ir.contains("add 0.0"), "{ir}");
     let (_, ir, _, _) = run_both(src, "dot", "[[-0.0, 1.0, 2.0], [1.0, 1.0, 1.0]]");
     assert!(ir.contains("add 0.0"), "{ir}");
+    // a select of two such: reverse mode's stencil gathers (`select hit
+    // (0.0 + t) 0.0`, then `+ 0.0` at the first element)
+    let sel = "entry sel [n] (u: [n]f64) : [n]f64 =\n  \
+               grad (\\v -> sum (for (i < n). (if i > 0 then v[i - 1] else 0.0) * (if i < n - 1 then v[i + 1] else 0.0))) u\n";
+    let adds_zero = |ir: &str| ir.lines().any(|l| l.contains("= add ") && l.ends_with(" 0.0"));
+    for args in ["[[-0.0, -0.0, -0.0, 2.0]]", "[[1.5, -0.0, 3.0, -1.0, 0.5]]"] {
+        let (fired, ir, _, _) = run_both(sel, "sel", args);
+        assert!(fired.contains_key("simplify_arith") && !adds_zero(&ir), "{fired:?}\n{ir}");
+    }
     // NaN and ±∞ come through bit for bit
     let p1 = Program::from_source("zero.ard", src).unwrap();
     let p0 = Program::from_source_with("zero.ard", src, &OptOptions::level(0)).unwrap();
@@ -1604,4 +1613,27 @@ fn unrolled_sums_keep_the_fixed_order() {
             assert!(same_at(&want, &got, false), "s{k} of {x:?}: {} vs {}", got.to_json(), want.to_json());
         }
     }
+}
+
+/// A loop's saved states that its adjoint never reads (a linear step:
+/// the adjoint needs the coefficient, not the states) are dropped with the
+/// loop parameter that stacks them: `saved with [t] = s` at the loop's own
+/// index, into an array as long as the loop, cannot fail. Before, that
+/// `update` counted as a possible failure, and the diffusion gradient
+/// copied 50 states of 512 KiB per call for nothing.
+#[test]
+fn saved_states_nobody_reads_are_not_saved() {
+    // a linear stencil step: its adjoint reads the coefficient, not the states
+    let src = "entry g [n] (x: [n]f64) (c: f64) (k: i64) : [n]f64 =\n  \
+               grad (\\y -> let s = loop s = y for t < k do for (i < n). c * ((if i > 0 then s[i - 1] else 0.0) + s[i]) in sum (for i. s[i] * s[i])) x\n\
+               entry h [n] (x: [n]f64) (k: i64) : [n]f64 =\n  \
+               grad (\\y -> let s = loop s = y for t < k do for (i < n). s[i] * (if i > 0 then s[i - 1] else 1.0) in sum s) x\n";
+    for args in ["[[0.5, -0.25, 2.0, 1.0], 0.75, 6]", "[[0.5, -0.25, 2.0], 0.75, 0]", "[[0.5], 0.75, -2]"] {
+        let (fired, ir, _, _) = run_both(src, "g", args);
+        assert!(fired.contains_key("dead_results"), "{fired:?}\n{ir}");
+        assert!(!ir.contains("update"), "`g` still saves its states:\n{ir}");
+    }
+    // a nonlinear step keeps them
+    let (_, ir, _, _) = run_both(src, "h", "[[0.5, -0.25, 0.9], 3]");
+    assert!(ir.contains("update"), "{ir}");
 }

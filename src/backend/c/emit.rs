@@ -106,6 +106,13 @@ fn spell(sp: Spell, t: Scalar, a: &[String]) -> Option<String> {
         Spell::Prefix(cast) => format!("{cast}{}", a[0]),
         Spell::Predicate(f) => format!("(uint8_t)({f}({}) != 0)", a[0]),
         Spell::NonZero => format!("(uint8_t)({} != 0)", a[0]),
+        // integers without a branch: gcc threaded jumps through `i >= 1 ?
+        // i - 1 : 0` and could then not count the loop's trips (a reverse
+        // stencil stayed scalar)
+        Spell::Conditional if t.is_int() => {
+            let it = if width == "64" { "int64_t" } else { "int32_t" };
+            format!("((({1}) & -({it})({0} != 0)) | (({2}) & (({it})({0} != 0) - 1)))", a[0], a[1], a[2])
+        }
         Spell::Conditional => format!("({} ? {} : {})", a[0], a[1], a[2]),
     })
 }
@@ -448,6 +455,9 @@ struct Em {
     transposed: Vec<(String, String)>,
     /// inside a widened group of the outlined loop's own iterations
     lanes_own_rows: bool,
+    /// integers bound by `select c a b`: a read at one is written
+    /// `c ? x[a] : x[b]` (see [`Em::index`])
+    index_selects: FxHashMap<VarId, [Atom; 3]>,
     /// the function's size parameters (known everywhere in it)
     size_params: FxHashSet<VarId>,
     /// the counters of its `for`s and counted `loop`s: each runs from 0
@@ -637,6 +647,7 @@ impl Em {
             outlined_bound: None,
             transposed: vec![],
             lanes_own_rows: false,
+            index_selects: FxHashMap::default(),
             size_params: f.size_params.iter().map(|(_, v)| *v).collect(),
             counters: loop_counters(&f.body),
             update_in_range: false,
@@ -1655,7 +1666,10 @@ impl Em {
         }
         let p = self.elem_ptr(&x, t.elem);
         if idx.len() == t.rank() {
-            self.line(&format!("{o} = {p}[{off}];"));
+            match self.select_read(&x, &t, idx) {
+                Some((c, off_a, off_b)) => self.line(&format!("{o} = {c} ? {p}[{off_a}] : {p}[{off_b}];")),
+                None => self.line(&format!("{o} = {p}[{off}];")),
+            }
         } else {
             let r = self.rowlen(&x, t.rank(), idx.len());
             self.alias(&o, arr, s, dying, consumed);
@@ -1665,6 +1679,30 @@ impl Em {
             }
         }
         Ok(())
+    }
+
+    /// A read `x[.., s, ..]` at an integer `s = select c a b` (reverse
+    /// mode's stencils read `x[i >= 1 ? i - 1 : 0]`) as `c ? x[.., a, ..]
+    /// : x[.., b, ..]`, the same element: as a conditional load gcc
+    /// vectorises it (a read at a selected index it would have to gather,
+    /// which it does not do here, and the loop stayed scalar). Not in a
+    /// widened group, whose lanes declare only the variables they read.
+    fn select_read(&self, x: &str, t: &Type, idx: &[Atom]) -> Option<(String, String, String)> {
+        if self.redo.is_some() {
+            return None;
+        }
+        let j = idx.iter().position(|i| matches!(i, Atom::Var(v) if self.index_selects.contains_key(v)))?;
+        let Atom::Var(v) = idx[j] else { return None };
+        let [c, a, b] = self.index_selects[&v];
+        let offset = |at: &Atom| {
+            let mut off = String::new();
+            for (k, i) in idx.iter().enumerate() {
+                let iv = if k == j { self.int(at) } else { self.int(i) };
+                off = if k == 0 { format!("({iv})") } else { format!("({off}) * {} + ({iv})", axis_len(x, t, k)) };
+            }
+            off
+        };
+        Some((self.atom(&c), offset(&a), offset(&b)))
     }
 
     /// `a + b` or `a - b` in plain C where neither operand can be far from
@@ -1694,6 +1732,9 @@ impl Em {
             return Err(format!("internal: `{p:?}` with {} operands", a.len()));
         }
         let t = self.atom_ty(&args[row.typing.typed_operand()]).elem;
+        if p == Prim::Select && t.is_int() {
+            self.index_selects.insert(self.one(s)?.var, [args[0], args[1], args[2]]);
+        }
         if let Some(e) = self.counter_arith(p, t, args, &a) {
             self.line(&format!("{o} = {e};"));
             return Ok(());

@@ -14,7 +14,7 @@ pub const RULES: &[Rule] = &[
     ),
     Rule::on_stmt(
         "simplify_arith",
-        "exact identities: x*1, 1*x, x/1, x-0.0, x+(-0.0), -(-x) → x, and 0.0+x, x+0.0 → x where x is never -0.0 (a square a*a, abs, exp, a literal other than -0.0, or a sum with such a term); on integers also x+0, x*0 → 0, x-x → 0, and for the index i of a loop over n, min i n → i and max i 0 → i, and max n 0 → n for a size n; on booleans the and/or/not laws; select c x x → x",
+        "exact identities: x*1, 1*x, x/1, x-0.0, x+(-0.0), -(-x) → x, and 0.0+x, x+0.0 → x where x is never -0.0 (a square a*a, abs, exp, a literal other than -0.0, a sum with such a term, or a select of two such); on integers also x+0, x*0 → 0, x-x → 0, and for the index i of a loop over n, min i n → i and max i 0 → i, and max n 0 → n for a size n; on booleans the and/or/not laws; select c x x → x",
         simplify_arith,
     ),
     Rule::on_stmt("if_constant", "`if true/false` becomes the statements of the branch taken", if_constant),
@@ -139,7 +139,7 @@ fn simplify_arith(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
 /// (`x + y` is `-0.0` only when both are; NaN and ±∞ come through as
 /// they are): a literal other than `-0.0`, a square `x*x`, `abs`, `exp`, or
 /// a sum with such a term (the lane tree of an unrolled sum of squares),
-/// looked for at most 8 definitions deep.
+/// or a `select` of two such, looked for at most 8 definitions deep.
 fn never_negative_zero(a: &Atom, ctx: &Ctx) -> bool {
     never_negative_zero_within(a, ctx, 8)
 }
@@ -153,6 +153,9 @@ fn never_negative_zero_within(a: &Atom, ctx: &Ctx, depth: usize) -> bool {
             Some(Expr::Prim(Prim::Mul, xs)) => xs[0] == xs[1],
             Some(Expr::Prim(Prim::Abs | Prim::Exp, _)) => true,
             Some(Expr::Prim(Prim::Add, xs)) => depth > 0 && xs.iter().any(|x| never_negative_zero_within(x, ctx, depth - 1)),
+            // either branch (reverse mode's stencil gathers: `select hit
+            // (0.0 + t) 0.0`, then `+ 0.0` at the first element)
+            Some(Expr::Prim(Prim::Select, xs)) => depth > 0 && xs[1..].iter().all(|x| never_negative_zero_within(x, ctx, depth - 1)),
             _ => false,
         },
     }

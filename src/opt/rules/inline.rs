@@ -153,7 +153,7 @@ fn drop_loop_param(s: &Stmt, keep: &[bool], ctx: &mut Ctx) -> Option<Vec<Stmt>> 
         let mut drop_stmt = vec![false; body.stmts.len()];
         for (k, st) in body.stmts.iter().enumerate() {
             if walk::free_vars_stmt(st).iter().any(|v| tainted.contains(v)) {
-                if ctx.can_fail(st) {
+                if ctx.can_fail(st) && !update_at_count_index(st, kind) {
                     continue 'params;
                 }
                 drop_stmt[k] = true;
@@ -186,6 +186,17 @@ fn drop_loop_param(s: &Stmt, keep: &[bool], ctx: &mut Ctx) -> Option<Vec<Stmt>> 
         return Some(vec![out]);
     }
     None
+}
+
+/// Whether `st` is `update a[i] = v` with `i` the index of the counted
+/// loop `kind` and `a`'s outer axis as long as the loop: in range on every
+/// trip (reverse mode's saved states, `saved with [i] = state`), so it
+/// cannot fail.
+fn update_at_count_index(st: &Stmt, kind: &LoopKind) -> bool {
+    let (Expr::Update { idx: Atom::Var(i), .. }, LoopKind::Count { ivar, n, .. }, Some(b)) = (&st.expr, kind, st.binds.first()) else {
+        return false;
+    };
+    i == ivar && crate::ir::Size::of_atom(n).is_some_and(|n| b.ty.shape.first() == Some(&n))
 }
 
 fn cse(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
