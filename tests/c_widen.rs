@@ -231,3 +231,63 @@ fn a_fold_reports_its_first_error() {
         }
     }
 }
+
+/// A widened `minimum`/`maximum` fold keeps each lane's extremum in a
+/// vector and combines the lanes after the groups: the result must be the
+/// fold in order's, bit for bit — a NaN where a NaN came first (which
+/// NaN a product gives is the C compiler's choice), else the first of the
+/// equal extrema (`+0.0` and `-0.0` compare equal and the first wins), the
+/// start value included. Dot products of rows drawn from {±0, ±1, ±∞,
+/// NaN}, times a signed sum (a sum alone is never `-0.0`), make those cases common, at every
+/// count of centres from 1 to 41 (whole groups of 8 and a rest).
+#[test]
+fn widened_extrema_are_the_fold_in_orders() {
+    if !c_compiler_or_skip("widened_extrema_are_the_fold_in_orders") {
+        return;
+    }
+    let src = "entry lo [n][k][d] (x: [n][d]f64) (c: [k][d]f64) : [n]f64 =\n  \
+                 for i. minimum (for j. sum (for a. x[i, a] * c[j, a]) * sum (for a. c[j, a] - x[i, a]))\n\
+               entry hi [n][k][d] (x: [n][d]f64) (c: [k][d]f64) : [n]f64 =\n  \
+                 for i. maximum (for j. sum (for a. x[i, a] * c[j, a]) * sum (for a. c[j, a] - x[i, a]))\n";
+    let prog = Program::from_source("extrema.ard", src).unwrap();
+    for f in &prog.module().functions {
+        let text = arden::backend::c::emit::emit_function(f, 0).unwrap();
+        assert!(text.contains("ard_em"), "`{}`'s extremum is not kept in lane vectors:\n{text}", f.name);
+    }
+    let compiled = prog.compile(Backend::C).unwrap();
+    let interp = prog.compile(Backend::Interp).unwrap();
+    // bits, with every NaN one: which NaN a product of two gives is the C
+    // compiler's choice (operands may be swapped), as LANGUAGE.md says
+    let canon = |v: &Value| -> Vec<u64> { bits(v).into_iter().map(|b| if f64::from_bits(b).is_nan() { 0x7ff8_0000_0000_0000 } else { b }).collect() };
+    let mut rng = Rng(0x00e7_0000_0000_0041);
+    let nan = |payload: u64| f64::from_bits(0x7ff8_0000_0000_0000 | payload);
+    let pick = |rng: &mut Rng, specials: bool| -> f64 {
+        match rng.below(if specials { 9 } else { 5 }) {
+            0 => 0.0,
+            1 => -0.0,
+            2 => 1.0,
+            3 => -1.0,
+            4 => 0.5,
+            5 => f64::INFINITY,
+            6 => f64::NEG_INFINITY,
+            7 => nan(1 + rng.below(1000) as u64),
+            _ => -nan(1 + rng.below(1000) as u64),
+        }
+    };
+    for k in 1..=41 {
+        for d in [1, 2] {
+            let specials = k % 3 != 0;
+            let n = 13;
+            let x: Vec<f64> = (0..n * d).map(|_| pick(&mut rng, specials)).collect();
+            let c: Vec<f64> = (0..k * d).map(|_| pick(&mut rng, specials)).collect();
+            let args = vec![Value::array(vec![n, d], ArrayData::F64(x.into())), Value::array(vec![k, d], ArrayData::F64(c.into()))];
+            for name in ["lo", "hi"] {
+                let (want, _) = interp.entry(name).unwrap().call_with(&args, &CallOptions::default()).unwrap();
+                for opts in thread_options() {
+                    let (got, _) = compiled.entry(name).unwrap().call_with(&args, &opts).unwrap();
+                    assert_eq!(canon(&got), canon(&want), "`{name}` over {k} centres of {d} dimensions on {} threads", opts.threads);
+                }
+            }
+        }
+    }
+}
