@@ -3,7 +3,8 @@
 //! rule that is exact only for structural zeros.
 
 use super::{bind, copies, is_lit, lit_f, select_zero, single};
-use crate::ir::{Atom, Block, Expr, Lit, Prim, Size, Stmt, VarId};
+use crate::ir::{Atom, Block, Expr, Lit, Prim, Size, Stmt, VarId, walk};
+use crate::opt::engine::cse_key;
 use crate::opt::rule::{Ctx, Rule};
 
 pub const RULES: &[Rule] = &[
@@ -33,6 +34,11 @@ pub const RULES: &[Rule] = &[
         "push_into_if",
         "`let r = if c then A else B; …; let y = p(r, z)` → `let (r, y) = if c then (A; p(rA, z)) else (B; p(rB, z))` when p is one primitive that cannot fail and it then simplifies in a branch (constants, an exact identity, a select on c)",
         push_into_if,
+    ),
+    Rule::on_stmt(
+        "hoist_if_common",
+        "`if c then (…; let x = e; …) else (…; let y = e; …)` → `let h = e; if c then (…; let x = h; …) else (…; let y = h; …)` when e is one statement in both branches that reads nothing they bind and cannot fail",
+        hoist_if_common,
     ),
 ];
 
@@ -302,6 +308,32 @@ fn push_into_if(b: &Block, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
         out[j] = new;
         out.remove(k);
         return Some(out);
+    }
+    None
+}
+
+/// A statement both branches of an `if` compute (a read `x[i]` on either
+/// side of `if i == 0 then x[i] else x[i] * y[i - 1]`) runs once before
+/// it: it ran on either path anyway, so it cannot fail and reads nothing
+/// the branches bind. (gcc vectorised no loop with the same read in both
+/// arms of a branch: RK4's steps.)
+fn hoist_if_common(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    let Expr::If { cond, then_b, else_b } = &s.expr else { return None };
+    let outside = |st: &Stmt, inside: &rustc_hash::FxHashSet<VarId>| walk::free_vars_stmt(st).iter().all(|v| !inside.contains(v));
+    let (in_then, in_else) = (walk::bound_vars_block(then_b), walk::bound_vars_block(else_b));
+    for (i, st) in then_b.stmts.iter().enumerate() {
+        let (Some(key), Some(x)) = (cse_key(st), single(st)) else { continue };
+        if !outside(st, &in_then) || ctx.can_fail(st) {
+            continue;
+        }
+        let Some(j) = else_b.stmts.iter().position(|e| cse_key(e).as_ref() == Some(&key) && outside(e, &in_else)) else { continue };
+        let h = ctx.fresh_like(x.var);
+        let (mut then_b, mut else_b) = (then_b.clone(), else_b.clone());
+        then_b.stmts[i] = bind(x.var, x.ty.clone(), Expr::Atom(Atom::Var(h)));
+        let y = else_b.stmts[j].binds[0].clone();
+        else_b.stmts[j] = bind(y.var, y.ty, Expr::Atom(Atom::Var(h)));
+        let hoisted = bind(h, x.ty.clone(), st.expr.clone());
+        return Some(vec![hoisted, Stmt { binds: s.binds.clone(), expr: Expr::If { cond: *cond, then_b, else_b }, loc: s.loc.clone() }]);
     }
     None
 }
