@@ -51,6 +51,8 @@ typedef struct ard_buf {
 typedef struct ard_list {
     ard_buf head;
     ard_buf *cache[ARD_CACHE_SLOTS];
+    /* their sizes, beside them: the search for a size reads no buffer */
+    int64_t cache_bytes[ARD_CACHE_SLOTS];
     int ncache;
     unsigned char lock;
     /* while a parallel `for` runs: the bytes and buffers this thread
@@ -319,9 +321,11 @@ static ard_buf *ard_cached(ard_ctx *c, int64_t bytes) {
     ard_buf *b = NULL;
     ard_lock_list(c, l);
     for (int i = l->ncache - 1; i >= 0; i--)
-        if (l->cache[i]->bytes == bytes) {
+        if (l->cache_bytes[i] == bytes) {
             b = l->cache[i];
-            l->cache[i] = l->cache[--l->ncache];
+            --l->ncache;
+            l->cache[i] = l->cache[l->ncache];
+            l->cache_bytes[i] = l->cache_bytes[l->ncache];
             break;
         }
     ard_unlock_list(c, l);
@@ -391,6 +395,7 @@ ARD_SLOW static void ard_free_buf(ard_ctx *c, ard_buf *b) {
     ard_count_bytes(c, -b->bytes, -1);
     ard_lock_list(c, l);
     if (!b->ext && b->bytes <= ARD_CACHE_BYTES && l->ncache < ARD_CACHE_SLOTS) {
+        l->cache_bytes[l->ncache] = b->bytes;
         l->cache[l->ncache++] = b;
         ard_unlock_list(c, l);
         return;
@@ -581,8 +586,8 @@ ARD_SLOW static int ard_alloc(ard_ctx *c, int64_t it, ard_arr *a, int64_t esize,
             ard_fail(c, it, "array of shape %s has a negative size%s", s, at);
             return 1;
         }
-        if (d[i] != 0 && n > ARD_MAX_ELEMS / d[i]) { n = -1; break; }
-        n *= d[i];
+        /* overflow, not a division: this runs for every array */
+        if (__builtin_mul_overflow(n, d[i], &n) || n > ARD_MAX_ELEMS) { n = -1; break; }
     }
     if (n < 0 || n > ARD_MAX_ELEMS) {
         char s[256];

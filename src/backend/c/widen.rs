@@ -25,7 +25,11 @@
 //! adds each group into the accumulator's lanes as its plain loop would.
 //! A check that fails in a group (a checked read, an integer division)
 //! does not report: the group runs again one iteration at a time, so the
-//! error is the first failing iteration's, as in the interpreter.
+//! error is the first failing iteration's, as in the interpreter. A fold
+//! over the iterations (`minimum (for j. sum ...)`, a counted `loop`) runs
+//! its sums for the group's lanes and then its step lane by lane in order,
+//! except a minimum or maximum, which each lane folds into a vector and
+//! the lanes combine as the fold in order would (`extremum_fold`).
 
 use super::{Em, R, Row, at_str, ctype, var_names_in};
 use crate::ir::{Atom, Block, Expr, ReduceOp, Stmt, VarId, walk};
@@ -930,7 +934,10 @@ impl Em {
         self.fail("negative size %lld in a `for`%s", &[format!("(long long)ard_n{k}"), at_str(&s.loc)]);
         self.ind -= 1;
         self.line(&format!("const int64_t ard_cl{k} = ard_rchunk(ard_n{k}), ard_nc{k} = ard_n{k} > 0 ? ard_nchunks(ard_n{k}, ard_cl{k}) : 0;"));
-        self.line(&format!("{} int ard_sp{k} = 0;", lanes_decl(ct, &format!("ard_st{k}[64]"))));
+        // the stack's top in a variable of its own (a register): a sum of
+        // one chunk pushes, folds and reads it without a store and reload
+        // of a vector (its forwarding stall was an eighth of conv1d)
+        self.line(&format!("{} {} int ard_sp{k} = 0;", lanes_decl(ct, &format!("ard_st{k}[64]")), lanes_decl(ct, &format!("ard_top{k}"))));
         self.open(&format!("for (int64_t ard_c{k} = 0; ard_c{k} < ard_nc{k}; ard_c{k}++) {{"));
         let (fail, at) = (self.fail.clone(), self.at.clone());
         self.line(&format!("if (ard_c{k} > 0 && ARD_STOPPING(ctx)) {{ ard_stopped(ctx, ard_it, {at}); goto {fail}; }}"));
@@ -968,18 +975,19 @@ impl Em {
         }
         self.close("}");
         let t8 = Self::tree8_of(t, &|e| format!("ard_ln{k}[{e}]"))?;
-        self.line(&format!("ard_st{k}[ard_sp{k}] = {t8};"));
+        self.line(&format!("if (ard_sp{k} > 0) ard_st{k}[ard_sp{k} - 1] = ard_top{k};"));
+        self.line(&format!("ard_top{k} = {t8};"));
         self.line(&format!("ard_sp{k}++;"));
-        let merge = add(&format!("ard_st{k}[ard_sp{k} - 2]"), &format!("ard_st{k}[ard_sp{k} - 1]"))?;
+        let merge = add(&format!("ard_st{k}[ard_sp{k} - 2]"), &format!("ard_top{k}"))?;
         self.open(&format!("for (int64_t ard_b = ard_c{k} + 1; (ard_b & 1) == 0; ard_b >>= 1) {{"));
-        self.line(&format!("ard_st{k}[ard_sp{k} - 2] = {merge};"));
+        self.line(&format!("ard_top{k} = {merge};"));
         self.line(&format!("ard_sp{k}--;"));
         self.close("}");
         self.close("}");
         self.open(&format!("for (; ard_sp{k} > 1; ard_sp{k}--) {{"));
-        self.line(&format!("ard_st{k}[ard_sp{k} - 2] = {merge};"));
+        self.line(&format!("ard_top{k} = {merge};"));
         self.close("}");
-        let fin = add(&format!("({ct})0"), &format!("ard_st{k}[0]"))?;
+        let fin = add(&format!("({ct})0"), &format!("ard_top{k}"))?;
         self.line(&format!("ard_wv{} = ard_nc{k} > 0 ? {fin} : ({}){{0}};", x.0, lanes_type(ct).unwrap_or(ct)));
         self.close("}");
         wide.insert(x);
