@@ -541,7 +541,7 @@ impl Em {
         self.line(&format!("ard_em{k} = (ard_x8d)(((ard_x8l)ard_wv{x} & ard_et{k}) | ((ard_x8l)ard_em{k} & ~ard_et{k}));", x = x.0));
         // the group's first iteration, lane `l` adds `l` (a broadcast, not
         // the lanes' index vector, which gcc then had to build per group)
-        self.line(&format!("ard_ei{k} = ((ard_x8l){{0}} + {g}) & ard_et{k} | (ard_ei{k} & ~ard_et{k});"));
+        self.line(&format!("ard_ei{k} = (((ard_x8l){{0}} + {g}) & ard_et{k}) | (ard_ei{k} & ~ard_et{k});"));
         self.close("}");
         // the lanes in order: a NaN first, else the extremum, the earliest
         self.open("{");
