@@ -510,11 +510,18 @@ impl Em {
         self.loop_step(k, params, &pvars, &rest)?;
         self.close("}");
         self.close("}");
+        self.fold_tail(k, s, params, ivar, &g, &body)
+    }
+
+    /// The end of [`Em::widened_loop`] after its groups: the last
+    /// iterations one at a time, then the loop's results.
+    fn fold_tail(&mut self, k: usize, s: &Stmt, params: &[crate::ir::Binder], ivar: VarId, g: &str, body: &Block) -> R<bool> {
         self.open(&format!("for (; {g} < ard_wn{k}; {g}++) {{"));
         let iv = self.v(ivar);
         self.line(&format!("const int64_t {iv} = {g}; (void){iv};"));
         self.poll();
-        self.loop_step(k, params, &pvars, &body)?;
+        let pvars: Vec<VarId> = params.iter().map(|p| p.var).collect();
+        self.loop_step(k, params, &pvars, body)?;
         self.close("}");
         self.close("}");
         for (b, p) in s.binds.iter().zip(params) {
@@ -555,16 +562,7 @@ impl Em {
         self.close("}");
         self.line(&format!("{pv} = ard_em{k}[ard_b];"));
         self.close("}");
-        self.open(&format!("for (; {g} < ard_wn{k}; {g}++) {{"));
-        let iv = self.v(ivar);
-        self.line(&format!("const int64_t {iv} = {g}; (void){iv};"));
-        self.poll();
-        let pvars = [p.var];
-        self.loop_step(k, std::slice::from_ref(p), &pvars, body)?;
-        self.close("}");
-        self.close("}");
-        self.line(&format!("{} = {pv};", self.v(s.binds[0].var)));
-        Ok(true)
+        self.fold_tail(k, s, std::slice::from_ref(p), ivar, g, body)
     }
 
     /// One iteration of a loop's body: its results become the parameters.
