@@ -1641,13 +1641,14 @@ fn saved_states_nobody_reads_are_not_saved() {
 /// `hoist_if_common`: a statement both branches compute runs once before
 /// the `if` (RK4's `if i == 0 then x[i] else x[i] * y[i - 1]`), with the
 /// same results; not one that can fail (a checked read: the branch's
-/// other statements might fail first), nor one that reads what a branch
-/// binds.
+/// other statements might fail first), nor one after a statement that can
+/// (its facts), nor one that reads what a branch binds.
 #[test]
 fn statements_both_branches_compute_run_before_the_if() {
     let src = "entry chain [n] (x: [n]f64) (y: [n]f64) : [n]f64 = for i. if i == 0 then x[i] else x[i] * y[i - 1]\n\
                entry checked [n] (x: [n]f64) (k: i64) (c: bool) : f64 = if c then x[k] * 2.0 else x[k] + 1.0\n\
-               entry inner [n] (x: [n]f64) (c: bool) : f64 = if c then (let s = sum x in s * s) else (let s = maximum x in s * s)\n";
+               entry inner [n] (x: [n]f64) (c: bool) : f64 = if c then (let s = sum x in s * s) else (let s = maximum x in s * s)\n\
+               entry late [n] (x: [n]f64) (k: i64) (c: bool) : f64 = if c then x[k] + f64 (n * 2) else x[k] * f64 (n * 2)\n";
     for args in ["[[0.5, -0.25, 2.0], [1.0, 3.0, -1.0]]", "[[1.5], [2.0]]", "[[], []]"] {
         let (fired, ir, _, _) = run_both(src, "chain", args);
         assert_eq!(fired.get("hoist_if_common"), Some(&1), "{fired:?}\n{ir}");
@@ -1659,4 +1660,9 @@ fn statements_both_branches_compute_run_before_the_if() {
     }
     let (fired, ir, _, _) = run_both(src, "inner", "[[0.5, 2.0], true]");
     assert_eq!(fired.get("hoist_if_common"), None, "{fired:?}\n{ir}");
+    // `n * 2` after a checked read in both branches stays there
+    for args in ["[[0.5, 2.0], 1, true]", "[[0.5, 2.0], 7, false]"] {
+        let (fired, ir, _, _) = run_both(src, "late", args);
+        assert_eq!(fired.get("hoist_if_common"), None, "{fired:?}\n{ir}");
+    }
 }

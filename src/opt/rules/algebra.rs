@@ -37,7 +37,7 @@ pub const RULES: &[Rule] = &[
     ),
     Rule::on_stmt(
         "hoist_if_common",
-        "`if c then (…; let x = e; …) else (…; let y = e; …)` → `let h = e; if c then (…; let x = h; …) else (…; let y = h; …)` when e is one statement in both branches that reads nothing they bind and cannot fail",
+        "`if c then (…; let x = e; …) else (…; let y = e; …)` → `let h = e; if c then (…; let x = h; …) else (…; let y = h; …)` when e is one statement in both branches that reads nothing they bind, cannot fail and follows nothing there that can",
         hoist_if_common,
     ),
 ];
@@ -314,19 +314,25 @@ fn push_into_if(b: &Block, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
 
 /// A statement both branches of an `if` compute (a read `x[i]` on either
 /// side of `if i == 0 then x[i] else x[i] * y[i - 1]`) runs once before
-/// it: it ran on either path anyway, so it cannot fail and reads nothing
-/// the branches bind. (gcc vectorised no loop with the same read in both
+/// it: it ran on either path anyway. It cannot fail, reads nothing the
+/// branches bind, and follows nothing in them that can fail. (gcc vectorised no loop with the same read in both
 /// arms of a branch: RK4's steps.)
 fn hoist_if_common(s: &Stmt, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
     let Expr::If { cond, then_b, else_b } = &s.expr else { return None };
     let outside = |st: &Stmt, inside: &rustc_hash::FxHashSet<VarId>| walk::free_vars_stmt(st).iter().all(|v| !inside.contains(v));
     let (in_then, in_else) = (walk::bound_vars_block(then_b), walk::bound_vars_block(else_b));
+    // no statement before it in its branch can fail: a read left unchecked
+    // because a check before it passed must stay after that check
+    let unguarded = |b: &Block, k: usize, ctx: &Ctx| b.stmts[..k].iter().all(|t| !ctx.can_fail(t));
     for (i, st) in then_b.stmts.iter().enumerate() {
         let (Some(key), Some(x)) = (cse_key(st), single(st)) else { continue };
-        if !outside(st, &in_then) || ctx.can_fail(st) {
+        if !outside(st, &in_then) || ctx.can_fail(st) || !unguarded(then_b, i, ctx) {
             continue;
         }
         let Some(j) = else_b.stmts.iter().position(|e| cse_key(e).as_ref() == Some(&key) && outside(e, &in_else)) else { continue };
+        if !unguarded(else_b, j, ctx) {
+            continue;
+        }
         let h = ctx.fresh_like(x.var);
         let (mut then_b, mut else_b) = (then_b.clone(), else_b.clone());
         then_b.stmts[i] = bind(x.var, x.ty.clone(), Expr::Atom(Atom::Var(h)));
