@@ -212,6 +212,27 @@ fn parallel_errors_match_the_interpreter() {
     }
 }
 
+/// A size product outside `i64` is the error a size that overflows is, on
+/// both backends, also where the optimiser removed what it sized: reverse
+/// mode's stack of `n * m * k` saved states with k = 2^62 (before, its
+/// wrapped size made the error "cannot unflatten an axis of size 0").
+#[test]
+fn size_products_that_overflow_are_errors() {
+    let src = "entry g2 [n][m] (x: [n][m]f64) (c: f64) (k: i64) : [n][m]f64 =\n  \
+               grad (\\y -> let s = loop s = y for t < k do for i j. c * ((if i > 0 then s[i - 1, j] else 0.0) + s[i, j]) in sum (for i. sum (for j. s[i, j] * s[i, j]))) x\n";
+    let Some((native, interp)) = c_and_interp("size_products_that_overflow_are_errors", src) else { return };
+    let args = [Value::array(vec![2, 2], ArrayData::F64(vec![1.0, 2.0, 3.0, 4.0].into())), Value::F64(0.1), Value::I64(1 << 62)];
+    let want = interp.entry("g2").unwrap().call(&args).unwrap_err().to_string();
+    assert!(want.contains("size arithmetic overflows i64"), "{want}");
+    for threads in [1, 2] {
+        let got = native.entry("g2").unwrap().call_with(&args, &CallOptions { threads, par_min: 0, team: Team::Fixed }).unwrap_err().to_string();
+        assert_eq!(got, want);
+    }
+    let small = [args[0].clone(), Value::F64(0.1), Value::I64(3)];
+    let (a, b) = (interp.entry("g2").unwrap().call(&small).unwrap(), native.entry("g2").unwrap().call(&small).unwrap());
+    assert!(same(&a, &b), "{} vs {}", a.to_json(), b.to_json());
+}
+
 /// A row an accumulating `for` stacks (the matrix-multiply gradient's `dB`
 /// rows after `interchange_sum`) is built in place in the enclosing
 /// `for`'s result, as a plain `for`'s row is: no copy per row, and the

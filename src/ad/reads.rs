@@ -335,7 +335,7 @@ impl Reads<'_, '_> {
     fn record(&mut self, s: &Stmt) {
         let b = &*self.b;
         self.known.learn(s, &|a| b.type_of(a));
-        if let (Expr::Prim(Prim::Add | Prim::Sub | Prim::Mul, _), [x]) = (&s.expr, s.binds.as_slice())
+        if let (Expr::Prim(Prim::Add | Prim::Sub | Prim::Mul | Prim::SizeMul, _), [x]) = (&s.expr, s.binds.as_slice())
             && x.ty == Type::scalar(Scalar::I64)
         {
             self.ints.insert(x.var, s.expr.clone());
@@ -563,7 +563,7 @@ impl Reads<'_, '_> {
         match a {
             Atom::Lit(crate::ir::Lit::I64(c)) => Size::constant(*c),
             Atom::Var(v) => match self.ints.get(v) {
-                Some(Expr::Prim(p @ (Prim::Add | Prim::Sub | Prim::Mul), xs)) if depth > 0 && xs.len() == 2 => {
+                Some(Expr::Prim(p @ (Prim::Add | Prim::Sub | Prim::Mul | Prim::SizeMul), xs)) if depth > 0 && xs.len() == 2 => {
                     // coefficients wrap as `i64` arithmetic does; a product
                     // over the size budget stays the variable
                     let (x, y) = (self.value_at(&xs[0], depth - 1), self.value_at(&xs[1], depth - 1));

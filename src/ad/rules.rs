@@ -203,7 +203,7 @@ pub fn prim_jvp(b: &mut Builder, op: Prim, args: &[Atom], y: Atom, dargs: &[Opti
                 Some(r.p(Select, vec![x, da, db]))
             }
         }
-        IsNan | Eq | Ne | Lt | Le | Gt | Ge | And | Or | Not | BitAnd | BitOr | BitXor | ShiftLeft | ShiftRight => None,
+        IsNan | Eq | Ne | Lt | Le | Gt | Ge | And | Or | Not | BitAnd | BitOr | BitXor | ShiftLeft | ShiftRight | SizeMul => None,
     })
 }
 

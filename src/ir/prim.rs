@@ -117,6 +117,9 @@ pub enum Traps {
     /// integer operands with a zero divisor are the run-time error
     /// "integer division by zero" (floats follow IEEE)
     IntZeroDivisor,
+    /// a product outside `i64` is the run-time error a size that overflows
+    /// is (`Size::eval`), never a wrapped value
+    SizeOverflow,
 }
 
 /// How a primitive evaluates on literal operands of the right number.
@@ -345,6 +348,11 @@ primitives! {
     /// truncating remainder (error on zero for integers)
     Rem => Row { name: "rem", builtin: None, arity: 2, typing: NUMERIC, cost: Cost::Cheap, traps: Traps::IntZeroDivisor,
                  eval: Eval::Lits(eval::rem), c: numeric(Spell::Libm("fmod"), Spell::Sized("ard_rem")) },
+    /// the product of two sizes, checked: an error where it leaves `i64`
+    /// (how sizes are materialised, so a product of non-negative sizes is
+    /// provably non-negative)
+    SizeMul => Row { name: "size_mul", builtin: None, arity: 2, typing: BITS, cost: Cost::Cheap, traps: Traps::SizeOverflow,
+                     eval: Eval::Lits(eval::size_mul), c: ints(Spell::Sized("ard_mul")) },
     Neg => Row { name: "neg", builtin: None, arity: 1, typing: NUMERIC, cost: Cost::Cheap, traps: Traps::Never,
                  eval: Eval::Lits(eval::neg), c: numeric(Spell::Op("-"), Spell::Sized("ard_neg")) },
     /// derivative of `Lgamma`

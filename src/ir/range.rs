@@ -176,7 +176,7 @@ pub fn position<'s>(a: &Atom, lookup: &dyn Fn(VarId) -> Option<&'s Stmt>, numera
         Expr::Atom(x) => sub(x, numerators),
         Expr::Prim(Prim::Add, xs) => sub(&xs[0], numerators)?.add(&sub(&xs[1], numerators)?),
         Expr::Prim(Prim::Sub, xs) => sub(&xs[0], numerators)?.sub(&sub(&xs[1], numerators)?),
-        Expr::Prim(Prim::Mul, xs) => sub(&xs[0], numerators)?.mul(&sub(&xs[1], numerators)?),
+        Expr::Prim(Prim::Mul | Prim::SizeMul, xs) => sub(&xs[0], numerators)?.mul(&sub(&xs[1], numerators)?),
         Expr::Prim(Prim::Div, xs) => {
             let Atom::Lit(Lit::I64(c)) = xs[1] else { return Some(Frac::int(Size::var(v))) };
             let q = sub(&xs[0], numerators)?;

@@ -37,8 +37,13 @@ impl fmt::Display for SizeError {
     }
 }
 
+/// The run-time error of a size (or `size_mul`) outside `i64`.
+pub fn overflow_message() -> &'static str {
+    "size arithmetic overflows i64 (a dimension, or a product of dimensions, is above 9223372036854775807)"
+}
+
 fn overflow() -> String {
-    "size arithmetic overflows i64 (a dimension, or a product of dimensions, is above 9223372036854775807)".to_string()
+    overflow_message().to_string()
 }
 
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
@@ -321,7 +326,9 @@ impl Size {
         Ok(total)
     }
 
-    /// Compute the size as an `i64` atom, emitting arithmetic with `emit`.
+    /// Compute the size as an `i64` atom, emitting arithmetic with `emit`:
+    /// products as `size_mul`, checked as `Size::eval` is, so a product of
+    /// non-negative sizes is known to be non-negative.
     pub fn materialize(&self, emit: &mut dyn FnMut(Prim, Vec<Atom>) -> Atom) -> Atom {
         if let Some(c) = self.as_const() {
             return Atom::Lit(Lit::I64(c));
@@ -343,13 +350,13 @@ impl Size {
                 };
                 prod = Some(match prod {
                     None => x,
-                    Some(p) => emit(Prim::Mul, vec![p, x]),
+                    Some(p) => emit(Prim::SizeMul, vec![p, x]),
                 });
             }
             let term = match prod {
                 None => Atom::Lit(Lit::I64(*c)),
                 Some(p) if *c == 1 => p,
-                Some(p) => emit(Prim::Mul, vec![Atom::Lit(Lit::I64(*c)), p]),
+                Some(p) => emit(Prim::SizeMul, vec![Atom::Lit(Lit::I64(*c)), p]),
             };
             total = Some(match total {
                 None => term,

@@ -519,7 +519,7 @@ pub fn can_fail_with(s: &Stmt, nonneg: &dyn Fn(VarId) -> bool) -> bool {
         Expr::Iota { n } | Expr::Replicate { n, .. } => count_fails(n),
         Expr::Index { checks, .. } => checks.iter().any(Option::is_some),
         Expr::Slice { check, .. } => check.is_some(),
-        Expr::Prim(p, xs) => int_div(p, xs),
+        Expr::Prim(p, xs) => int_div(p, xs) || p.row().traps == Traps::SizeOverflow,
         Expr::Coerce { .. } | Expr::Fail { .. } | Expr::ScatterAdd { .. } | Expr::Update { .. } | Expr::ArgExt { .. } | Expr::Unflatten { .. } => true,
         // printing is an effect: kept, never duplicated or hoisted, like a check
         Expr::Trace { .. } => true,

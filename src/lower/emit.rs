@@ -42,7 +42,7 @@ impl Lowerer<'_> {
             match (op, a, b) {
                 (Prim::Add, Some(a), Some(b)) => a.try_add(&b).ok(),
                 (Prim::Sub, Some(a), Some(b)) => a.try_sub(&b).ok(),
-                (Prim::Mul, Some(a), Some(b)) => a.try_mul(&b).ok(),
+                (Prim::Mul | Prim::SizeMul, Some(a), Some(b)) => a.try_mul(&b).ok(),
                 (Prim::Div, Some(a), Some(b)) => a.try_div(&b).ok(),
                 _ => None,
             }

@@ -176,6 +176,7 @@ pub fn optimize_function(f: &mut Function, sched: &Schedule, rules: &[Rule], opt
         want_cse: mentions(sched, "cse"),
         nonneg: f.size_params.iter().map(|(_, v)| *v).collect(),
         nonneg_sizes: parameter_axes(f),
+        entry_sizes: entry_sizes(f),
         ..State::default()
     };
     walk_uses(f, &mut st);
@@ -266,6 +267,31 @@ fn mentions(sched: &Schedule, name: &str) -> bool {
 /// array exists, so the product neither is negative nor overflowed; a
 /// product of only some axes could have, beside an empty axis). Reverse
 /// mode sizes its zero fills by such counts.
+/// The sizes a call evaluates before the body runs, checking each product
+/// and sum: every axis of an array parameter and, inside it, the operands of
+/// its divisions (`(d*d - d)/2` evaluates `d*d - d` and `2`).
+fn entry_sizes(f: &Function) -> Vec<crate::ir::Size> {
+    fn with_parts(s: &crate::ir::Size, out: &mut Vec<crate::ir::Size>) {
+        if s.as_var().is_some() || s.as_const().is_some() || out.contains(s) {
+            return;
+        }
+        out.push(s.clone());
+        for (mono, _) in s.terms() {
+            for a in mono {
+                if let crate::ir::SizeAtom::Div(p, q) = a {
+                    with_parts(p, out);
+                    with_parts(q, out);
+                }
+            }
+        }
+    }
+    let mut out = vec![];
+    for d in f.params.iter().flat_map(|p| &p.ty.shape) {
+        with_parts(d, &mut out);
+    }
+    out
+}
+
 fn parameter_axes(f: &Function) -> Vec<crate::ir::Size> {
     let mut out: Vec<crate::ir::Size> = vec![];
     for p in &f.params {

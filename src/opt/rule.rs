@@ -110,6 +110,11 @@ pub struct State {
     /// parameters (a call checks its arguments' shapes against them), such
     /// as GMM's `(d*d - d)/2`, which no sign rule proves
     pub nonneg_sizes: Vec<crate::ir::Size>,
+    /// sizes a call evaluates (with overflow checks, `Size::eval`) before
+    /// the body runs: the axes of the array parameters and the operands
+    /// of the divisions in them. A product of sizes that is a leading part
+    /// of one of their terms cannot overflow ([`Ctx::size_product_checked`]).
+    pub entry_sizes: Vec<crate::ir::Size>,
 }
 
 /// What a rule sees: the scope at its position and the run's state.
@@ -393,6 +398,7 @@ impl Ctx<'_, '_> {
             })
         };
         match &s.expr {
+            Expr::Prim(Prim::SizeMul, xs) if xs.len() == 2 => !self.size_product_checked(&xs[0], &xs[1]),
             Expr::ArgExt { arr, .. } => {
                 let ty = match arr {
                     Atom::Var(v) => local.get(v).map(|(t, _)| t.clone()).or_else(|| self.type_of(arr)),
@@ -429,8 +435,10 @@ impl Ctx<'_, '_> {
 
     /// Whether `unflatten n m arr` (bound by `s`) cannot fail: `n` and `m`
     /// are provably non-negative and the operand's size is `n * m` as a
-    /// polynomial. (Sizes are computed with overflow checks, so an operand
-    /// of size `n * m` exists only where `n * m` fits.)
+    /// polynomial, `n` and `m` read through their definitions (a stack's
+    /// `size_mul n trips`). (Sizes are computed with overflow checks, so
+    /// an operand of size `n * m` exists only where `n * m` fits, or `m`
+    /// is 0 and the check passes anyway.)
     fn unflatten_exact(&self, s: &Stmt, arr: &Atom, n: &Atom, m: &Atom) -> bool {
         let nonneg = |a: &Atom| match a {
             Atom::Lit(Lit::I64(c)) => *c >= 0,
@@ -438,8 +446,12 @@ impl Ctx<'_, '_> {
             _ => false,
         };
         let (Some(b), Some(t)) = (s.binds.first(), self.type_of(arr)) else { return false };
-        let (Some(ns), Some(ms)) = (Size::of_atom(n), Size::of_atom(m)) else { return false };
-        nonneg(n) && nonneg(m) && b.ty.shape.len() >= 2 && b.ty.shape[0] == ns && b.ty.shape[1] == ms && t.shape.first() == Some(&ns.mul(&ms))
+        if !(nonneg(n) && nonneg(m) && b.ty.shape.len() >= 2) {
+            return false;
+        }
+        let same = |a: &Atom, axis: &Size| Size::of_atom(a).as_ref() == Some(axis) || self.int_polynomial(a, 8, true).as_ref() == Some(axis);
+        let (ns, ms) = (&b.ty.shape[0], &b.ty.shape[1]);
+        same(n, ns) && same(m, ms) && t.shape.first() == Some(&ns.mul(ms))
     }
 
     /// Whether integer `v` is never negative where it is in scope (a size,
@@ -453,6 +465,7 @@ impl Ctx<'_, '_> {
             || inner.contains(&v)
             || self.index_range(v).is_some()
             || self.clamped_at_zero(v)
+            || self.size_product_of_nonneg(v, inner)
             || self.an_axis_of_a_parameter(v)
             || self.a_size_that_ran(v)
     }
@@ -473,25 +486,58 @@ impl Ctx<'_, '_> {
     /// `+`, `-`, `*` and `/` (truncating, as `Size::div`), looking through
     /// at most `depth` definitions.
     fn int_as_size(&self, a: &Atom, depth: usize) -> Option<crate::ir::Size> {
+        self.int_polynomial(a, depth, false)
+    }
+
+    /// [`Ctx::int_as_size`], where `opaque` also lets any other integer
+    /// variable be a variable of the polynomial (a trip count `max n 0`).
+    fn int_polynomial(&self, a: &Atom, depth: usize, opaque: bool) -> Option<crate::ir::Size> {
         use crate::ir::{Prim, Size};
         match a {
             Atom::Lit(Lit::I64(c)) => Some(Size::constant(*c)),
             Atom::Var(v) if self.st.nonneg.contains(v) => Some(Size::var(*v)),
-            Atom::Var(v) if depth > 0 => match &self.def(*v)?.expr {
-                Expr::Atom(x) => self.int_as_size(x, depth - 1),
-                Expr::Prim(p @ (Prim::Add | Prim::Sub | Prim::Mul | Prim::Div), xs) if xs.len() == 2 => {
-                    let (x, y) = (self.int_as_size(&xs[0], depth - 1)?, self.int_as_size(&xs[1], depth - 1)?);
+            Atom::Var(v) if depth > 0 => match self.def(*v).map(|s| &s.expr) {
+                Some(Expr::Atom(x)) => self.int_polynomial(x, depth - 1, opaque),
+                Some(Expr::Prim(p @ (Prim::Add | Prim::Sub | Prim::Mul | Prim::SizeMul | Prim::Div), xs)) if xs.len() == 2 => {
+                    let (x, y) = (self.int_polynomial(&xs[0], depth - 1, opaque)?, self.int_polynomial(&xs[1], depth - 1, opaque)?);
                     Some(match p {
                         Prim::Add => x.add(&y),
                         Prim::Sub => x.sub(&y),
-                        Prim::Mul => x.mul(&y),
+                        Prim::Mul | Prim::SizeMul => x.mul(&y),
                         _ => x.div(&y),
                     })
                 }
-                _ => None,
+                _ => opaque.then(|| Size::var(*v)),
             },
             _ => None,
         }
+    }
+
+    /// Whether `size_mul x y` cannot overflow: its product is (as a
+    /// polynomial) a leading part of a term of a size the call evaluated
+    /// before the body ran, times 1 or times the whole term's coefficient:
+    /// `Size::materialize` multiplies a term's variables in the order
+    /// `Size::eval` does, the coefficient last, and a leading part of a
+    /// product that fit fits (the sizes are never negative; a zero factor
+    /// makes every later part zero). GMM's `d*d` of `(d*d - d)/2`.
+    fn size_product_checked(&self, x: &Atom, y: &Atom) -> bool {
+        let (Some(a), Some(b)) = (self.int_as_size(x, 8), self.int_as_size(y, 8)) else { return false };
+        let p = a.mul(&b);
+        let mut terms = p.terms();
+        let (Some((mono, c)), None) = (terms.next(), terms.next()) else { return false };
+        self.st.entry_sizes.iter().flat_map(|s| s.terms()).any(|(t, ct)| t.starts_with(mono) && (c == 1 || (c == ct && t.len() == mono.len())))
+    }
+
+    /// Whether `v` is bound to `size_mul a b` with `a` and `b` never
+    /// negative: a checked product, so never negative either (a stack of
+    /// saved states, `n * m * trips`).
+    fn size_product_of_nonneg(&self, v: VarId, inner: &[VarId]) -> bool {
+        let nonneg = |a: &Atom| match a {
+            Atom::Lit(Lit::I64(c)) => *c >= 0,
+            Atom::Var(x) => self.nonneg(*x, inner),
+            _ => false,
+        };
+        matches!(self.def(v).map(|s| &s.expr), Some(Expr::Prim(crate::ir::Prim::SizeMul, xs)) if xs.iter().all(nonneg))
     }
 
     /// Whether `v` is bound to `max a c` (or `max c a`) with a literal

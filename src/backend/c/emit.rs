@@ -1723,7 +1723,7 @@ impl Em {
     }
 
     /// A primitive, spelled as its row of the primitive table says; an
-    /// integer division first checks its divisor.
+    /// integer division first checks its divisor, a size product its range.
     fn prim(&mut self, s: &Stmt, p: Prim, args: &[Atom]) -> R<()> {
         let row = p.row();
         let o = self.v(self.one(s)?.var);
@@ -1747,6 +1747,12 @@ impl Em {
                 self.open(&format!("if ({} == 0)", a[1]));
                 self.fail("integer division by zero%s", &[at_str(&s.loc)]);
                 self.ind -= 1;
+            }
+            Traps::SizeOverflow => {
+                self.open(&format!("if (__builtin_mul_overflow({}, {}, &{o}))", a[0], a[1]));
+                self.fail(&format!("{}%s", crate::ir::size::overflow_message()), &[at_str(&s.loc)]);
+                self.ind -= 1;
+                return Ok(());
             }
             Traps::IntZeroDivisor | Traps::Never => {}
         }

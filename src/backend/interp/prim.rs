@@ -55,6 +55,7 @@ pub(super) fn eval_prim(p: Prim, args: &[Value], loc: &Option<Loc>) -> Result<Va
     match p.eval(&lits[..args.len()]) {
         Ok(l) => Ok(value_of(l)),
         Err(Fault::DivisionByZero) => Err(RuntimeError { message: format!("integer division by zero{}", at(loc)) }),
+        Err(Fault::SizeOverflow) => Err(RuntimeError { message: format!("{}{}", crate::ir::size::overflow_message(), at(loc)) }),
         Err(Fault::IllTyped) => Err(bad(p, args)),
     }
 }

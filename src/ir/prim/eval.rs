@@ -14,6 +14,8 @@ use crate::ir::Lit;
 pub enum Fault {
     /// integer `div` or `rem` by zero: a run-time error of the program
     DivisionByZero,
+    /// `size_mul` outside `i64`: a run-time error of the program
+    SizeOverflow,
     /// operands of the wrong number or types: an internal error, since the
     /// verifier rejects such IR
     IllTyped,
@@ -96,6 +98,14 @@ pub fn sub(x: &[Lit]) -> Res {
 
 pub fn mul(x: &[Lit]) -> Res {
     num2!(x, a, b => a * b, a.wrapping_mul(b))
+}
+
+pub fn size_mul(x: &[Lit]) -> Res {
+    match (x[0], x[1]) {
+        (Lit::I64(a), Lit::I64(b)) => a.checked_mul(b).map(Lit::I64).ok_or(Fault::SizeOverflow),
+        (Lit::I32(a), Lit::I32(b)) => a.checked_mul(b).map(Lit::I32).ok_or(Fault::SizeOverflow),
+        _ => Err(Fault::IllTyped),
+    }
 }
 
 pub fn div(x: &[Lit]) -> Res {

@@ -510,7 +510,7 @@ fn poly(a: &Atom, frame: &Frame, ctx: &Ctx, depth: usize) -> Option<Size> {
     }
     let def = frame.local(v).or_else(|| ctx.def(v));
     match def.map(|d| (&d.expr, d.binds.len())) {
-        Some((Expr::Prim(p @ (Prim::Add | Prim::Sub | Prim::Mul), xs), 1)) if xs.len() == 2 => {
+        Some((Expr::Prim(p @ (Prim::Add | Prim::Sub | Prim::Mul | Prim::SizeMul), xs), 1)) if xs.len() == 2 => {
             let (x, y) = (poly(&xs[0], frame, ctx, depth - 1)?, poly(&xs[1], frame, ctx, depth - 1)?);
             Some(match p {
                 Prim::Add => x.add(&y),
