@@ -388,6 +388,33 @@ fn an_update_in_a_branch_writes_in_place() {
     assert!(peak < result_bytes * 3 / 2, "peak {peak} bytes for a result of {result_bytes}: the branch copied the array");
 }
 
+/// A `for` stacking scalars writes over a vector that dies there and that
+/// its body reads only at its own index (element i read before element i
+/// is stored), when nobody else holds the buffer: the logsumexp gradient's
+/// adjoint over its table of exponentials (above: one array at the peak).
+/// Not over a vector read elsewhere (`y[n - 1 - i]`), nor one still held
+/// by a tuple that outlives the loop; the interpreter's bits at every
+/// thread count, and the peak of one array where the buffer serves.
+#[test]
+fn maps_write_over_the_vector_they_consume() {
+    let src = "entry over [n] (x: [n]f64) : (f64, [n]f64) =\n  let (s, y) = (sum (for i. exp x[i]), for i. exp x[i])\n  in (s, for i. y[i] * s - 1.0)\n\
+               entry mirror [n] (x: [n]f64) : [n]f64 = let y = for i. exp x[i] in for i. y[n - 1 - i] - y[i]\n\
+               entry held [n] (x: [n]f64) : ([n]f64, [n]f64) = let y = for i. exp x[i] in (y, for i. y[i] * 2.0)\n";
+    let Some((compiled, interp)) = c_and_interp("maps_write_over.ard", src) else { return };
+    for n in [0usize, 1, 3, 8, 17, 1000, 40_000] {
+        let x = Value::array(vec![n], ArrayData::F64((0..n).map(|i| ((i * 7919) % 1000) as f64 / 250.0 - 2.0).collect()));
+        for e in ["over", "mirror", "held"] {
+            agrees_at_every_thread_count(&compiled, &interp, e, std::slice::from_ref(&x), &format!("{e} at n = {n}"));
+        }
+        if n == 40_000 {
+            let one = CallOptions { threads: 1, par_min: 1 << 15, team: Team::Fixed };
+            let (_, stats) = compiled.entry("over").unwrap().call_with(std::slice::from_ref(&x), &one).unwrap();
+            let peak = stats.unwrap().peak_bytes;
+            assert!(peak < 8 * n as i64 * 3 / 2, "peak {peak} bytes for a result of {}: the map made a second array", 8 * n);
+        }
+    }
+}
+
 /// Inside a parallel `for` each thread counts its allocations in its own
 /// list (shared counters made two threads slower than one): at the end of
 /// the region the counts are added up, so a call still leaves only its

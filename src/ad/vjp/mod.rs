@@ -326,9 +326,18 @@ impl Rev {
                     }
                 }
             }
-            Expr::Reduce { op: op @ (ReduceOp::Max | ReduceOp::Min), arrs, .. } if b.type_of(&arrs[0]).rank() == 1 => {
-                let (max, arr) = (matches!(op, ReduceOp::Max), arrs[0]);
-                self.rev_extremum(b, s.binds[0].var, max, arr)
+            Expr::Reduce { op: op @ (ReduceOp::Max | ReduceOp::Min), arrs, ne } if b.type_of(&arrs[0]).rank() == 1 => {
+                let (max, arr, y) = (matches!(op, ReduceOp::Max), arrs[0], s.binds[0].clone());
+                if let [ne] = ne.as_slice()
+                    && is_extremum_identity(max, ne)
+                    && self.has_cotangent(y.var)
+                    && self.linear(&arr)
+                {
+                    let (fwd, k) = extremum_by_position(b, &y, max, arr, *ne, s.loc.clone());
+                    self.rev_extremum(b, y.var, max, arr, Some(k));
+                    return Ok(Some(fwd));
+                }
+                self.rev_extremum(b, y.var, max, arr, None)
             }
             Expr::Reduce { op: ReduceOp::Mul, arrs, .. } if arrs.len() == 1 => {
                 let arr = arrs[0];
@@ -464,20 +473,15 @@ impl Rev {
     }
 
     /// `maximum`/`minimum` of a vector: the cotangent goes to the first
-    /// extremal element (LANGUAGE.md §7), found again with `argmax`.
-    fn rev_extremum(&mut self, b: &mut Builder, y: VarId, max: bool, arr: Atom) {
+    /// extremal element (LANGUAGE.md §7), at position `at` (found by the
+    /// forward sweep), or found again with `argmax`.
+    fn rev_extremum(&mut self, b: &mut Builder, y: VarId, max: bool, arr: Atom, at: Option<Atom>) {
         let Some(ct) = self.take(b, y) else { return };
         if !self.linear(&arr) {
             return;
         }
+        let k = at.unwrap_or_else(|| extremum_position(b, max, arr));
         let at = b.type_of(&arr);
-        let n = b.size(&at.shape[0]);
-        let nonempty = b.prim(Prim::Gt, vec![n, lit(Scalar::I64, 0.0)], Scalar::Bool);
-        b.begin();
-        let k = b.emit(Expr::ArgExt { max, arr }, Type::scalar(Scalar::I64), "arg");
-        let then_b = Block { stmts: b.end(), result: vec![k] };
-        let else_b = Block { stmts: vec![], result: vec![lit(Scalar::I64, 0.0)] };
-        let k = b.emit(Expr::If { cond: nonempty, then_b, else_b }, Type::scalar(Scalar::I64), "arg");
         let ivar = b.fresh("i");
         b.begin();
         let hit = b.prim(Prim::Eq, vec![Atom::Var(ivar), k], Scalar::Bool);
@@ -685,6 +689,54 @@ impl Rev {
         swept?;
         Ok((rev, outs))
     }
+}
+
+/// The position of the first extremal element of `arr` (`argmax`), 0 when
+/// it is empty.
+fn extremum_position(b: &mut Builder, max: bool, arr: Atom) -> Atom {
+    let at = b.type_of(&arr);
+    let n = b.size(&at.shape[0]);
+    let nonempty = b.prim(Prim::Gt, vec![n, lit(Scalar::I64, 0.0)], Scalar::Bool);
+    b.begin();
+    let k = b.emit(Expr::ArgExt { max, arr }, Type::scalar(Scalar::I64), "arg");
+    let then_b = Block { stmts: b.end(), result: vec![k] };
+    let else_b = Block { stmts: vec![], result: vec![lit(Scalar::I64, 0.0)] };
+    b.emit(Expr::If { cond: nonempty, then_b, else_b }, Type::scalar(Scalar::I64), "arg")
+}
+
+/// Whether `ne` is the identity of `max` (`min`): `-inf` (`inf`) or the
+/// integer type's least (greatest) value, so that a reduction from it is
+/// its array's first extremal element, or `ne` when the array is empty.
+fn is_extremum_identity(max: bool, ne: &Atom) -> bool {
+    match (ne, max) {
+        (Atom::Lit(Lit::F64(x)), _) => *x == if max { f64::NEG_INFINITY } else { f64::INFINITY },
+        (Atom::Lit(Lit::F32(x)), _) => *x == if max { f32::NEG_INFINITY } else { f32::INFINITY },
+        (Atom::Lit(Lit::I64(x)), true) => *x == i64::MIN,
+        (Atom::Lit(Lit::I64(x)), false) => *x == i64::MAX,
+        (Atom::Lit(Lit::I32(x)), true) => *x == i32::MIN,
+        (Atom::Lit(Lit::I32(x)), false) => *x == i32::MAX,
+        _ => false,
+    }
+}
+
+/// The forward sweep's `y = reduce max ne arr` (`ne` its identity) when the
+/// cotangent needs the extremum's position: the position once, then `y`
+/// read there (or `ne` for an empty array). The same bits: the reduction
+/// and `argmax` both take the first NaN, else the first extremal element
+/// (ties of ±0 included); one pass over `arr` instead of two (reverse
+/// mode's logsumexp read its input once for `maximum`, once for `argmax`).
+fn extremum_by_position(b: &mut Builder, y: &Binder, max: bool, arr: Atom, ne: Atom, loc: Option<Loc>) -> (Vec<Stmt>, Atom) {
+    b.begin();
+    let k = extremum_position(b, max, arr);
+    let at = b.type_of(&arr);
+    let n = b.size(&at.shape[0]);
+    let nonempty = b.prim(Prim::Gt, vec![n, lit(Scalar::I64, 0.0)], Scalar::Bool);
+    b.begin();
+    let v = b.emit(Expr::Index { arr, idx: vec![k], checks: vec![None] }, Type::scalar(at.elem), "ext");
+    let then_b = Block { stmts: b.end(), result: vec![v] };
+    let else_b = Block { stmts: vec![], result: vec![ne] };
+    b.push(Stmt { binds: vec![y.clone()], expr: Expr::If { cond: nonempty, then_b, else_b }, loc });
+    (b.end(), k)
 }
 
 /// Add `ct` to the cotangent of `v` kept in `map` (the first one is just

@@ -269,6 +269,25 @@ fn var_names_in(c: &str) -> FxHashSet<VarId> {
     out
 }
 
+/// A vector that `for` statement `s` can write a stacked result of scalars
+/// over: one of `dying` that `usable` accepts (owned, of the result's type,
+/// not taken yet) and that the body reads only as `v[i]` at its top, so
+/// each iteration reads its element before the result's element is stored
+/// (also in widened groups). The caller checks at run time that nobody
+/// else holds the buffer.
+fn overwritable_input(s: &Stmt, dying: &[VarId], usable: &dyn Fn(VarId) -> bool) -> Option<VarId> {
+    let (Expr::For { ivar, body, .. } | Expr::ForAcc { ivar, body, .. }) = &s.expr else { return None };
+    let reads_at_index = |v: VarId| {
+        body.stmts.iter().filter(|st| matches!(&st.expr, Expr::Index { arr: Atom::Var(a), idx, .. } if *a == v && idx.as_slice() == [Atom::Var(*ivar)])).count()
+    };
+    dying.iter().copied().find(|&v| {
+        usable(v) && {
+            let reads = reads_at_index(v);
+            reads > 0 && reads == uses_in(&s.expr, v)
+        }
+    })
+}
+
 fn uses_in(e: &Expr, v: VarId) -> usize {
     let mut n = 0;
     crate::ir::walk::visit_expr(
@@ -460,6 +479,8 @@ struct Em {
     index_selects: FxHashMap<VarId, [Atom; 3]>,
     /// the function's size parameters (known everywhere in it)
     size_params: FxHashSet<VarId>,
+    /// the function's parameters: the caller's memory (never unique)
+    params: FxHashSet<VarId>,
     /// the counters of its `for`s and counted `loop`s: each runs from 0
     /// one step per iteration, so it never nears 2^62 and a sum or
     /// difference of two of them (or of one and a small constant) cannot
@@ -649,6 +670,7 @@ impl Em {
             lanes_own_rows: false,
             index_selects: FxHashMap::default(),
             size_params: f.size_params.iter().map(|(_, v)| *v).collect(),
+            params: f.params.iter().map(|b| b.var).collect(),
             counters: loop_counters(&f.body),
             update_in_range: false,
             unique: FxHashSet::default(),
@@ -1266,8 +1288,8 @@ impl Em {
                 self.line(&format!("{o}.p = (void *)({} + ard_lo{k} * {row});", self.elem_ptr(&a, t.elem)));
                 self.line(&format!("{o}.d[0] = ard_hi{k} - ard_lo{k};"));
             }
-            Expr::For { ivar, size, body } => self.for_(s, *ivar, size, body, &vec![false; body.result.len()])?,
-            Expr::ForAcc { ivar, size, body, acc } => self.for_(s, *ivar, size, body, acc)?,
+            Expr::For { ivar, size, body } => self.for_(s, *ivar, size, body, &vec![false; body.result.len()], dying)?,
+            Expr::ForAcc { ivar, size, body, acc } => self.for_(s, *ivar, size, body, acc, dying)?,
             Expr::Reduce { op, ne, arrs } => self.reduce(s, op, ne, arrs, false)?,
             Expr::Scan { op, ne, arrs } => self.reduce(s, op, ne, arrs, true)?,
             Expr::ArgExt { max, arr } => {
@@ -1765,7 +1787,7 @@ impl Em {
     /// thread adds its static chunk, in index order, into its own partial
     /// sum, and the partial sums are added in thread order afterwards (the
     /// same bits for the same thread count).
-    fn for_(&mut self, s: &Stmt, ivar: VarId, size: &Size, body: &Block, acc: &[bool]) -> R<()> {
+    fn for_(&mut self, s: &Stmt, ivar: VarId, size: &Size, body: &Block, acc: &[bool], dying: &[VarId]) -> R<()> {
         if s.binds.len() != body.result.len() || acc.len() != body.result.len() {
             return Err("internal: a `for` binds a different number of values than its body returns".into());
         }
@@ -1777,6 +1799,7 @@ impl Em {
         self.fail("negative size %lld in a `for`%s", &[format!("(long long){n}"), at_str(&s.loc)]);
         self.ind -= 1;
         let mut rows = vec![];
+        let mut overwritten: Vec<VarId> = vec![];
         for (j, b) in s.binds.iter().enumerate() {
             let o = self.v(b.var);
             if acc[j] {
@@ -1800,7 +1823,27 @@ impl Em {
             if !self.made_rows.remove(&b.var) && !self.view_of_dest_row(b, &o, &n) {
                 let mut dims = vec![n.clone()];
                 dims.extend(b.ty.shape[1..].iter().map(|d| self.size(d)));
-                self.new_arr(&o, b.ty.elem, &dims);
+                let usable = |v: VarId| {
+                    b.ty.rank() == 1
+                        && !self.params.contains(&v)
+                        && !self.borrowed.contains(&v)
+                        && !overwritten.contains(&v)
+                        && self.atom_ty(&Atom::Var(v)) == b.ty
+                };
+                match overwritable_input(s, dying, &usable) {
+                    // element i of the input is read in iteration i before
+                    // element i of the result is written: one buffer serves
+                    // (the logsumexp gradient's adjoint over its table of
+                    // exponentials)
+                    Some(v) => {
+                        overwritten.push(v);
+                        let x = self.v(v);
+                        self.open(&format!("if (ard_unique({x}.b)) {{ {o} = {x}; ard_retain({o}.b); }} else {{"));
+                        self.new_arr(&o, b.ty.elem, &dims);
+                        self.close("}");
+                    }
+                    None => self.new_arr(&o, b.ty.elem, &dims),
+                }
             }
             let rl = format!("ard_rl{k}_{j}");
             let r = self.rowlen(&o, b.ty.rank(), 1);

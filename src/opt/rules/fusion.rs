@@ -55,6 +55,11 @@ pub const RULES: &[Rule] = &[
         fuse_consumer_for,
     ),
     Rule::on_block_stmts(
+        "store_recomputed",
+        "`let s = for i < n. (…; let t = f(…); …); …; let r = for j < n. (…; let u = f(…)[i := j]; …)` with `f` a maths function (`exp`, `log`, `tanh`, …) of the index and of values from outside the loops, computed alike at the top of both bodies → the first loop also stacks `t` into a table and the second reads `u = table[j]`, in a block that runs once and where the first loop is no contraction: reverse mode's second sweep recomputes the forward sweep's `exp (x[i] - m)`",
+        store_recomputed,
+    ),
+    Rule::on_block_stmts(
         "fuse_sibling_for",
         "horizontal fusion: two `for`s over the same size in one block that read a common array at their index (`x[i, …]`), the later one not depending on the earlier, neither able to fail → one `for` binding both results (placed at the later one); `cse` then reads `x[i]` once",
         fuse_sibling_for,
@@ -582,6 +587,116 @@ fn fuse_sibling_for(b: &Block, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
         }
     }
     None
+}
+
+/// A statement worth storing rather than computing twice: one scalar
+/// from a maths library function (not a division or square root, which
+/// cost about what storing and reloading the value costs).
+fn expensive_scalar(s: &Stmt) -> bool {
+    use crate::ir::Prim;
+    matches!((&s.expr, s.binds.as_slice()), (Expr::Prim(p, _), [x]) if x.ty.rank() == 0 && p.row().cost == crate::ir::prim::Cost::Expensive && !matches!(p, Prim::Div | Prim::Sqrt))
+}
+
+/// What `a` computes in a loop body over `i`, as a key two bodies share
+/// exactly when they compute it alike: `#` for the index, the body's own
+/// primitives, reads and copies expanded, anything from outside by its
+/// variable (a value the body binds any other way: `None`). At most
+/// `budget` nodes.
+fn value_key(body: &Block, i: VarId, a: &Atom, budget: &mut u32, out: &mut String) -> Option<()> {
+    use std::fmt::Write;
+    *budget = budget.checked_sub(1)?;
+    let v = match a {
+        Atom::Lit(l) => return write!(out, "{l:?}").ok(),
+        Atom::Var(v) if *v == i => {
+            out.push('#');
+            return Some(());
+        }
+        Atom::Var(v) => *v,
+    };
+    let Some(def) = super::local_def(body, v) else { return write!(out, "v{}", v.0).ok() };
+    if def.binds.len() != 1 {
+        return None;
+    }
+    match &def.expr {
+        Expr::Atom(x) => value_key(body, i, x, budget, out),
+        Expr::Prim(p, xs) => {
+            write!(out, "({}", p.name()).ok()?;
+            for x in xs {
+                out.push(' ');
+                value_key(body, i, x, budget, out)?;
+            }
+            out.push(')');
+            Some(())
+        }
+        // a checked read in the later loop passed in the earlier one
+        Expr::Index { arr, idx, .. } => {
+            out.push('[');
+            for x in std::iter::once(arr).chain(idx) {
+                value_key(body, i, x, budget, out)?;
+                out.push(' ');
+            }
+            out.push(']');
+            Some(())
+        }
+        _ => None,
+    }
+}
+
+/// The key of what statement `s` of `body` (a loop over `i`) binds, when
+/// it depends on the index (an invariant is `licm`'s to hoist, not a table's).
+fn stmt_key(body: &Block, i: VarId, s: &Stmt) -> Option<String> {
+    let mut key = String::new();
+    value_key(body, i, &Atom::Var(s.binds.first()?.var), &mut 64, &mut key)?;
+    key.contains('#').then_some(key)
+}
+
+/// `store_recomputed`: the earlier of two loops over one size stacks a
+/// maths function's value both compute alike at the top of their bodies,
+/// and the later one reads it. One pass over the block, the values of the
+/// loops met so far kept by size and key (a block of many loops is not
+/// compared pair by pair).
+fn store_recomputed(b: &Block, ctx: &mut Ctx) -> Option<Vec<Stmt>> {
+    // a table per run of an enclosing loop would cost an allocation each
+    if ctx.scope_repeats() {
+        return None;
+    }
+    let mut earlier: FxHashMap<(Size, String), (usize, Binder)> = FxHashMap::default();
+    for k in 0..b.stmts.len() {
+        let sk = &b.stmts[k];
+        let Some((ik, nk, bk, _)) = loop_parts(sk) else { continue };
+        let keys: Vec<(usize, String)> =
+            bk.stmts.iter().enumerate().filter(|(_, s)| expensive_scalar(s)).filter_map(|(p, s)| Some((p, stmt_key(bk, ik, s)?))).collect();
+        if let Some((p, (j, t))) = keys.iter().find_map(|(p, key)| Some((*p, earlier.get(&(nk.clone(), key.clone()))?.clone()))) {
+            return Some(stack_and_read(b, j, t, k, p, ctx));
+        }
+        if !contraction_shaped(sk) {
+            for (p, key) in keys {
+                earlier.entry((nk.clone(), key)).or_insert_with(|| (k, bk.stmts[p].binds[0].clone()));
+            }
+        }
+    }
+    None
+}
+
+/// `b`'s statements with loop `j` also stacking its body's `t` into a new
+/// table, and statement `p` of loop `k`'s body reading the table instead.
+fn stack_and_read(b: &Block, j: usize, t: Binder, k: usize, p: usize, ctx: &mut Ctx) -> Vec<Stmt> {
+    let mut out = b.stmts.clone();
+    let sj = &mut out[j];
+    let n = loop_parts(sj).map(|(_, n, _, _)| n.clone()).unwrap_or_default();
+    let tab = Binder { var: ctx.fresh("tab"), ty: Type { elem: t.ty.elem, shape: vec![n] } };
+    sj.binds.push(tab.clone());
+    if let Expr::ForAcc { acc, .. } = &mut sj.expr {
+        acc.push(false);
+    }
+    if let Some(body) = walk::sub_blocks_mut(&mut sj.expr).next() {
+        body.result.push(Atom::Var(t.var));
+    }
+    let ik = loop_parts(&out[k]).map(|(i, _, _, _)| i);
+    if let (Some(ik), Some(later)) = (ik, walk::sub_blocks_mut(&mut out[k].expr).next()) {
+        later.stmts[p].expr = Expr::Index { arr: Atom::Var(tab.var), idx: vec![Atom::Var(ik)], checks: vec![None] };
+    }
+    out
 }
 
 /// A `for` the C backend computes with a contraction kernel (the shape of
